@@ -1,0 +1,72 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// MARK: - Dependencies
+
+let dependencies: [Package.Dependency] = [
+    .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+    .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+]
+
+// MARK: - C libraries (system-library targets: module map + one shim header)
+
+let cTargets: [Target] = [
+    .systemLibrary(name: "CTurboJPEG", pkgConfig: "libturbojpeg",
+                   providers: [.apt(["libturbojpeg0-dev"])]),
+    .systemLibrary(name: "CJPEG", pkgConfig: "libjpeg",
+                   providers: [.apt(["libjpeg62-turbo-dev"])]),
+    .systemLibrary(name: "CPNG", pkgConfig: "libpng",
+                   providers: [.apt(["libpng-dev"])]),
+    .systemLibrary(name: "CExif", pkgConfig: "libexif",
+                   providers: [.apt(["libexif-dev"])]),
+    .systemLibrary(name: "CLCMS2", pkgConfig: "lcms2",
+                   providers: [.apt(["liblcms2-dev"])]),
+    .systemLibrary(name: "CZMQ", pkgConfig: "libzmq",
+                   providers: [.apt(["libzmq3-dev"])]),
+    // The setjmp guards for libjpeg and libpng: C that Swift cannot express.
+    .target(name: "ImagingShim", dependencies: ["CJPEG", "CPNG"]),
+]
+
+// MARK: - Libraries
+
+let libraries: [Target] = [
+    .target(
+        name: "TesseraImaging",
+        dependencies: ["ImagingShim", "CTurboJPEG", "CExif", "CLCMS2"]
+    ),
+    .target(name: "TesseraJobs", dependencies: ["TesseraImaging"]),
+]
+
+// MARK: - Executable
+
+let executables: [Target] = [
+    .executableTarget(
+        name: "tessera",
+        dependencies: [
+            "TesseraImaging",
+            "TesseraJobs",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ]
+    ),
+]
+
+// MARK: - Tests
+
+let tests: [Target] = [
+    .testTarget(name: "TesseraImagingTests", dependencies: ["TesseraImaging"]),
+    .testTarget(name: "TesseraJobsTests", dependencies: ["TesseraJobs"]),
+]
+
+let package = Package(
+    name: "Tessera",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "tessera", targets: ["tessera"]),
+        .library(name: "TesseraImaging", targets: ["TesseraImaging"]),
+        .library(name: "TesseraJobs", targets: ["TesseraJobs"]),
+    ],
+    dependencies: dependencies,
+    targets: cTargets + libraries + executables + tests,
+    swiftLanguageModes: [.v5]
+)

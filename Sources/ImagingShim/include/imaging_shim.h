@@ -1,0 +1,119 @@
+// ImagingShim: the only C in Tessera. libjpeg and libpng report errors by
+// longjmp; every setjmp guard lives here, so no longjmp ever crosses a Swift
+// frame. Each function returns 0 on success and -1 on failure, with the
+// library's message available from the handle.
+#ifndef TESSERA_IMAGING_SHIM_H
+#define TESSERA_IMAGING_SHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// MARK: - JPEG decoding (libjpeg API)
+
+typedef struct ts_jpeg_dec ts_jpeg_dec;
+
+/// What the frame header says, read before any pixel memory is allocated.
+typedef struct {
+    int width, height;
+    int num_components;
+    int jpeg_color_space;    ///< J_COLOR_SPACE of the stored data
+    int progressive;
+    int arith_code;
+    int data_precision;
+    int saw_adobe_marker;
+    int adobe_transform;
+    int max_h_samp, max_v_samp;
+    int h_samp[4], v_samp[4];
+    int restart_interval;
+} ts_jpeg_header;
+
+/// Output pixel layouts the decoder can produce.
+enum { TS_OUT_GRAY = 0, TS_OUT_RGB = 1, TS_OUT_RGBX = 2, TS_OUT_CMYK = 3 };
+
+/// Creates a decoder over `data` (not copied; must outlive the decoder).
+/// `strict` turns data-loss warnings (truncation, corrupt entropy data) into errors.
+/// `max_scans` bounds the number of progressive scans (0: no bound).
+ts_jpeg_dec *ts_jpeg_dec_create(const uint8_t *data, size_t size, int strict,
+                                int max_scans, long max_memory);
+void ts_jpeg_dec_destroy(ts_jpeg_dec *d);
+const char *ts_jpeg_dec_message(const ts_jpeg_dec *d);
+
+/// Wraps `jpeg_read_header`, saving APP1 and APP2 markers.
+int ts_jpeg_dec_read_header(ts_jpeg_dec *d, ts_jpeg_header *out);
+/// The EXIF payload of the first APP1 "Exif\0\0" marker (pointer into the decoder), or NULL.
+const uint8_t *ts_jpeg_dec_exif(const ts_jpeg_dec *d, unsigned *len);
+/// Wraps `jpeg_read_icc_profile`; `*icc` is malloc'd (free with ts_free), NULL when absent.
+int ts_jpeg_dec_icc(ts_jpeg_dec *d, uint8_t **icc, unsigned *len);
+/// Wraps `jpeg_start_decompress` at scale `num/denom` (libjpeg-turbo: num 1..16, denom 8).
+int ts_jpeg_dec_start(ts_jpeg_dec *d, int scale_num, int scale_denom, int out_layout,
+                      int fast, int *out_w, int *out_h, int *out_components);
+/// Wraps `jpeg_read_scanlines`: reads up to `max_rows` rows; `*rows` gets the count.
+int ts_jpeg_dec_read(ts_jpeg_dec *d, uint8_t *buf, size_t stride, int max_rows, int *rows);
+/// Wraps `jpeg_skip_scanlines`.
+int ts_jpeg_dec_skip(ts_jpeg_dec *d, int rows, int *skipped);
+/// Wraps `jpeg_finish_decompress` (or `jpeg_abort_decompress` when rows remain).
+int ts_jpeg_dec_finish(ts_jpeg_dec *d);
+
+// MARK: - JPEG encoding (libjpeg API)
+
+typedef struct {
+    int quality;       ///< 1...100
+    int progressive;
+    int optimize;      ///< optimised Huffman tables
+    int subsampling;   ///< 0 = 4:2:0, 1 = 4:2:2, 2 = 4:4:4
+} ts_jpeg_enc_params;
+
+/// One-shot encode of 1 (gray) or 3 (RGB) channel 8-bit pixels to memory.
+/// `icc` (APP2 chunks) and `app1` (a complete EXIF payload, "Exif\0\0"...) may be NULL.
+/// On success `*out` is malloc'd (free with ts_free).
+int ts_jpeg_encode(const uint8_t *pixels, int width, int height, size_t stride,
+                   int components, const ts_jpeg_enc_params *params,
+                   const uint8_t *icc, unsigned icc_len,
+                   const uint8_t *app1, unsigned app1_len,
+                   uint8_t **out, unsigned long *out_len,
+                   char *err, size_t err_len);
+
+// MARK: - PNG decoding (libpng)
+
+typedef struct ts_png_dec ts_png_dec;
+
+typedef struct {
+    uint32_t width, height;
+    int bit_depth, color_type, interlaced;
+    int has_trns;
+    int has_gama; double gama;
+    int has_srgb;
+    const uint8_t *icc; uint32_t icc_len;    ///< valid while the decoder lives
+    const uint8_t *exif; uint32_t exif_len;  ///< raw TIFF-structured eXIf payload
+} ts_png_header;
+
+ts_png_dec *ts_png_dec_create(const uint8_t *data, size_t size);
+void ts_png_dec_destroy(ts_png_dec *d);
+const char *ts_png_dec_message(const ts_png_dec *d);
+/// Wraps `png_read_info` with dimension and chunk-size limits.
+int ts_png_dec_read_header(ts_png_dec *d, uint32_t max_w, uint32_t max_h, ts_png_header *out);
+/// Sets up expansion to 8-bit gray, RGB or RGBA (`*channels` 1, 3 or 4) and, when
+/// `correct_gamma`, gAMA correction to sRGB. `*needs_whole_image` is 1 for interlaced files.
+int ts_png_dec_start(ts_png_dec *d, int correct_gamma, int *channels, int *needs_whole_image);
+/// Reads `rows` consecutive rows (non-interlaced files).
+int ts_png_dec_read_rows(ts_png_dec *d, uint8_t *buf, size_t stride, int rows);
+/// Reads the whole image (any file; required for interlaced ones).
+int ts_png_dec_read_image(ts_png_dec *d, uint8_t *buf, size_t stride);
+
+// MARK: - PNG encoding (libpng)
+
+/// One-shot encode of 1, 3 or 4 channel 8-bit pixels; `*out` is malloc'd.
+int ts_png_encode(const uint8_t *pixels, int width, int height, size_t stride, int channels,
+                  int compression_level, const uint8_t *icc, unsigned icc_len,
+                  uint8_t **out, size_t *out_len, char *err, size_t err_len);
+
+void ts_free(void *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

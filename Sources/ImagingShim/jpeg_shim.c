@@ -1,0 +1,296 @@
+// libjpeg wrappers with their setjmp guards. See include/imaging_shim.h.
+#include "imaging_shim.h"
+
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <jpeglib.h>
+#include <jerror.h>
+
+void ts_free(void *p) { free(p); }
+
+typedef struct {
+    struct jpeg_error_mgr pub;
+    jmp_buf jump;
+    int strict;
+    char message[JMSG_LENGTH_MAX + 64];
+} ts_error_mgr;
+
+static void ts_error_exit(j_common_ptr cinfo) {
+    ts_error_mgr *err = (ts_error_mgr *)cinfo->err;
+    (*cinfo->err->format_message)(cinfo, err->message);
+    longjmp(err->jump, 1);
+}
+
+/// Warnings that mean pixels were lost (truncation, corrupt entropy data):
+/// in strict mode they end decoding instead of producing a grey-padded image.
+static int ts_is_data_loss(int code) {
+    return code == JWRN_JPEG_EOF || code == JWRN_HIT_MARKER || code == JWRN_MUST_RESYNC ||
+           code == JWRN_HUFF_BAD_CODE || code == JWRN_NOT_SEQUENTIAL;
+}
+
+static void ts_emit_message(j_common_ptr cinfo, int level) {
+    ts_error_mgr *err = (ts_error_mgr *)cinfo->err;
+    if (level >= 0) return;  // trace messages
+    cinfo->err->num_warnings++;
+    if (err->strict && ts_is_data_loss(cinfo->err->msg_code)) {
+        (*cinfo->err->format_message)(cinfo, err->message);
+        longjmp(err->jump, 1);
+    }
+}
+
+static void ts_output_message(j_common_ptr cinfo) { (void)cinfo; }
+
+static void ts_error_init(ts_error_mgr *err, int strict) {
+    jpeg_std_error(&err->pub);
+    err->pub.error_exit = ts_error_exit;
+    err->pub.emit_message = ts_emit_message;
+    err->pub.output_message = ts_output_message;
+    err->strict = strict;
+    err->message[0] = 0;
+}
+
+// MARK: - Decoder
+
+struct ts_jpeg_dec {
+    struct jpeg_decompress_struct cinfo;
+    ts_error_mgr err;
+    struct jpeg_progress_mgr progress;
+    int max_scans;
+    int created, started;
+    const uint8_t *data;
+    size_t size;
+};
+
+static void ts_progress(j_common_ptr cinfo) {
+    ts_jpeg_dec *d = (ts_jpeg_dec *)((char *)cinfo - offsetof(ts_jpeg_dec, cinfo));
+    if (cinfo->is_decompressor && d->max_scans > 0) {
+        j_decompress_ptr dinfo = (j_decompress_ptr)cinfo;
+        if (dinfo->input_scan_number > d->max_scans) {
+            snprintf(d->err.message, sizeof d->err.message,
+                     "progressive JPEG has more than %d scans", d->max_scans);
+            longjmp(d->err.jump, 1);
+        }
+    }
+}
+
+ts_jpeg_dec *ts_jpeg_dec_create(const uint8_t *data, size_t size, int strict,
+                                int max_scans, long max_memory) {
+    ts_jpeg_dec *d = calloc(1, sizeof *d);
+    if (!d) return NULL;
+    d->data = data;
+    d->size = size;
+    d->max_scans = max_scans;
+    ts_error_init(&d->err, strict);
+    d->cinfo.err = &d->err.pub;
+    if (setjmp(d->err.jump)) {
+        // jpeg_create_decompress can only fail on allocation.
+        if (d->created) jpeg_destroy_decompress(&d->cinfo);
+        free(d);
+        return NULL;
+    }
+    jpeg_create_decompress(&d->cinfo);
+    d->created = 1;
+    if (max_memory > 0) d->cinfo.mem->max_memory_to_use = max_memory;
+    d->progress.progress_monitor = ts_progress;
+    d->cinfo.progress = &d->progress;
+    return d;
+}
+
+void ts_jpeg_dec_destroy(ts_jpeg_dec *d) {
+    if (!d) return;
+    if (d->created) jpeg_destroy_decompress(&d->cinfo);
+    free(d);
+}
+
+const char *ts_jpeg_dec_message(const ts_jpeg_dec *d) { return d->err.message; }
+
+int ts_jpeg_dec_read_header(ts_jpeg_dec *d, ts_jpeg_header *out) {
+    if (setjmp(d->err.jump)) return -1;
+    if (d->size == 0) {
+        snprintf(d->err.message, sizeof d->err.message, "empty input");
+        return -1;
+    }
+    jpeg_mem_src(&d->cinfo, d->data, (unsigned long)d->size);
+    jpeg_save_markers(&d->cinfo, JPEG_APP0 + 1, 0xFFFF);
+    jpeg_save_markers(&d->cinfo, JPEG_APP0 + 2, 0xFFFF);
+    if (jpeg_read_header(&d->cinfo, TRUE) != JPEG_HEADER_OK) {
+        snprintf(d->err.message, sizeof d->err.message, "no image in JPEG data stream");
+        return -1;
+    }
+    struct jpeg_decompress_struct *c = &d->cinfo;
+    memset(out, 0, sizeof *out);
+    out->width = (int)c->image_width;
+    out->height = (int)c->image_height;
+    out->num_components = c->num_components;
+    out->jpeg_color_space = c->jpeg_color_space;
+    out->progressive = c->progressive_mode;
+    out->arith_code = c->arith_code;
+    out->data_precision = c->data_precision;
+    out->saw_adobe_marker = c->saw_Adobe_marker;
+    out->adobe_transform = c->Adobe_transform;
+    out->max_h_samp = c->max_h_samp_factor;
+    out->max_v_samp = c->max_v_samp_factor;
+    for (int i = 0; i < c->num_components && i < 4; i++) {
+        out->h_samp[i] = c->comp_info[i].h_samp_factor;
+        out->v_samp[i] = c->comp_info[i].v_samp_factor;
+    }
+    out->restart_interval = (int)c->restart_interval;
+    return 0;
+}
+
+const uint8_t *ts_jpeg_dec_exif(const ts_jpeg_dec *d, unsigned *len) {
+    for (jpeg_saved_marker_ptr m = d->cinfo.marker_list; m; m = m->next) {
+        if (m->marker == JPEG_APP0 + 1 && m->data_length >= 6 &&
+            memcmp(m->data, "Exif\0\0", 6) == 0) {
+            *len = m->data_length - 6;
+            return m->data + 6;
+        }
+    }
+    *len = 0;
+    return NULL;
+}
+
+int ts_jpeg_dec_icc(ts_jpeg_dec *d, uint8_t **icc, unsigned *len) {
+    *icc = NULL;
+    *len = 0;
+    if (setjmp(d->err.jump)) return -1;
+    JOCTET *p = NULL;
+    unsigned int n = 0;
+    if (jpeg_read_icc_profile(&d->cinfo, &p, &n) && p) {
+        *icc = p;
+        *len = n;
+    }
+    return 0;
+}
+
+int ts_jpeg_dec_start(ts_jpeg_dec *d, int scale_num, int scale_denom, int out_layout,
+                      int fast, int *out_w, int *out_h, int *out_components) {
+    if (setjmp(d->err.jump)) return -1;
+    struct jpeg_decompress_struct *c = &d->cinfo;
+    c->scale_num = (unsigned)scale_num;
+    c->scale_denom = (unsigned)scale_denom;
+    switch (out_layout) {
+    case TS_OUT_GRAY: c->out_color_space = JCS_GRAYSCALE; break;
+    case TS_OUT_RGB: c->out_color_space = JCS_EXT_RGB; break;
+    case TS_OUT_RGBX: c->out_color_space = JCS_EXT_RGBX; break;
+    case TS_OUT_CMYK: c->out_color_space = JCS_CMYK; break;
+    default:
+        snprintf(d->err.message, sizeof d->err.message, "unknown output layout %d", out_layout);
+        return -1;
+    }
+    if (fast) {
+        c->dct_method = JDCT_IFAST;
+        c->do_fancy_upsampling = FALSE;
+    }
+    jpeg_start_decompress(c);
+    d->started = 1;
+    *out_w = (int)c->output_width;
+    *out_h = (int)c->output_height;
+    *out_components = c->output_components;
+    return 0;
+}
+
+int ts_jpeg_dec_read(ts_jpeg_dec *d, uint8_t *buf, size_t stride, int max_rows, int *rows) {
+    *rows = 0;
+    if (setjmp(d->err.jump)) return -1;
+    struct jpeg_decompress_struct *c = &d->cinfo;
+    JSAMPROW ptrs[16];
+    int done = 0;
+    while (done < max_rows && c->output_scanline < c->output_height) {
+        int want = max_rows - done;
+        if (want > 16) want = 16;
+        for (int i = 0; i < want; i++) ptrs[i] = buf + (size_t)(done + i) * stride;
+        JDIMENSION got = jpeg_read_scanlines(c, ptrs, (JDIMENSION)want);
+        if (got == 0) {
+            snprintf(d->err.message, sizeof d->err.message, "decoder made no progress");
+            return -1;
+        }
+        done += (int)got;
+        *rows = done;
+    }
+    return 0;
+}
+
+int ts_jpeg_dec_skip(ts_jpeg_dec *d, int rows, int *skipped) {
+    *skipped = 0;
+    if (setjmp(d->err.jump)) return -1;
+    *skipped = (int)jpeg_skip_scanlines(&d->cinfo, (JDIMENSION)rows);
+    return 0;
+}
+
+int ts_jpeg_dec_finish(ts_jpeg_dec *d) {
+    if (setjmp(d->err.jump)) return -1;
+    if (!d->started) return 0;
+    if (d->cinfo.output_scanline < d->cinfo.output_height)
+        jpeg_abort_decompress(&d->cinfo);
+    else
+        jpeg_finish_decompress(&d->cinfo);
+    d->started = 0;
+    return 0;
+}
+
+// MARK: - Encoder
+
+int ts_jpeg_encode(const uint8_t *pixels, int width, int height, size_t stride,
+                   int components, const ts_jpeg_enc_params *params,
+                   const uint8_t *icc, unsigned icc_len,
+                   const uint8_t *app1, unsigned app1_len,
+                   uint8_t **out, unsigned long *out_len,
+                   char *err_out, size_t err_len) {
+    struct jpeg_compress_struct c;
+    ts_error_mgr err;
+    unsigned char *mem = NULL;
+    unsigned long mem_len = 0;
+    volatile int created = 0;
+    *out = NULL;
+    *out_len = 0;
+    ts_error_init(&err, 0);
+    c.err = &err.pub;
+    if (setjmp(err.jump)) {
+        if (created) jpeg_destroy_compress(&c);
+        free(mem);
+        snprintf(err_out, err_len, "%s", err.message);
+        return -1;
+    }
+    jpeg_create_compress(&c);
+    created = 1;
+    jpeg_mem_dest(&c, &mem, &mem_len);
+    c.image_width = (JDIMENSION)width;
+    c.image_height = (JDIMENSION)height;
+    c.input_components = components;
+    c.in_color_space = components == 1 ? JCS_GRAYSCALE : JCS_EXT_RGB;
+    jpeg_set_defaults(&c);
+    jpeg_set_quality(&c, params->quality, TRUE);
+    c.dct_method = JDCT_ISLOW;
+    if (components == 3) {
+        int h = params->subsampling == 2 ? 1 : 2;
+        int v = params->subsampling == 0 ? 2 : 1;
+        c.comp_info[0].h_samp_factor = h;
+        c.comp_info[0].v_samp_factor = v;
+        for (int i = 1; i < 3; i++) {
+            c.comp_info[i].h_samp_factor = 1;
+            c.comp_info[i].v_samp_factor = 1;
+        }
+    }
+    c.optimize_coding = params->optimize ? TRUE : FALSE;
+    if (params->progressive) jpeg_simple_progression(&c);
+    jpeg_start_compress(&c, TRUE);
+    if (app1 && app1_len) jpeg_write_marker(&c, JPEG_APP0 + 1, app1, app1_len);
+    if (icc && icc_len) jpeg_write_icc_profile(&c, icc, icc_len);
+    JSAMPROW ptrs[16];
+    while (c.next_scanline < c.image_height) {
+        int n = 0;
+        while (n < 16 && c.next_scanline + n < c.image_height) {
+            ptrs[n] = (JSAMPROW)(pixels + (size_t)(c.next_scanline + n) * stride);
+            n++;
+        }
+        jpeg_write_scanlines(&c, ptrs, (JDIMENSION)n);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    *out = mem;
+    *out_len = mem_len;
+    return 0;
+}

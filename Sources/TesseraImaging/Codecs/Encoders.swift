@@ -1,0 +1,76 @@
+import ImagingShim
+
+/// Chroma subsampling of an encoded JPEG.
+public enum ChromaSubsampling: String, Sendable, Codable {
+    /// 4:2:0 below quality 0.9, 4:4:4 from 0.9 (libvips' rule).
+    case auto
+    case s420 = "4:2:0"
+    case s422 = "4:2:2"
+    case s444 = "4:4:4"
+}
+
+/// JPEG encoding through the libjpeg API (one call: `ts_jpeg_encode`).
+enum JPEGEncoder {
+    struct Settings {
+        var quality: Int            // 1...100
+        var progressive: Bool
+        var optimize: Bool
+        var subsampling: ChromaSubsampling
+    }
+
+    /// Encodes gray or RGB pixels, attaching an ICC profile and an EXIF payload
+    /// ("Exif\0\0" + TIFF) when given.
+    static func encode(_ image: PixelBuffer, _ s: Settings, icc: [UInt8]? = nil, exif: [UInt8]? = nil) throws -> [UInt8] {
+        precondition(image.layout != .rgba, "flatten alpha before JPEG encoding")
+        let sub: Int32
+        switch s.subsampling {
+        case .auto: sub = s.quality >= 90 ? 2 : 0
+        case .s420: sub = 0
+        case .s422: sub = 1
+        case .s444: sub = 2
+        }
+        var params = ts_jpeg_enc_params(quality: Int32(max(1, min(100, s.quality))),
+                                        progressive: s.progressive ? 1 : 0,
+                                        optimize: s.optimize ? 1 : 0, subsampling: sub)
+        var out: UnsafeMutablePointer<UInt8>?
+        var outLen: UInt = 0
+        var message = [CChar](repeating: 0, count: 256)
+        let rc = withOptionalBytes(icc) { iccPtr, iccLen in
+            withOptionalBytes(exif) { exifPtr, exifLen in
+                ts_jpeg_encode(image.base, Int32(image.width), Int32(image.height), image.stride,
+                               Int32(image.channels), &params, iccPtr, UInt32(iccLen), exifPtr, UInt32(exifLen),
+                               &out, &outLen, &message, message.count)
+            }
+        }
+        guard rc == 0, let out else {
+            throw ImagingError(.encodeFailed, "JPEG encoding failed: \(String(cString: message))")
+        }
+        defer { ts_free(out) }
+        return Array(UnsafeBufferPointer(start: out, count: Int(outLen)))
+    }
+}
+
+/// PNG encoding through libpng (`ts_png_encode`).
+enum PNGEncoder {
+    static func encode(_ image: PixelBuffer, compressionLevel: Int, icc: [UInt8]? = nil) throws -> [UInt8] {
+        var out: UnsafeMutablePointer<UInt8>?
+        var outLen = 0
+        var message = [CChar](repeating: 0, count: 256)
+        let rc = withOptionalBytes(icc) { iccPtr, iccLen in
+            ts_png_encode(image.base, Int32(image.width), Int32(image.height), image.stride,
+                          Int32(image.channels), Int32(max(0, min(9, compressionLevel))),
+                          iccPtr, UInt32(iccLen), &out, &outLen, &message, message.count)
+        }
+        guard rc == 0, let out else {
+            throw ImagingError(.encodeFailed, "PNG encoding failed: \(String(cString: message))")
+        }
+        defer { ts_free(out) }
+        return Array(UnsafeBufferPointer(start: out, count: outLen))
+    }
+}
+
+@inline(__always)
+func withOptionalBytes<R>(_ bytes: [UInt8]?, _ body: (UnsafePointer<UInt8>?, Int) -> R) -> R {
+    guard let bytes, !bytes.isEmpty else { return body(nil, 0) }
+    return bytes.withUnsafeBufferPointer { body($0.baseAddress, $0.count) }
+}

@@ -1,0 +1,93 @@
+import ImagingShim
+
+/// The IHDR and the ancillary chunks Tessera cares about.
+struct PNGHeader {
+    var width: Int
+    var height: Int
+    var bitDepth: Int
+    var colorType: Int
+    var interlaced: Bool
+    var hasTransparency: Bool
+    var gamma: Double?
+    var hasSRGBChunk: Bool
+    var iccProfile: [UInt8]?
+    var exif: [UInt8]?
+
+    var colorTypeName: String {
+        switch colorType {
+        case 0: return "gray"
+        case 2: return "rgb"
+        case 3: return "palette"
+        case 4: return "gray+alpha"
+        case 6: return "rgba"
+        default: return "type \(colorType)"
+        }
+    }
+}
+
+/// Owns one libpng reader (through the C shim) over bytes it does not own.
+final class PNGDecoder {
+    private let handle: OpaquePointer
+    let header: PNGHeader
+
+    /// Wraps `png_read_info`; `bytes` must outlive the decoder.
+    init(bytes: UnsafeRawBufferPointer, limits: Limits) throws {
+        guard let base = bytes.baseAddress, bytes.count > 0 else {
+            throw ImagingError(.empty, "the file is empty")
+        }
+        guard let h = ts_png_dec_create(base.assumingMemoryBound(to: UInt8.self), bytes.count) else {
+            throw ImagingError(.limitExceeded, "cannot allocate a PNG decoder")
+        }
+        handle = h
+        var raw = ts_png_header()
+        let maxSide = UInt32(min(limits.maxDimension, Int(UInt32.max)))
+        guard ts_png_dec_read_header(h, maxSide, maxSide, &raw) == 0 else {
+            let error = PNGDecoder.error(message: String(cString: ts_png_dec_message(h)))
+            ts_png_dec_destroy(h)
+            throw error
+        }
+        header = PNGHeader(
+            width: Int(raw.width), height: Int(raw.height), bitDepth: Int(raw.bit_depth),
+            colorType: Int(raw.color_type), interlaced: raw.interlaced != 0,
+            hasTransparency: raw.has_trns != 0 || raw.color_type & 4 != 0,
+            gamma: raw.has_gama != 0 ? raw.gama : nil, hasSRGBChunk: raw.has_srgb != 0,
+            iccProfile: raw.icc.map { Array(UnsafeBufferPointer(start: $0, count: Int(raw.icc_len))) },
+            exif: raw.exif.map { Array(UnsafeBufferPointer(start: $0, count: Int(raw.exif_len))) })
+    }
+
+    deinit { ts_png_dec_destroy(handle) }
+
+    /// Sets up expansion to 8-bit gray, RGB or RGBA; returns the channel count and
+    /// whether the whole image must be read at once (interlaced files).
+    func start(correctGamma: Bool) throws -> (channels: Int, wholeImage: Bool) {
+        var channels: Int32 = 0, whole: Int32 = 0
+        guard ts_png_dec_start(handle, correctGamma ? 1 : 0, &channels, &whole) == 0 else { throw failure() }
+        return (Int(channels), whole != 0)
+    }
+
+    /// Reads `rows` rows (non-interlaced files). Wraps `png_read_row`.
+    func read(into buffer: UnsafeMutablePointer<UInt8>, stride: Int, rows: Int) throws {
+        guard ts_png_dec_read_rows(handle, buffer, stride, Int32(rows)) == 0 else { throw failure() }
+    }
+
+    /// Reads every row. Wraps `png_read_image`.
+    func readImage(into buffer: UnsafeMutablePointer<UInt8>, stride: Int) throws {
+        guard ts_png_dec_read_image(handle, buffer, stride) == 0 else { throw failure() }
+    }
+
+    private func failure() -> ImagingError {
+        PNGDecoder.error(message: String(cString: ts_png_dec_message(handle)))
+    }
+
+    static func error(message: String) -> ImagingError {
+        let m = message.isEmpty ? "PNG decoding failed" : message
+        if m.contains("truncated") || m.contains("Not enough image data") || m.contains("unexpected end") {
+            return ImagingError(.truncated, "truncated PNG (\(m))")
+        }
+        if m.contains("exceeds user limit") || m.contains("Image width is too large")
+            || m.contains("Image height is too large") || m.contains("chunk data is too large") {
+            return ImagingError(.limitExceeded, "PNG over the configured limits (\(m))")
+        }
+        return ImagingError(.corrupt, "corrupt PNG (\(m))")
+    }
+}

@@ -1,0 +1,169 @@
+import CJPEG
+
+/// Container formats Tessera reads and writes.
+public enum ImageFormat: String, Codable, Sendable {
+    case jpeg, png
+
+    /// Recognises a format from its first bytes.
+    public static func sniff(_ bytes: UnsafeRawBufferPointer) -> ImageFormat? {
+        if bytes.count >= 3, bytes[0] == 0xFF, bytes[1] == 0xD8, bytes[2] == 0xFF { return .jpeg }
+        let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+        if bytes.count >= 8, (0..<8).allSatisfy({ bytes[$0] == png[$0] }) { return .png }
+        return nil
+    }
+
+    public var fileExtension: String { self == .jpeg ? "jpg" : "png" }
+}
+
+/// One source opened for decoding: header and metadata first, then rows, in one
+/// of three layouts (gray, RGB, RGBA). CMYK JPEGs become RGB here (through their
+/// ICC profile when they carry one), so nothing downstream sees CMYK.
+final class SourceDecoder {
+    let format: ImageFormat
+    let storedSize: Size
+    let exif: ExifSummary?
+    let iccProfile: [UInt8]?
+    private(set) var jpegHeader: JPEGHeader?
+    private(set) var pngHeader: PNGHeader?
+
+    private let jpeg: JPEGDecoder?
+    private let png: PNGDecoder?
+    private let options: RenderOptions
+    private(set) var decodedSize = Size(width: 0, height: 0)
+    private(set) var channels = 0
+    private(set) var scaleEighths = 8
+    private var rowsRead = 0
+
+    // CMYK conversion
+    private var cmyk = false
+    private var cmykInverted = false
+    private var cmykTransform: ColorTransform?
+    private var scratch: UnsafeMutablePointer<UInt8>?
+    private var scratchRows = 0
+    // Interlaced PNG: decoded whole, then served row by row.
+    private var whole: PixelBuffer?
+
+    var orientation: Orientation { Orientation(exif: exif?.orientation ?? 1) }
+
+    init(bytes: UnsafeRawBufferPointer, options: RenderOptions) throws {
+        self.options = options
+        guard bytes.count > 0 else { throw ImagingError(.empty, "the file is empty (0 bytes)") }
+        try options.limits.checkInput(bytes: bytes.count)
+        guard let format = ImageFormat.sniff(bytes) else {
+            let head = bytes.prefix(8).map { hex($0) }.joined(separator: " ")
+            throw ImagingError(.unsupportedFormat, "not a JPEG or PNG file (starts with \(head))")
+        }
+        self.format = format
+        switch format {
+        case .jpeg:
+            let d = try JPEGDecoder(bytes: bytes, limits: options.limits, strict: options.strict)
+            jpeg = d
+            png = nil
+            jpegHeader = d.header
+            storedSize = Size(width: d.header.width, height: d.header.height)
+            exif = d.exif.flatMap(Exif.read)
+            iccProfile = try d.iccProfile()
+        case .png:
+            let d = try PNGDecoder(bytes: bytes, limits: options.limits)
+            png = d
+            jpeg = nil
+            pngHeader = d.header
+            storedSize = Size(width: d.header.width, height: d.header.height)
+            exif = d.header.exif.flatMap(Exif.read)
+            iccProfile = d.header.iccProfile
+        }
+        try options.limits.checkDimensions(storedSize)
+    }
+
+    deinit { scratch?.deallocate() }
+
+    /// Starts decoding at `scaleEighths`/8 (JPEG only; PNG always decodes at 1).
+    func start(scaleEighths requested: Int, maxBatchRows: Int) throws {
+        if let jpeg, let h = jpegHeader {
+            let layout: JPEGDecoder.OutputLayout
+            switch h.colorSpace {
+            case JCS_GRAYSCALE: layout = .gray
+            case JCS_YCbCr, JCS_RGB: layout = .rgb
+            case JCS_CMYK, JCS_YCCK:
+                layout = .cmyk
+                cmyk = true
+                cmykInverted = h.adobeTransform != nil
+                if let icc = iccProfile, let p = ICCProfile(icc), p.colorSpace == .cmyk {
+                    cmykTransform = ColorTransform(from: p, cmykInverted ? .cmyk8Inverted : .cmyk8, to: .sRGB, .rgb8)
+                }
+            default:
+                throw ImagingError(.unsupportedFeature,
+                                   "JPEG with \(h.components) components in colour space \(h.colorSpace.rawValue)")
+            }
+            decodedSize = try jpeg.start(scaleEighths: requested, layout: layout, fast: options.fastDecode)
+            scaleEighths = requested
+            channels = cmyk ? 3 : layout.channels
+            if cmyk {
+                scratch = .allocate(capacity: decodedSize.width * 4 * maxBatchRows)
+                scratchRows = maxBatchRows
+            }
+        } else if let png {
+            let (c, wholeImage) = try png.start(correctGamma: options.correctPNGGamma)
+            decodedSize = storedSize
+            channels = c
+            scaleEighths = 8
+            if wholeImage {
+                let layout: PixelLayout = c == 1 ? .gray : c == 3 ? .rgb : .rgba
+                let buffer = PixelBuffer(width: storedSize.width, height: storedSize.height, layout: layout)
+                try png.readImage(into: buffer.base, stride: buffer.stride)
+                whole = buffer
+            }
+        }
+    }
+
+    /// Reads up to `maxRows` rows of `channels` bytes per pixel; 0 at the end.
+    func read(into buffer: UnsafeMutablePointer<UInt8>, stride: Int, maxRows: Int) throws -> Int {
+        let remaining = decodedSize.height - rowsRead
+        guard remaining > 0 else { return 0 }
+        let want = min(maxRows, remaining)
+        var n = want
+        if let jpeg {
+            if cmyk {
+                precondition(want <= scratchRows)
+                let scratchStride = decodedSize.width * 4
+                n = try jpeg.read(into: scratch!, stride: scratchStride, maxRows: want)
+                for r in 0..<n {
+                    convertCMYK(scratch! + r * scratchStride, buffer + r * stride, count: decodedSize.width)
+                }
+            } else {
+                n = try jpeg.read(into: buffer, stride: stride, maxRows: want)
+            }
+        } else if let whole {
+            for r in 0..<want {
+                (buffer + r * stride).update(from: whole.row(rowsRead + r), count: whole.stride)
+            }
+        } else if let png {
+            try png.read(into: buffer, stride: stride, rows: want)
+        }
+        rowsRead += n
+        return n
+    }
+
+    /// Ends decoding (reports corruption found at the end of the data in strict mode).
+    func finish() throws {
+        try jpeg?.finish()
+    }
+
+    private func convertCMYK(_ src: UnsafeMutablePointer<UInt8>, _ dst: UnsafeMutablePointer<UInt8>, count: Int) {
+        if let t = cmykTransform {
+            t.apply(src, dst, count: count)
+            return
+        }
+        // No profile: the usual naive conversion (Adobe files store inverted CMYK).
+        var s = src, d = dst
+        for _ in 0..<count {
+            var c = Int(s[0]), m = Int(s[1]), y = Int(s[2]), k = Int(s[3])
+            if !cmykInverted { c = 255 - c; m = 255 - m; y = 255 - y; k = 255 - k }
+            d[0] = UInt8((c * k + 127) / 255)
+            d[1] = UInt8((m * k + 127) / 255)
+            d[2] = UInt8((y * k + 127) / 255)
+            s += 4
+            d += 3
+        }
+    }
+}

@@ -1,0 +1,55 @@
+/// A failure the input or the recipe caused, with what a user needs to act on it:
+/// which file, what kind of failure, and the library's or our own reason.
+///
+/// Codes can grow without breaking users (a struct over a `Code`, like
+/// swift-service-lifecycle's `ServiceGroupError`).
+public struct ImagingError: Error, Equatable, Sendable, CustomStringConvertible {
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// Zero bytes.
+        public static let empty = Code(rawValue: "empty")
+        /// Neither JPEG nor PNG.
+        public static let unsupportedFormat = Code(rawValue: "unsupported-format")
+        /// The data ends before the image does.
+        public static let truncated = Code(rawValue: "truncated")
+        /// The data is damaged or not what its header claims.
+        public static let corrupt = Code(rawValue: "corrupt")
+        /// A valid file using a feature this build cannot decode (12-bit, lossless JPEG, ...).
+        public static let unsupportedFeature = Code(rawValue: "unsupported-feature")
+        /// Over a configured limit (bytes, pixels, scans), checked before allocating pixels.
+        public static let limitExceeded = Code(rawValue: "limit-exceeded")
+        /// The byte budget cannot be met even at the lowest quality.
+        public static let budgetExceeded = Code(rawValue: "budget-exceeded")
+        /// A recipe or option that makes no sense.
+        public static let invalidRecipe = Code(rawValue: "invalid-recipe")
+        /// The encoder failed (should not happen with valid pixels).
+        public static let encodeFailed = Code(rawValue: "encode-failed")
+        /// A lossless transform could not be done.
+        public static let transformFailed = Code(rawValue: "transform-failed")
+    }
+
+    public var code: Code
+    public var reason: String
+    /// The file (or other name) the bytes came from, when known.
+    public var file: String?
+
+    public init(_ code: Code, _ reason: String, file: String? = nil) {
+        self.code = code
+        self.reason = reason
+        self.file = file
+    }
+
+    /// The same error, naming `file`.
+    public func naming(_ file: String) -> ImagingError {
+        var copy = self
+        copy.file = file
+        return copy
+    }
+
+    public var description: String {
+        "\(file ?? "<input>"): \(reason) [\(code)]"
+    }
+}

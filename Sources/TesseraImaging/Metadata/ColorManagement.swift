@@ -1,0 +1,106 @@
+import CLCMS2
+import Foundation
+
+/// An ICC profile opened by Little CMS. Wraps `cmsOpenProfileFromMem`.
+final class ICCProfile: @unchecked Sendable {
+    enum ColorSpace { case rgb, gray, cmyk, other }
+
+    let handle: cmsHPROFILE
+    let bytes: [UInt8]
+
+    init?(_ bytes: [UInt8]) {
+        guard !bytes.isEmpty,
+              let h = bytes.withUnsafeBytes({ cmsOpenProfileFromMem($0.baseAddress, UInt32($0.count)) }) else {
+            return nil
+        }
+        handle = h
+        self.bytes = bytes
+    }
+
+    private init(handle: cmsHPROFILE) {
+        self.handle = handle
+        self.bytes = []
+    }
+
+    deinit { cmsCloseProfile(handle) }
+
+    /// The built-in sRGB profile (`cmsCreate_sRGBProfile`).
+    static let sRGB = ICCProfile(handle: cmsCreate_sRGBProfile())
+
+    var colorSpace: ColorSpace {
+        switch cmsGetColorSpace(handle) {
+        case cmsSigRgbData: return .rgb
+        case cmsSigGrayData: return .gray
+        case cmsSigCmykData: return .cmyk
+        default: return .other
+        }
+    }
+
+    /// The profile's description (`cmsGetProfileInfoASCII`).
+    var name: String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        let n = cmsGetProfileInfoASCII(handle, cmsInfoDescription, "en", "US", &buffer, UInt32(buffer.count))
+        return n > 0 ? String(cString: buffer) : "unnamed"
+    }
+
+    /// Whether the profile is sRGB in effect: same primaries (rXYZ/gXYZ/bXYZ) and
+    /// tone curves as sRGB within a tolerance invisible in 8 bits. Such images are
+    /// passed through instead of converted.
+    var isEffectivelySRGB: Bool {
+        guard colorSpace == .rgb else { return false }
+        let reference = ICCProfile.sRGB.handle
+        let colorants = [cmsSigRedColorantTag, cmsSigGreenColorantTag, cmsSigBlueColorantTag]
+        for tag in colorants {
+            guard let a = cmsReadTag(handle, tag)?.assumingMemoryBound(to: cmsCIEXYZ.self).pointee,
+                  let b = cmsReadTag(reference, tag)?.assumingMemoryBound(to: cmsCIEXYZ.self).pointee else {
+                return false
+            }
+            if abs(a.X - b.X) > 0.004 || abs(a.Y - b.Y) > 0.004 || abs(a.Z - b.Z) > 0.004 { return false }
+        }
+        for tag in [cmsSigRedTRCTag, cmsSigGreenTRCTag, cmsSigBlueTRCTag] {
+            guard let curve = cmsReadTag(handle, tag) else { return false }
+            let c = OpaquePointer(curve)
+            for x in stride(from: Float(0.05), through: 0.95, by: 0.15) {
+                let expected = Float(SRGB.decode(Double(x)))
+                if abs(cmsEvalToneCurveFloat(c, x) - expected) > 0.004 { return false }
+            }
+        }
+        return true
+    }
+}
+
+/// A Little CMS colour transform between 8-bit pixel layouts. Wraps `cmsCreateTransform`.
+final class ColorTransform: @unchecked Sendable {
+    /// Pixel formats (lcms2.h's TYPE_* values, which are macros Swift cannot import).
+    enum Format {
+        case gray8, rgb8, rgba8, cmyk8, cmyk8Inverted
+
+        var value: UInt32 {
+            let sh = { (space: UInt32, channels: UInt32) in (space << 16) | (channels << 3) | 1 }
+            switch self {
+            case .gray8: return sh(3, 1)
+            case .rgb8: return sh(4, 3)
+            case .rgba8: return sh(4, 3) | (1 << 7)
+            case .cmyk8: return sh(6, 4)
+            case .cmyk8Inverted: return sh(6, 4) | (1 << 13)
+            }
+        }
+    }
+
+    private let handle: cmsHTRANSFORM
+
+    init?(from source: ICCProfile, _ input: Format, to destination: ICCProfile, _ output: Format) {
+        let flags: UInt32 = input == .rgba8 ? 0x0400_0000 : 0  // cmsFLAGS_COPY_ALPHA
+        guard let t = cmsCreateTransform(source.handle, input.value, destination.handle, output.value,
+                                         0 /* INTENT_PERCEPTUAL */, flags) else { return nil }
+        handle = t
+    }
+
+    deinit { cmsDeleteTransform(handle) }
+
+    /// Converts `count` pixels; `source` and `destination` may be the same buffer
+    /// when the layouts have the same size.
+    func apply(_ source: UnsafeRawPointer, _ destination: UnsafeMutableRawPointer, count: Int) {
+        cmsDoTransform(handle, source, destination, UInt32(count))
+    }
+}

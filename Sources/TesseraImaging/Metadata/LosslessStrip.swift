@@ -1,0 +1,147 @@
+/// How a stripped file keeps displaying upright.
+public enum OrientationHandling: String, Sendable, Codable {
+    /// Keep a minimal EXIF holding only the Orientation tag (scan data untouched).
+    case tag
+    /// Rotate the DCT coefficients losslessly (TurboJPEG) when the image is a whole
+    /// number of MCUs in the directions that move; otherwise fall back to `tag`.
+    case transform
+}
+
+public struct StripOptions: Sendable, Codable, Equatable {
+    /// Keep the ICC profile (dropping it would change how colours display).
+    public var keepICC = true
+    /// Keep the EXIF Copyright tag.
+    public var keepCopyright = false
+    public var orientation = OrientationHandling.tag
+    public init(keepICC: Bool = true, keepCopyright: Bool = false, orientation: OrientationHandling = .tag) {
+        self.keepICC = keepICC
+        self.keepCopyright = keepCopyright
+        self.orientation = orientation
+    }
+}
+
+public struct StripResult: Sendable {
+    public let bytes: [UInt8]
+    public let format: ImageFormat
+    /// What was removed, e.g. ["EXIF", "XMP", "COM", "trailer (1.2 MB)"].
+    public let removed: [String]
+    /// The orientation the output still declares (1 when none).
+    public let orientation: Int
+    /// Whether pixels were rotated losslessly.
+    public let transformed: Bool
+}
+
+/// Metadata removal without re-encoding: the compressed image data is copied
+/// byte for byte; only metadata segments (JPEG) or chunks (PNG) are dropped.
+public enum LosslessStrip {
+    public static func strip(_ input: [UInt8], options: StripOptions = StripOptions()) throws -> StripResult {
+        guard !input.isEmpty else { throw ImagingError(.empty, "the file is empty (0 bytes)") }
+        let format = input.withUnsafeBytes { ImageFormat.sniff($0) }
+        switch format {
+        case .jpeg: return try stripJPEG(input, options)
+        case .png: return try stripPNG(input, options)
+        case nil: throw ImagingError(.unsupportedFormat, "not a JPEG or PNG file")
+        }
+    }
+
+    private static func stripJPEG(_ input: [UInt8], _ options: StripOptions) throws -> StripResult {
+        var bytes = input
+        var summary = try exifSummary(bytes)
+        var orientation = summary?.orientation.map { (1...8).contains($0) ? $0 : 1 } ?? 1
+        var transformed = false
+        if orientation != 1 && options.orientation == .transform {
+            if let rotated = try? TurboJPEGTransform.apply(Orientation(exif: orientation), to: bytes, perfect: true) {
+                bytes = rotated
+                transformed = true
+                orientation = 1
+                summary = try exifSummary(bytes) ?? summary
+            }
+        }
+        return try bytes.withUnsafeBytes { raw in
+            let parsed = try JPEGSegments(raw)
+            var out: [UInt8] = []
+            out.reserveCapacity(raw.count)
+            var removed: [String] = []
+            let copyright = options.keepCopyright ? summary?.copyright : nil
+            let newExif: [UInt8]? = (orientation != 1 || copyright != nil)
+                ? Exif.build(orientation: orientation != 1 ? orientation : nil, copyright: copyright) : nil
+            var exifWritten = false
+            func writeExif() {
+                guard let e = newExif, !exifWritten else { return }
+                exifWritten = true
+                let len = e.count + 2
+                out += [0xFF, 0xE1, UInt8(len >> 8), UInt8(len & 0xFF)] + e
+            }
+            for s in parsed.segments {
+                let kind = JPEGSegments.kind(of: s, in: raw)
+                let keep: Bool
+                switch kind {
+                case .jfif, .adobe, .frame, .scan, .tables, .restartInterval, .other: keep = true
+                case .icc: keep = options.keepICC
+                case .exif: keep = false; removed.append("EXIF")
+                case .xmp, .xmpExtended: keep = false; removed.append("XMP")
+                case .iptc: keep = false; removed.append("IPTC")
+                case .comment: keep = false; removed.append("COM")
+                case .mpf: keep = false; removed.append("MPF")
+                case .jfxx: keep = false; removed.append("JFXX thumbnail")
+                case .otherApp(let n): keep = false; removed.append("APP\(n)")
+                }
+                if !keep && kind == .icc { removed.append("ICC") }
+                // EXIF goes right after SOI (and JFIF, which must come first when present).
+                if s.marker != 0xD8 && kind != .jfif { writeExif() }
+                if keep { out += raw[s.range] }
+            }
+            if !parsed.trailingBytes.isEmpty { removed.append("trailer (\(parsed.trailingBytes.count) bytes)") }
+            return StripResult(bytes: out, format: .jpeg, removed: unique(removed), orientation: orientation,
+                               transformed: transformed)
+        }
+    }
+
+    private static func stripPNG(_ input: [UInt8], _ options: StripOptions) throws -> StripResult {
+        try input.withUnsafeBytes { raw in
+            let parsed = try PNGChunks(raw)
+            var orientation = 1
+            var copyright: String?
+            if let exif = parsed.chunks.first(where: { $0.type == "eXIf" }), let s = Exif.read(Array(raw[exif.data])) {
+                orientation = s.orientation.map { (1...8).contains($0) ? $0 : 1 } ?? 1
+                copyright = options.keepCopyright ? s.copyright : nil
+            }
+            let keepTypes: Set<String> = ["IHDR", "PLTE", "IDAT", "IEND", "tRNS", "gAMA", "cHRM", "sRGB", "sBIT",
+                                          "cICP", "mDCV", "cLLI", "pHYs", "bKGD", "acTL", "fcTL", "fdAT"]
+            var out = PNGChunks.signature
+            var removed: [String] = []
+            var exifWritten = false
+            for c in parsed.chunks {
+                if c.type == "IDAT" || c.type == "acTL", !exifWritten {
+                    exifWritten = true
+                    if orientation != 1 || copyright != nil {
+                        // eXIf holds the TIFF structure without the "Exif\0\0" prefix.
+                        let payload = Array(Exif.build(orientation: orientation != 1 ? orientation : nil,
+                                                       copyright: copyright).dropFirst(6))
+                        out += PNGChunks.make(type: "eXIf", data: payload)
+                    }
+                }
+                if keepTypes.contains(c.type) || (c.type == "iCCP" && options.keepICC) {
+                    out += raw[c.range]
+                } else {
+                    removed.append(c.type)
+                }
+            }
+            return StripResult(bytes: out, format: .png, removed: unique(removed), orientation: orientation,
+                               transformed: false)
+        }
+    }
+
+    private static func exifSummary(_ jpeg: [UInt8]) throws -> ExifSummary? {
+        try jpeg.withUnsafeBytes { raw in
+            let parsed = try JPEGSegments(raw)
+            guard let s = parsed.segments.first(where: { JPEGSegments.kind(of: $0, in: raw) == .exif }) else { return nil }
+            return Exif.read(Array(raw[s.payload]))
+        }
+    }
+
+    private static func unique(_ a: [String]) -> [String] {
+        var seen = Set<String>()
+        return a.filter { seen.insert($0).inserted }
+    }
+}

@@ -1,0 +1,120 @@
+/// How the JPEG DCT scale is chosen for a given output.
+public struct DecodeScalePolicy: Sendable, Equatable, Codable {
+    /// Scales (in eighths) the decoder may use, smallest first.
+    public var allowedEighths: [Int] = [1, 2, 4, 8]
+    /// The decoded region must be at least this many times the output size, so the
+    /// resampler has room to anti-alias (1 = just cover the box).
+    public var minimumResidual: Double = 1.0
+
+    public init(allowedEighths: [Int] = [1, 2, 4, 8], minimumResidual: Double = 1.0) {
+        self.allowedEighths = allowedEighths.sorted()
+        self.minimumResidual = minimumResidual
+    }
+
+    public static let `default` = DecodeScalePolicy()
+}
+
+/// Everything decided for one output before a pixel is decoded (pure, from the
+/// header and the recipe): sizes, crop, orientation, the DCT scale it needs.
+struct OutputPlan: Equatable {
+    /// The transform from stored pixels to the final output.
+    var orientation: Orientation
+    /// The transform before the resize (EXIF orientation and earlier rotations/flips).
+    var preResize: Orientation
+    /// Displayed size of the source before the resize.
+    var displaySize: Size
+    /// The region of the full-resolution stored image that becomes the output.
+    var storedRegion: Rect
+    /// Output size in stored orientation (what the resampler produces).
+    var storedOutputSize: Size
+    /// Final output size.
+    var outputSize: Size
+    /// Whether pixels are resampled at all.
+    var resamples: Bool
+    /// The smallest DCT scale (eighths) whose decode still covers the output.
+    var minimumScaleEighths: Int
+    var filter: ResampleFilter
+
+    init(recipe: Recipe, storedSize: Size, exifOrientation: Orientation, policy: DecodeScalePolicy) {
+        var pre = recipe.output.autoOrient ? exifOrientation : .up
+        var post = Orientation.up
+        var resize: Resize?
+        for op in recipe.operations {
+            let step: Orientation
+            switch op {
+            case .resize(let r): resize = r; continue
+            case .rotate(let d): step = .rotation(degrees: d)
+            case .flip(let axis): step = axis == .horizontal ? .mirrorHorizontal : .mirrorVertical
+            case .flatten: continue
+            }
+            if resize == nil { pre = pre.then(step) } else { post = post.then(step) }
+        }
+        preResize = pre
+        orientation = pre.then(post)
+        filter = resize?.filter ?? .lanczos3
+        let display = pre.apply(to: storedSize)
+        displaySize = display
+        let (size, crop) = OutputPlan.target(source: display, resize: resize)
+        storedRegion = pre.storedRect(crop, displaySize: display)
+        storedOutputSize = pre.apply(to: size)  // transpose is its own inverse
+        outputSize = post.apply(to: size)
+        resamples = !(size == display && crop == Rect(x: 0, y: 0, width: Double(display.width), height: Double(display.height)))
+        minimumScaleEighths = resamples
+            ? OutputPlan.scale(region: storedRegion, output: storedOutputSize, policy: policy)
+            : 8
+    }
+
+    /// Output size and source crop (displayed coordinates) for a resize.
+    /// The bounding dimension is exactly the box; the other is rounded, never 0.
+    static func target(source: Size, resize: Resize?) -> (Size, Rect) {
+        let full = Rect(x: 0, y: 0, width: Double(source.width), height: Double(source.height))
+        guard let resize else { return (source, full) }
+        let box = resize.pixelBox
+        let sw = Double(source.width), sh = Double(source.height)
+        switch resize.mode {
+        case .fit:
+            let fx = box.width.map { Double($0) / sw } ?? .infinity
+            let fy = box.height.map { Double($0) / sh } ?? .infinity
+            var f = min(fx, fy)
+            if !resize.upscale && f >= 1 { return (source, full) }
+            f = resize.upscale ? f : min(f, 1)
+            let w: Int, h: Int
+            if fx <= fy {
+                w = box.width!
+                h = max(1, Int((sh * f).rounded()))
+            } else {
+                h = box.height!
+                w = max(1, Int((sw * f).rounded()))
+            }
+            return (Size(width: w, height: h), full)
+        case .fill:
+            let bw = Double(box.width!), bh = Double(box.height!)
+            var f = max(bw / sw, bh / sh)
+            var out = Size(width: box.width!, height: box.height!)
+            if f > 1 && !resize.upscale {
+                // Crop to the box's aspect ratio without enlarging.
+                f = 1
+                let k = min(sw / bw, sh / bh)
+                out = Size(width: max(1, min(source.width, Int((bw * k).rounded()))),
+                           height: max(1, min(source.height, Int((bh * k).rounded()))))
+            }
+            let cw = Double(out.width) / f, ch = Double(out.height) / f
+            let crop = Rect(x: (sw - cw) / 2, y: (sh - ch) / 2, width: cw, height: ch)
+            return (out, crop)
+        }
+    }
+
+    /// The smallest allowed DCT scale whose decoded region is at least
+    /// `minimumResidual` × the output in both directions (8 when none is).
+    static func scale(region: Rect, output: Size, policy: DecodeScalePolicy) -> Int {
+        for m in policy.allowedEighths where m < 8 {
+            let k = Double(m) / 8
+            let residualX = region.width * k / Double(output.width)
+            let residualY = region.height * k / Double(output.height)
+            if min(residualX, residualY) >= max(1, policy.minimumResidual) - 1e-9 {
+                return m
+            }
+        }
+        return 8
+    }
+}

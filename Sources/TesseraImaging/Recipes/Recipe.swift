@@ -1,0 +1,326 @@
+import Foundation
+
+/// How an output is made from a source: an ordered list of operations and the
+/// output settings. Serialised as JSON with a format identifier and version, so
+/// an output can be re-rendered later from its original and its recipe.
+///
+/// ```json
+/// {"format": "tessera.recipe", "version": 1, "name": "thumbnail",
+///  "operations": [{"op": "resize", "width": 1280, "height": 720, "mode": "fit"}],
+///  "output": {"format": "jpeg", "quality": 1.0}}
+/// ```
+public struct Recipe: Codable, Sendable, Equatable {
+    public static let formatIdentifier = "tessera.recipe"
+    public static let currentVersion = 1
+
+    public var format: String = Recipe.formatIdentifier
+    public var version: Int = Recipe.currentVersion
+    /// The preset name or a user label; used in output names.
+    public var name: String?
+    public var operations: [Operation]
+    public var output: OutputSettings
+
+    public init(name: String? = nil, operations: [Operation] = [], output: OutputSettings = OutputSettings()) {
+        self.name = name
+        self.operations = operations
+        self.output = output
+    }
+
+    enum CodingKeys: String, CodingKey { case format, version, name, operations, output }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        format = try c.decodeIfPresent(String.self, forKey: .format) ?? Recipe.formatIdentifier
+        version = try c.decodeIfPresent(Int.self, forKey: .version) ?? Recipe.currentVersion
+        name = try c.decodeIfPresent(String.self, forKey: .name)
+        operations = try c.decodeIfPresent([Operation].self, forKey: .operations) ?? []
+        output = try c.decodeIfPresent(OutputSettings.self, forKey: .output) ?? OutputSettings()
+    }
+
+    /// The first resize, if any.
+    public var resize: Resize? {
+        for op in operations { if case .resize(let r) = op { return r } }
+        return nil
+    }
+
+    /// Checks every field once, at the boundary; the pipeline trusts a validated recipe.
+    public func validate() throws {
+        func bad(_ field: String, _ expected: String, _ actual: Any) -> ImagingError {
+            ImagingError(.invalidRecipe, "recipe\(name.map { " '\($0)'" } ?? ""): \(field): expected \(expected), got \(actual)")
+        }
+        guard format == Recipe.formatIdentifier else { throw bad("format", "\"\(Recipe.formatIdentifier)\"", "\"\(format)\"") }
+        guard (1...Recipe.currentVersion).contains(version) else {
+            throw bad("version", "1...\(Recipe.currentVersion)", version)
+        }
+        var resizes = 0
+        for (i, op) in operations.enumerated() {
+            switch op {
+            case .resize(let r):
+                resizes += 1
+                guard resizes == 1 else { throw bad("operations[\(i)]", "at most one resize", "a second resize") }
+                for (field, v) in [("width", r.width), ("height", r.height)] {
+                    if let v, !(1...65_500).contains(v) { throw bad("operations[\(i)].\(field)", "1...65500", v) }
+                }
+                guard r.width != nil || r.height != nil else {
+                    throw bad("operations[\(i)]", "width and/or height", "neither")
+                }
+                if r.mode == .fill, r.width == nil || r.height == nil {
+                    throw bad("operations[\(i)].mode", "width and height for fill", "only one")
+                }
+                guard r.scale.isFinite, r.scale <= 8 else { throw bad("operations[\(i)].scale", "1...8", r.scale) }
+            case .rotate(let degrees):
+                guard degrees % 90 == 0 else { throw bad("operations[\(i)].degrees", "a multiple of 90", degrees) }
+            case .flip, .flatten:
+                break
+            }
+        }
+        let o = output
+        guard o.quality.isFinite else { throw bad("output.quality", "0...1", o.quality) }
+        if let m = o.maxBytes, m <= 0 { throw bad("output.maxBytes", "a positive byte count", m) }
+        guard (0...9).contains(o.pngCompression) else { throw bad("output.pngCompression", "0...9", o.pngCompression) }
+    }
+
+    /// The recipe as canonical JSON (sorted keys), the form stored next to outputs.
+    public func jsonData() throws -> Data {
+        let e = JSONEncoder()
+        e.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+        return try e.encode(self)
+    }
+
+    /// Parses and validates a recipe.
+    public static func decode(json: Data) throws -> Recipe {
+        let recipe: Recipe
+        do {
+            recipe = try JSONDecoder().decode(Recipe.self, from: json)
+        } catch let error as DecodingError {
+            throw ImagingError(.invalidRecipe, "recipe: \(describe(error))")
+        }
+        try recipe.validate()
+        return recipe
+    }
+}
+
+/// One step of a recipe.
+public enum Operation: Codable, Sendable, Equatable {
+    case resize(Resize)
+    /// Clockwise, a multiple of 90 degrees.
+    case rotate(degrees: Int)
+    case flip(FlipAxis)
+    /// Composite onto a background colour, removing transparency.
+    case flatten(background: RGBColor)
+
+    enum CodingKeys: String, CodingKey { case op, degrees, axis, background }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        let op = try c.decode(String.self, forKey: .op)
+        switch op {
+        case "resize": self = .resize(try Resize(from: decoder))
+        case "rotate": self = .rotate(degrees: try c.decode(Int.self, forKey: .degrees))
+        case "flip": self = .flip(try c.decode(FlipAxis.self, forKey: .axis))
+        case "flatten": self = .flatten(background: try c.decodeIfPresent(RGBColor.self, forKey: .background) ?? .white)
+        default:
+            throw DecodingError.dataCorruptedError(forKey: .op, in: c,
+                debugDescription: "unknown operation \"\(op)\" (expected resize, rotate, flip or flatten)")
+        }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        switch self {
+        case .resize(let r):
+            try c.encode("resize", forKey: .op)
+            try r.encode(to: encoder)
+        case .rotate(let d):
+            try c.encode("rotate", forKey: .op)
+            try c.encode(d, forKey: .degrees)
+        case .flip(let axis):
+            try c.encode("flip", forKey: .op)
+            try c.encode(axis, forKey: .axis)
+        case .flatten(let bg):
+            try c.encode("flatten", forKey: .op)
+            try c.encode(bg, forKey: .background)
+        }
+    }
+}
+
+public enum FlipAxis: String, Codable, Sendable { case horizontal, vertical }
+
+/// How a resize fits the source to the box.
+public enum ContentMode: String, Codable, Sendable {
+    /// Inside the box, aspect ratio kept.
+    case fit
+    /// Cover the box, then crop the overflow around the centre.
+    case fill
+}
+
+/// Resize to a box in points; pixels = points × `scale` (clamped to ≥ 1).
+public struct Resize: Codable, Sendable, Equatable {
+    public var width: Int?
+    public var height: Int?
+    public var mode: ContentMode = .fit
+    /// Allow output larger than the source.
+    public var upscale: Bool = false
+    /// Display scale factor (2 for "@2x"); values below 1 count as 1.
+    public var scale: Double = 1
+    public var filter: ResampleFilter = .lanczos3
+
+    public init(width: Int?, height: Int?, mode: ContentMode = .fit, upscale: Bool = false, scale: Double = 1,
+                filter: ResampleFilter = .lanczos3) {
+        self.width = width
+        self.height = height
+        self.mode = mode
+        self.upscale = upscale
+        self.scale = scale
+        self.filter = filter
+    }
+
+    enum CodingKeys: String, CodingKey { case width, height, mode, upscale, scale, filter }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        width = try c.decodeIfPresent(Int.self, forKey: .width)
+        height = try c.decodeIfPresent(Int.self, forKey: .height)
+        mode = try c.decodeIfPresent(ContentMode.self, forKey: .mode) ?? .fit
+        upscale = try c.decodeIfPresent(Bool.self, forKey: .upscale) ?? false
+        scale = try c.decodeIfPresent(Double.self, forKey: .scale) ?? 1
+        filter = try c.decodeIfPresent(ResampleFilter.self, forKey: .filter) ?? .lanczos3
+    }
+
+    /// The box in pixels.
+    var pixelBox: (width: Int?, height: Int?) {
+        let s = max(1, scale)
+        return (width.map { Int((Double($0) * s).rounded()) }, height.map { Int((Double($0) * s).rounded()) })
+    }
+}
+
+/// The container format of an output.
+public enum OutputFormat: String, Codable, Sendable {
+    /// The source's own format.
+    case original
+    case jpeg
+    case png
+    /// PNG for PNG sources when it fits the byte budget, JPEG otherwise.
+    case auto
+}
+
+/// Metadata an output may keep. Everything else (EXIF incl. GPS, XMP, IPTC, comments) is dropped.
+public enum KeptMetadata: String, Codable, Sendable, CaseIterable {
+    /// Attach the source's ICC profile instead of converting to sRGB.
+    case icc
+    /// Keep the EXIF Copyright tag.
+    case copyright
+}
+
+/// How an output is encoded.
+public struct OutputSettings: Codable, Sendable, Equatable {
+    public var format: OutputFormat = .jpeg
+    /// 0...1 (values outside clamp); JPEG quality = round(quality × 100), at least 1.
+    public var quality: Double = 0.9
+    public var progressive: Bool = false
+    /// Optimised Huffman tables.
+    public var optimize: Bool = true
+    public var subsampling: ChromaSubsampling = .auto
+    /// zlib level 0...9.
+    public var pngCompression: Int = 6
+    /// Byte budget: the highest JPEG quality (≤ `quality`) whose output fits.
+    public var maxBytes: Int?
+    public var keep: [KeptMetadata] = []
+    /// Background for removing transparency (JPEG output, flatten).
+    public var background: RGBColor = .white
+    /// Apply EXIF orientation (almost always wanted).
+    public var autoOrient: Bool = true
+
+    public init(format: OutputFormat = .jpeg, quality: Double = 0.9, progressive: Bool = false,
+                optimize: Bool = true, subsampling: ChromaSubsampling = .auto, pngCompression: Int = 6,
+                maxBytes: Int? = nil, keep: [KeptMetadata] = [], background: RGBColor = .white,
+                autoOrient: Bool = true) {
+        self.format = format
+        self.quality = quality
+        self.progressive = progressive
+        self.optimize = optimize
+        self.subsampling = subsampling
+        self.pngCompression = pngCompression
+        self.maxBytes = maxBytes
+        self.keep = keep
+        self.background = background
+        self.autoOrient = autoOrient
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case format, quality, progressive, optimize, subsampling, pngCompression, maxBytes, keep, background, autoOrient
+    }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        let d = OutputSettings()
+        format = try c.decodeIfPresent(OutputFormat.self, forKey: .format) ?? d.format
+        quality = try c.decodeIfPresent(Double.self, forKey: .quality) ?? d.quality
+        progressive = try c.decodeIfPresent(Bool.self, forKey: .progressive) ?? d.progressive
+        optimize = try c.decodeIfPresent(Bool.self, forKey: .optimize) ?? d.optimize
+        subsampling = try c.decodeIfPresent(ChromaSubsampling.self, forKey: .subsampling) ?? d.subsampling
+        pngCompression = try c.decodeIfPresent(Int.self, forKey: .pngCompression) ?? d.pngCompression
+        maxBytes = try c.decodeIfPresent(Int.self, forKey: .maxBytes)
+        keep = try c.decodeIfPresent([KeptMetadata].self, forKey: .keep) ?? d.keep
+        background = try c.decodeIfPresent(RGBColor.self, forKey: .background) ?? d.background
+        autoOrient = try c.decodeIfPresent(Bool.self, forKey: .autoOrient) ?? d.autoOrient
+    }
+
+    /// libjpeg quality 1...100 from the 0...1 quality (clamped, like the seed).
+    public var jpegQuality: Int { max(1, min(100, Int((min(max(quality, 0), 1) * 100).rounded()))) }
+}
+
+/// An sRGB colour, written "#rrggbb" in JSON.
+public struct RGBColor: Codable, Sendable, Equatable, CustomStringConvertible {
+    public var r, g, b: UInt8
+    public init(r: UInt8, g: UInt8, b: UInt8) {
+        self.r = r
+        self.g = g
+        self.b = b
+    }
+    public static let white = RGBColor(r: 255, g: 255, b: 255)
+    public static let black = RGBColor(r: 0, g: 0, b: 0)
+
+    public init?(hex: String) {
+        var s = Substring(hex)
+        if s.hasPrefix("#") { s = s.dropFirst() }
+        guard s.count == 6, let v = UInt32(s, radix: 16) else { return nil }
+        self.init(r: UInt8(v >> 16), g: UInt8((v >> 8) & 0xFF), b: UInt8(v & 0xFF))
+    }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        let s = try c.decode(String.self)
+        guard let v = RGBColor(hex: s) else {
+            throw DecodingError.dataCorruptedError(in: c, debugDescription: "expected a colour \"#rrggbb\", got \"\(s)\"")
+        }
+        self = v
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(description)
+    }
+
+    public var description: String { String(format: "#%02x%02x%02x", r, g, b) }
+}
+
+/// A one-line account of a `DecodingError`: the field path and what was wrong.
+func describe(_ error: DecodingError) -> String {
+    func path(_ keys: [CodingKey]) -> String {
+        keys.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined().drop { $0 == "." }.description
+    }
+    switch error {
+    case .typeMismatch(let type, let ctx):
+        return "\(path(ctx.codingPath)): expected \(type)"
+    case .valueNotFound(let type, let ctx):
+        return "\(path(ctx.codingPath)): missing \(type)"
+    case .keyNotFound(let key, let ctx):
+        return "\(path(ctx.codingPath + [key])): missing"
+    case .dataCorrupted(let ctx):
+        let p = path(ctx.codingPath)
+        return (p.isEmpty ? "" : "\(p): ") + ctx.debugDescription
+    @unknown default:
+        return "\(error)"
+    }
+}

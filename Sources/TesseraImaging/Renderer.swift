@@ -1,0 +1,233 @@
+import Foundation
+
+/// Settings for decoding, independent of any one output.
+public struct RenderOptions: Sendable, Equatable {
+    public var limits = Limits.default
+    public var scalePolicy = DecodeScalePolicy.default
+    /// Fail on data loss (truncation, corrupt entropy data) instead of rendering grey.
+    public var strict = true
+    /// Apply a PNG's gAMA chunk (converting to sRGB) when it has no ICC profile.
+    public var correctPNGGamma = true
+    /// libjpeg's fast integer IDCT and plain upsampling (slightly lower quality).
+    public var fastDecode = false
+
+    public init() {}
+}
+
+/// Seconds spent in each stage of a render.
+public struct StageTimings: Sendable, Codable, Equatable {
+    public var decode: Double = 0
+    public var resize: Double = 0
+    /// Orientation, flattening, colour conversion.
+    public var finish: Double = 0
+    public var encode: Double = 0
+    public var total: Double = 0
+    public init() {}
+}
+
+/// One encoded output.
+public struct RenderedOutput: Sendable {
+    public let recipe: Recipe
+    public let bytes: [UInt8]
+    public let format: ImageFormat
+    public let size: Size
+    /// The JPEG quality (1...100) used; below the recipe's when a byte budget lowered it.
+    public let jpegQuality: Int?
+    public let timings: StageTimings
+}
+
+/// What was learnt about the source.
+public struct SourceSummary: Sendable {
+    public let format: ImageFormat
+    /// Stored (pre-orientation) size.
+    public let storedSize: Size
+    public let orientation: Orientation
+    /// Name of the embedded ICC profile, if any.
+    public let iccName: String?
+    /// Whether pixels were converted from the embedded profile to sRGB.
+    public let convertedToSRGB: Bool
+    public let hadGPS: Bool
+}
+
+/// The result of rendering one source to one or more outputs.
+public struct RenderResult: Sendable {
+    public let source: SourceSummary
+    public let outputs: [RenderedOutput]
+    /// The DCT scale used, in eighths (8 = full size).
+    public let scaleEighths: Int
+    public let decodedSize: Size
+    public let timings: StageTimings
+}
+
+/// The pipeline: bytes in, bytes out.
+///
+/// 1. read the header and metadata, check limits (no pixels allocated yet);
+/// 2. plan every output (size, crop, orientation, DCT scale) with pure functions;
+/// 3. decode once, at the largest scale any output needs, streaming rows into one
+///    resampler per output;
+/// 4. per output: orient, flatten, convert to sRGB, encode (within a byte budget).
+public enum Renderer {
+    public static func render(_ data: Data, recipes: [Recipe], options: RenderOptions = RenderOptions()) throws -> RenderResult {
+        try data.withUnsafeBytes { try render(bytes: $0, recipes: recipes, options: options) }
+    }
+
+    public static func render(_ bytes: [UInt8], recipes: [Recipe], options: RenderOptions = RenderOptions()) throws -> RenderResult {
+        try bytes.withUnsafeBytes { try render(bytes: $0, recipes: recipes, options: options) }
+    }
+
+    public static func render(bytes: UnsafeRawBufferPointer, recipes: [Recipe],
+                              options: RenderOptions = RenderOptions()) throws -> RenderResult {
+        precondition(!recipes.isEmpty, "render needs at least one recipe")
+        let clock = Stopwatch()
+        for r in recipes { try r.validate() }
+        let source = try SourceDecoder(bytes: bytes, options: options)
+        let plans = recipes.map {
+            OutputPlan(recipe: $0, storedSize: source.storedSize, exifOrientation: source.orientation,
+                       policy: options.scalePolicy)
+        }
+        let scale = source.format == .jpeg ? plans.map(\.minimumScaleEighths).max()! : 8
+
+        // Decode once, streaming rows into every output's resampler.
+        var timings = StageTimings()
+        let batchRows = 16
+        try source.start(scaleEighths: scale, maxBatchRows: batchRows)
+        let decoded = source.decodedSize
+        try options.limits.checkDimensions(decoded)
+        let sx = Double(decoded.width) / Double(source.storedSize.width)
+        let sy = Double(decoded.height) / Double(source.storedSize.height)
+        let resamplers = plans.map { plan in
+            Resampler(inputWidth: decoded.width, inputHeight: decoded.height, inputChannels: source.channels,
+                      region: plan.storedRegion.scaled(x: sx, y: sy),
+                      outputSize: plan.storedOutputSize, filter: plan.filter)
+        }
+        let stride = decoded.width * source.channels
+        let batch = UnsafeMutablePointer<UInt8>.allocate(capacity: stride * batchRows)
+        defer { batch.deallocate() }
+        var lap = clock.elapsed
+        timings.decode = lap
+        while true {
+            let n = try source.read(into: batch, stride: stride, maxRows: batchRows)
+            let t1 = clock.elapsed
+            timings.decode += t1 - lap
+            if n == 0 { break }
+            for r in resamplers { r.consume(batch, stride: stride, count: n) }
+            lap = clock.elapsed
+            timings.resize += lap - t1
+            if resamplers.allSatisfy(\.isComplete) { break }
+        }
+        let t2 = clock.elapsed
+        try source.finish()
+        timings.decode += clock.elapsed - t2
+
+        // Colour: convert from a non-sRGB RGB profile unless an output keeps it.
+        var profile: ICCProfile?
+        var convertible = false
+        if let icc = source.iccProfile, let p = ICCProfile(icc) {
+            profile = p
+            convertible = p.colorSpace == .rgb && source.channels >= 3 && !p.isEffectivelySRGB
+        }
+        var converted = false
+        var outputs: [RenderedOutput] = []
+        for (i, plan) in plans.enumerated() {
+            let recipe = recipes[i]
+            var t = StageTimings()
+            let start = clock.elapsed
+            var image = plan.orientation.apply(to: resamplers[i].output)
+            let keepICC = recipe.output.keep.contains(.icc)
+            if convertible && !keepICC, let p = profile {
+                let format: ColorTransform.Format = image.layout == .rgba ? .rgba8 : .rgb8
+                if let transform = ColorTransform(from: p, format, to: .sRGB, format) {
+                    transform.apply(image.base, image.base, count: image.width * image.height)
+                    converted = true
+                }
+            }
+            var format = resolveFormat(recipe.output.format, source: source.format)
+            let flattenOp = recipe.operations.lazy.compactMap { op -> RGBColor? in
+                if case .flatten(let bg) = op { return bg }
+                return nil
+            }.first
+            if image.layout == .rgba, flattenOp != nil || format == .jpeg {
+                image = flatten(image, onto: flattenOp ?? recipe.output.background)
+            }
+            t.finish = clock.elapsed - start
+            // Metadata: only what the recipe keeps. Never an orientation tag: pixels are upright.
+            var attachedICC: [UInt8]? = nil
+            if keepICC, let p = profile,
+               (p.colorSpace == .rgb && image.layout != .gray) || (p.colorSpace == .gray && image.layout == .gray) {
+                attachedICC = p.bytes
+            }
+            var exif: [UInt8]? = nil
+            if recipe.output.keep.contains(.copyright), let c = source.exif?.copyright {
+                exif = Exif.build(copyright: c)
+            }
+            let encodeStart = clock.elapsed
+            let (bytes, quality) = try encode(&image, &format, recipe.output, icc: attachedICC, exif: exif)
+            t.encode = clock.elapsed - encodeStart
+            t.total = clock.elapsed - start
+            outputs.append(RenderedOutput(recipe: recipe, bytes: bytes, format: format,
+                                          size: Size(width: image.width, height: image.height),
+                                          jpegQuality: quality, timings: t))
+            timings.finish += t.finish
+            timings.encode += t.encode
+        }
+        timings.total = clock.elapsed
+        let summary = SourceSummary(format: source.format, storedSize: source.storedSize,
+                                    orientation: source.orientation, iccName: profile?.name,
+                                    convertedToSRGB: converted, hadGPS: source.exif?.hasGPS ?? false)
+        return RenderResult(source: summary, outputs: outputs, scaleEighths: source.scaleEighths,
+                            decodedSize: decoded, timings: timings)
+    }
+
+    static func resolveFormat(_ f: OutputFormat, source: ImageFormat) -> ImageFormat {
+        switch f {
+        case .jpeg: return .jpeg
+        case .png: return .png
+        case .original, .auto: return source
+        }
+    }
+
+    /// Encodes, meeting `maxBytes` when set: the highest JPEG quality not above the
+    /// recipe's that fits (binary search); `.auto` PNG falls back to JPEG when too large.
+    static func encode(_ image: inout PixelBuffer, _ format: inout ImageFormat, _ s: OutputSettings,
+                       icc: [UInt8]?, exif: [UInt8]?) throws -> ([UInt8], Int?) {
+        if format == .png {
+            let png = try PNGEncoder.encode(image, compressionLevel: s.pngCompression, icc: icc)
+            guard let max = s.maxBytes, png.count > max else { return (png, nil) }
+            guard s.format == .auto else {
+                throw ImagingError(.budgetExceeded, "PNG output is \(png.count) bytes, over the budget of \(max) bytes")
+            }
+            format = .jpeg
+            if image.layout == .rgba { image = flatten(image, onto: s.background) }
+        }
+        var settings = JPEGEncoder.Settings(quality: s.jpegQuality, progressive: s.progressive,
+                                            optimize: s.optimize, subsampling: s.subsampling)
+        let first = try JPEGEncoder.encode(image, settings, icc: icc, exif: exif)
+        guard let max = s.maxBytes, first.count > max else { return (first, settings.quality) }
+        var lo = 1, hi = settings.quality - 1
+        var best: ([UInt8], Int)? = nil
+        var smallest = first.count
+        while lo <= hi {
+            let q = (lo + hi) / 2
+            settings.quality = q
+            let bytes = try JPEGEncoder.encode(image, settings, icc: icc, exif: exif)
+            smallest = min(smallest, bytes.count)
+            if bytes.count <= max {
+                best = (bytes, q)
+                lo = q + 1
+            } else {
+                hi = q - 1
+            }
+        }
+        guard let best else {
+            throw ImagingError(.budgetExceeded,
+                               "even JPEG quality 1 needs \(smallest) bytes at \(image.width)x\(image.height), over the budget of \(max) bytes")
+        }
+        return best
+    }
+}
+
+/// Monotonic seconds since creation.
+struct Stopwatch {
+    private let start = DispatchTime.now().uptimeNanoseconds
+    var elapsed: Double { Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9 }
+}

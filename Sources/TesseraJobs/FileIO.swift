@@ -1,0 +1,62 @@
+import Foundation
+
+/// Whole-file reads and atomic writes (temporary name in the same directory, then
+/// `rename`), so a crash or an error never leaves a partial output.
+public enum FileIO {
+    /// Reads a file, refusing one larger than `limit` before reading it.
+    public static func read(_ path: String, limit: Int) throws -> [UInt8] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw JobError(.readFailed, String(cString: strerror(errno)), file: path) }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw JobError(.readFailed, String(cString: strerror(errno)), file: path) }
+        guard (st.st_mode & S_IFMT) == S_IFREG else { throw JobError(.readFailed, "not a regular file", file: path) }
+        let size = Int(st.st_size)
+        guard size <= limit else {
+            throw JobError(.readFailed, "file is \(size) bytes, over the input limit of \(limit)", file: path)
+        }
+        var bytes = [UInt8](repeating: 0, count: size)
+        var done = 0
+        try bytes.withUnsafeMutableBytes { buf in
+            while done < size {
+                let n = Glibc.read(fd, buf.baseAddress! + done, size - done)
+                if n < 0 && errno == EINTR { continue }
+                guard n >= 0 else { throw JobError(.readFailed, String(cString: strerror(errno)), file: path) }
+                if n == 0 { break }
+                done += n
+            }
+        }
+        if done < size { bytes.removeLast(size - done) }  // the file shrank while we read it
+        return bytes
+    }
+
+    /// Writes `bytes` to `path` atomically, creating parent directories.
+    public static func writeAtomically(_ bytes: [UInt8], to path: String) throws {
+        let dir = (path as NSString).deletingLastPathComponent
+        if !dir.isEmpty {
+            do { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) } catch {
+                throw JobError(.writeFailed, "cannot create directory \(dir): \(error.localizedDescription)", file: path)
+            }
+        }
+        let name = (path as NSString).lastPathComponent
+        let tmp = (dir.isEmpty ? "" : dir + "/") + ".\(name).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw JobError(.writeFailed, String(cString: strerror(errno)), file: path) }
+        var ok = false
+        defer {
+            close(fd)
+            if !ok { unlink(tmp) }
+        }
+        var done = 0
+        try bytes.withUnsafeBytes { buf in
+            while done < buf.count {
+                let n = write(fd, buf.baseAddress! + done, buf.count - done)
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else { throw JobError(.writeFailed, String(cString: strerror(errno)), file: path) }
+                done += n
+            }
+        }
+        guard rename(tmp, path) == 0 else { throw JobError(.writeFailed, String(cString: strerror(errno)), file: path) }
+        ok = true
+    }
+}

@@ -1,0 +1,70 @@
+import Foundation
+
+/// One input file and the root it was found under (for naming outputs).
+public struct InputFile: Sendable, Hashable, Codable {
+    /// Path as given or found.
+    public let path: String
+    /// The directory the user named, or the file's own directory.
+    public let root: String
+
+    public init(path: String, root: String) {
+        self.path = path
+        self.root = root
+    }
+    /// Directory of the file relative to `root` ("" at the top).
+    public var relativeDirectory: String {
+        let dir = (path as NSString).deletingLastPathComponent
+        guard dir.count > root.count, dir.hasPrefix(root) else { return "" }
+        return String(dir.dropFirst(root.count).drop { $0 == "/" })
+    }
+    public var stem: String { ((path as NSString).lastPathComponent as NSString).deletingPathExtension }
+    public var fileExtension: String { (path as NSString).pathExtension.lowercased() }
+}
+
+/// Expands files and directories (recursively) into image inputs, sorted.
+public enum InputDiscovery {
+    /// Extensions picked up when walking directories. Files named explicitly are taken
+    /// whatever their name (the renderer sniffs content, not names).
+    public static let imageExtensions: Set<String> = ["jpg", "jpeg", "jpe", "jfif", "png"]
+
+    public static func expand(_ paths: [String], recursive: Bool = true) throws -> [InputFile] {
+        let fm = FileManager.default
+        var result: [InputFile] = []
+        for raw in paths {
+            let path = raw.count > 1 && raw.hasSuffix("/") ? String(raw.dropLast()) : raw
+            var isDir: ObjCBool = false
+            guard fm.fileExists(atPath: path, isDirectory: &isDir) else {
+                throw JobError(.inputNotFound, "no such file or directory", file: path)
+            }
+            if !isDir.boolValue {
+                result.append(InputFile(path: path, root: (path as NSString).deletingLastPathComponent))
+                continue
+            }
+            var found: [String] = []
+            if recursive {
+                guard let e = fm.enumerator(atPath: path) else { continue }
+                while let rel = e.nextObject() as? String {
+                    let name = (rel as NSString).lastPathComponent
+                    if name.hasPrefix(".") {
+                        if (e.fileAttributes?[.type] as? FileAttributeType) == .typeDirectory { e.skipDescendants() }
+                        continue
+                    }
+                    if imageExtensions.contains((rel as NSString).pathExtension.lowercased()) { found.append(rel) }
+                }
+            } else {
+                for name in try fm.contentsOfDirectory(atPath: path) where !name.hasPrefix(".")
+                    && imageExtensions.contains((name as NSString).pathExtension.lowercased()) {
+                    found.append(name)
+                }
+            }
+            for rel in found.sorted() {
+                let full = path + "/" + rel
+                var sub: ObjCBool = false
+                if fm.fileExists(atPath: full, isDirectory: &sub), !sub.boolValue {
+                    result.append(InputFile(path: full, root: path))
+                }
+            }
+        }
+        return result
+    }
+}

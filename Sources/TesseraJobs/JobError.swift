@@ -1,0 +1,28 @@
+/// A failure of the jobs layer: a missing input, an output that would escape its
+/// root, a job file that does not validate. Names the file (and line, field).
+public struct JobError: Error, Equatable, Sendable, CustomStringConvertible {
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        public static let inputNotFound = Code(rawValue: "input-not-found")
+        public static let readFailed = Code(rawValue: "read-failed")
+        public static let writeFailed = Code(rawValue: "write-failed")
+        public static let unsafeOutputPath = Code(rawValue: "unsafe-output-path")
+        public static let outputCollision = Code(rawValue: "output-collision")
+        public static let invalidJob = Code(rawValue: "invalid-job")
+    }
+
+    public var code: Code
+    public var reason: String
+    public var file: String?
+
+    public init(_ code: Code, _ reason: String, file: String? = nil) {
+        self.code = code
+        self.reason = reason
+        self.file = file
+    }
+
+    public var description: String { "\(file ?? "<job>"): \(reason) [\(code)]" }
+}

@@ -1,0 +1,59 @@
+import Foundation
+import TesseraImaging
+
+/// Output paths from a template with `{dir}` (the input's directory relative to its
+/// root), `{stem}`, `{ext}` (of the output format) and `{preset}`. The result always
+/// stays inside the output root: absolute templates, `..` and symlinked directories
+/// that lead out are refused.
+public struct OutputNaming: Sendable, Codable {
+    public let root: String
+    public let template: String
+
+    public static let single = "{dir}/{stem}.{ext}"
+    public static let perPreset = "{dir}/{stem}-{preset}.{ext}"
+
+    public init(root: String, template: String) {
+        self.root = root
+        self.template = template
+    }
+
+    /// The path (under `root`) of one output.
+    public func path(for input: InputFile, preset: String, format: ImageFormat) throws -> String {
+        let dir = input.relativeDirectory
+        var rel = template
+        rel = rel.replacingOccurrences(of: "{dir}/", with: dir.isEmpty ? "" : dir + "/")
+        rel = rel.replacingOccurrences(of: "{dir}", with: dir)
+        rel = rel.replacingOccurrences(of: "{stem}", with: input.stem)
+        rel = rel.replacingOccurrences(of: "{ext}", with: format.fileExtension)
+        rel = rel.replacingOccurrences(of: "{preset}", with: preset)
+        return try OutputNaming.confine(rel, under: root)
+    }
+
+    /// Joins `relative` to `root`, refusing anything that would land outside it.
+    public static func confine(_ relative: String, under root: String) throws -> String {
+        guard !relative.hasPrefix("/") else {
+            throw JobError(.unsafeOutputPath, "output path \"\(relative)\" is absolute; it must be relative to the output root")
+        }
+        var parts: [Substring] = []
+        for part in relative.split(separator: "/", omittingEmptySubsequences: true) {
+            if part == "." { continue }
+            guard part != ".." else {
+                throw JobError(.unsafeOutputPath, "output path \"\(relative)\" contains \"..\"")
+            }
+            parts.append(part)
+        }
+        guard !parts.isEmpty else { throw JobError(.unsafeOutputPath, "output path \"\(relative)\" is empty") }
+        let path = ([root] + parts.map(String.init)).joined(separator: "/")
+        // A symlink inside the root could still point out of it: check the existing prefix.
+        let realRoot = URL(fileURLWithPath: root).resolvingSymlinksInPath().path
+        var probe = (path as NSString).deletingLastPathComponent
+        while !FileManager.default.fileExists(atPath: probe) && probe.count > root.count {
+            probe = (probe as NSString).deletingLastPathComponent
+        }
+        let realProbe = URL(fileURLWithPath: probe).resolvingSymlinksInPath().path
+        guard realProbe == realRoot || realProbe.hasPrefix(realRoot + "/") else {
+            throw JobError(.unsafeOutputPath, "output path \"\(relative)\" leads outside the output root through a symlink")
+        }
+        return path
+    }
+}

@@ -1,0 +1,66 @@
+import ArgumentParser
+import Foundation
+import TesseraImaging
+import TesseraJobs
+
+struct Inspect: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show format, dimensions, subsampling, orientation, ICC and metadata of images.")
+
+    @Argument(help: "Image files.")
+    var files: [String]
+
+    @Flag(help: "One JSON object per file.")
+    var json = false
+
+    func run() throws {
+        var failed = false
+        for file in files {
+            do {
+                let bytes = try FileIO.read(file, limit: Limits.default.maxInputBytes)
+                let info = try ImageInfo.inspect(bytes)
+                if json {
+                    struct Line: Encodable { var file: String; var info: ImageInfo }
+                    printJSONLine(Line(file: file, info: info))
+                } else {
+                    printHuman(file, info)
+                }
+            } catch {
+                failed = true
+                let message = (error as? ImagingError)?.naming(file).description ?? "\(error)"
+                if json {
+                    struct Failure: Encodable { var file: String; var error: String }
+                    printJSONLine(Failure(file: file, error: message))
+                } else {
+                    print("\(file): error: \(message)")
+                }
+            }
+        }
+        if failed { throw Exit.someFailed }
+    }
+
+    func printHuman(_ file: String, _ i: ImageInfo) {
+        func yn(_ b: Bool) -> String { b ? "yes" : "no" }
+        var lines: [(String, String)] = [
+            ("format", i.format.rawValue + (i.codingProcess.map { " (\($0))" } ?? "")),
+            ("size", "\(i.width)x\(i.height)" + (i.orientation >= 5 ? " (displays \(i.displayWidth)x\(i.displayHeight))" : "")),
+            ("file", formatBytes(i.bytes)),
+            ("colour", i.colorSpace + (i.subsampling.map { $0 != i.colorSpace ? " \($0)" : "" } ?? "")
+                + ", \(i.bitDepth)-bit" + (i.hasAlpha ? ", alpha" : "")),
+            ("progressive", i.format == .png ? "interlaced: \(yn(i.interlaced ?? false))" : yn(i.progressive)),
+            ("orientation", "\(i.orientation)"),
+            ("icc", i.iccProfile.map { "\($0) [\(i.iccColorSpace ?? "?")], \(i.iccBytes ?? 0) bytes" } ?? "none"),
+            ("exif", i.hasExif ? "yes" + (i.camera.map { " (\($0))" } ?? "") : "no"),
+            ("gps", yn(i.hasGPS)),
+        ]
+        if let r = i.restartInterval { lines.append(("restart", "every \(r) MCUs")) }
+        if let g = i.pngGamma { lines.append(("gamma", String(format: "%.5f", g))) }
+        if let t = i.exifThumbnailBytes { lines.append(("exif thumb", formatBytes(t))) }
+        if let c = i.copyright { lines.append(("copyright", c)) }
+        lines.append(("xmp/iptc/com", "\(yn(i.hasXMP))/\(yn(i.hasIPTC))/\(i.comments)"))
+        if i.trailingBytes > 0 { lines.append(("after EOI", formatBytes(i.trailingBytes))) }
+        lines.append(("structure", i.structure.joined(separator: " ")))
+        print(file)
+        for (k, v) in lines { print("  " + k.padding(toLength: 13, withPad: " ", startingAt: 0) + v) }
+    }
+}

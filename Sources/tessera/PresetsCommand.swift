@@ -1,0 +1,49 @@
+import ArgumentParser
+import Foundation
+import TesseraImaging
+
+struct Presets: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List the presets (built-in and from preset files).")
+
+    @Option(help: "Preset file (JSON) adding presets (repeatable).")
+    var presets: [String] = []
+
+    @Flag(help: "Print each preset's recipe as JSON.")
+    var json = false
+
+    func run() throws {
+        let catalog: PresetCatalog
+        do { catalog = try loadCatalog(presets) } catch let e as ImagingError {
+            warn("error: \(e)")
+            throw Exit.usage
+        }
+        for name in catalog.names {
+            let r = catalog[name]!
+            if json {
+                struct Line: Encodable { var name: String; var recipe: Recipe }
+                printJSONLine(Line(name: name, recipe: r))
+                continue
+            }
+            print(name.padding(toLength: 20, withPad: " ", startingAt: 0) + describe(r))
+        }
+    }
+
+    func describe(_ r: Recipe) -> String {
+        var parts: [String] = []
+        if let z = r.resize {
+            let w = z.width.map(String.init) ?? "any", h = z.height.map(String.init) ?? "any"
+            parts.append("\(z.mode.rawValue) \(w)x\(h)" + (z.scale > 1 ? " @\(z.scale)x" : ""))
+        } else {
+            parts.append("no resize")
+        }
+        let o = r.output
+        parts.append(o.format.rawValue)
+        parts.append(String(format: "quality %.2f", min(max(o.quality, 0), 1)))
+        if let m = o.maxBytes { parts.append("< \(m + 1) bytes") }
+        if r.operations.contains(where: { if case .flatten = $0 { return true } else { return false } }) {
+            parts.append("no transparency")
+        }
+        parts.append(o.keep.isEmpty ? "no metadata" : "keeps " + o.keep.map(\.rawValue).joined(separator: "+"))
+        return parts.joined(separator: ", ")
+    }
+}

@@ -1,0 +1,92 @@
+import ArgumentParser
+import Foundation
+import TesseraImaging
+import TesseraJobs
+
+struct Strip: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Remove metadata (EXIF incl. GPS, XMP, IPTC, comments) without re-encoding.",
+        discussion: """
+            The compressed image data is copied byte for byte. The output still displays
+            upright: a minimal EXIF with only the Orientation tag is kept, or with
+            --orientation transform the pixels are rotated losslessly when the image is a
+            whole number of MCUs. The ICC profile is kept unless --drop-icc.
+            """)
+
+    @Argument(help: "Image files or directories.")
+    var inputs: [String]
+
+    @Option(name: .shortAndLong, help: "Output directory.")
+    var output: String
+
+    @Option(help: "tag (keep only the Orientation tag) or transform (rotate losslessly).")
+    var orientation: String = "tag"
+
+    @Flag(help: "Drop the ICC profile too.")
+    var dropIcc = false
+
+    @Flag(help: "Keep the EXIF Copyright tag.")
+    var keepCopyright = false
+
+    @Flag(help: "One JSON record per file.")
+    var json = false
+
+    func validate() throws {
+        guard OrientationHandling(rawValue: orientation) != nil else {
+            throw ValidationError("--orientation must be tag or transform")
+        }
+    }
+
+    func run() throws {
+        let files: [InputFile]
+        do { files = try InputDiscovery.expand(inputs) } catch {
+            warn("error: \(error)")
+            throw Exit.usage
+        }
+        let options = StripOptions(keepICC: !dropIcc, keepCopyright: keepCopyright,
+                                   orientation: OrientationHandling(rawValue: orientation)!)
+        var failures = 0
+        struct Line: Encodable {
+            var input: String
+            var output: String?
+            var bytesIn: Int
+            var bytesOut: Int?
+            var removed: [String]?
+            var orientation: Int?
+            var transformed: Bool?
+            var error: String?
+        }
+        for file in files {
+            var line = Line(input: file.path, bytesIn: 0)
+            do {
+                let bytes = try FileIO.read(file.path, limit: Limits.default.maxInputBytes)
+                line.bytesIn = bytes.count
+                let result: StripResult
+                do { result = try LosslessStrip.strip(bytes, options: options) } catch let e as ImagingError {
+                    throw e.naming(file.path)
+                }
+                let ext = file.fileExtension.isEmpty ? result.format.fileExtension : file.fileExtension
+                let path = try OutputNaming.confine("\(file.relativeDirectory)/\(file.stem).\(ext)", under: output)
+                try FileIO.writeAtomically(result.bytes, to: path)
+                line.output = path
+                line.bytesOut = result.bytes.count
+                line.removed = result.removed
+                line.orientation = result.orientation
+                line.transformed = result.transformed
+            } catch {
+                failures += 1
+                line.error = "\(error)"
+            }
+            if json {
+                printJSONLine(line)
+            } else if let e = line.error {
+                print("FAIL \(e)")
+            } else {
+                let removed = line.removed!.isEmpty ? "nothing" : line.removed!.joined(separator: ", ")
+                let how = line.transformed! ? ", rotated losslessly" : line.orientation! != 1 ? ", orientation tag \(line.orientation!) kept" : ""
+                print("ok   \(file.path) -> \(line.output!) \(formatBytes(line.bytesIn)) -> \(formatBytes(line.bytesOut!)); removed \(removed)\(how)")
+            }
+        }
+        if failures > 0 { throw Exit.someFailed }
+    }
+}
