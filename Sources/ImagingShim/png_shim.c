@@ -122,7 +122,8 @@ int ts_png_dec_start(ts_png_dec *d, int correct_gamma, int *channels, int *needs
         png_set_gray_to_rgb(png);
     if (correct_gamma && !d->has_icc && !png_get_valid(png, info, PNG_INFO_sRGB)) {
         double g;
-        if (png_get_gAMA(png, info, &g)) png_set_gamma(png, PNG_DEFAULT_sRGB, PNG_DEFAULT_sRGB);
+        // The second argument overrides the file gamma, so pass the gAMA value itself.
+        if (png_get_gAMA(png, info, &g) && g > 0) png_set_gamma(png, PNG_DEFAULT_sRGB, g);
     }
     int passes = png_set_interlace_handling(png);
     png_read_update_info(png, info);
@@ -157,6 +158,12 @@ int ts_png_dec_read_image(ts_png_dec *d, uint8_t *buf, size_t stride) {
     }
     png_read_image(d->png, rows);
     free(rows);
+    return 0;
+}
+
+int ts_png_dec_finish(ts_png_dec *d) {
+    if (setjmp(png_jmpbuf(d->png))) return -1;
+    png_read_end(d->png, NULL);
     return 0;
 }
 

@@ -77,8 +77,74 @@ public enum Renderer {
 
     public static func render(bytes: UnsafeRawBufferPointer, recipes: [Recipe],
                               options: RenderOptions = RenderOptions()) throws -> RenderResult {
-        precondition(!recipes.isEmpty, "render needs at least one recipe")
         let clock = Stopwatch()
+        let stage = try pixels(bytes: bytes, recipes: recipes, options: options, clock: clock)
+        var timings = stage.timings
+        var outputs: [RenderedOutput] = []
+        for (i, recipe) in recipes.enumerated() {
+            var t = StageTimings()
+            let start = clock.elapsed
+            var image = stage.images[i]
+            var format = resolveFormat(recipe.output.format, source: stage.summary.format)
+            if image.layout == .rgba, let bg = recipe.flattenBackground ?? (format == .jpeg ? recipe.output.background : nil) {
+                image = flatten(image, onto: bg)
+            }
+            t.finish = stage.finishTimes[i] + clock.elapsed - start
+            // Metadata: only what the recipe keeps. Never an orientation tag: pixels are upright.
+            var attachedICC: [UInt8]? = nil
+            if recipe.output.keep.contains(.icc), let p = stage.profile,
+               (p.colorSpace == .rgb && image.layout != .gray) || (p.colorSpace == .gray && image.layout == .gray) {
+                attachedICC = p.bytes
+            }
+            var exif: [UInt8]? = nil
+            if recipe.output.keep.contains(.copyright), let c = stage.copyright {
+                exif = Exif.build(copyright: c)
+            }
+            let encodeStart = clock.elapsed
+            let (bytes, quality) = try encode(&image, &format, recipe.output, icc: attachedICC, exif: exif)
+            t.encode = clock.elapsed - encodeStart
+            t.total = t.finish + t.encode
+            outputs.append(RenderedOutput(recipe: recipe, bytes: bytes, format: format,
+                                          size: Size(width: image.width, height: image.height),
+                                          jpegQuality: quality, timings: t))
+            timings.finish += t.finish
+            timings.encode += t.encode
+        }
+        timings.total = clock.elapsed
+        return RenderResult(source: stage.summary, outputs: outputs, scaleEighths: stage.scaleEighths,
+                            decodedSize: stage.decodedSize, timings: timings)
+    }
+
+    /// The pixels of one recipe's output, before encoding: oriented, resized,
+    /// converted to sRGB (unless the recipe keeps ICC), flattened if it says so.
+    /// The default recipe gives the whole image as displayed.
+    public static func decode(_ bytes: [UInt8], recipe: Recipe = Recipe(name: "decode", output: OutputSettings(format: .original)),
+                              options: RenderOptions = RenderOptions()) throws -> PixelBuffer {
+        try bytes.withUnsafeBytes { raw in
+            let stage = try pixels(bytes: raw, recipes: [recipe], options: options, clock: Stopwatch())
+            let image = stage.images[0]
+            if image.layout == .rgba, let bg = recipe.flattenBackground { return flatten(image, onto: bg) }
+            return image
+        }
+    }
+
+    /// What the decode stage hands to encoding.
+    struct Stage {
+        var summary: SourceSummary
+        var images: [PixelBuffer]
+        var finishTimes: [Double]
+        var profile: ICCProfile?
+        var copyright: String?
+        var scaleEighths: Int
+        var decodedSize: Size
+        var timings: StageTimings
+    }
+
+    /// Steps 1-3 and the pixel part of 4: header, plans, one streaming decode into a
+    /// resampler per output, then orientation and colour conversion per output.
+    static func pixels(bytes: UnsafeRawBufferPointer, recipes: [Recipe], options: RenderOptions,
+                       clock: Stopwatch) throws -> Stage {
+        precondition(!recipes.isEmpty, "render needs at least one recipe")
         for r in recipes { try r.validate() }
         let source = try SourceDecoder(bytes: bytes, options: options)
         let plans = recipes.map {
@@ -87,7 +153,8 @@ public enum Renderer {
         }
         let scale = source.format == .jpeg ? plans.map(\.minimumScaleEighths).max()! : 8
 
-        // Decode once, streaming rows into every output's resampler.
+        // Decode once, streaming rows into every output's resampler. Every row is read,
+        // even past the last one an output needs, so damage at the end is reported.
         var timings = StageTimings()
         let batchRows = 16
         try source.start(scaleEighths: scale, maxBatchRows: batchRows)
@@ -113,13 +180,12 @@ public enum Renderer {
             for r in resamplers { r.consume(batch, stride: stride, count: n) }
             lap = clock.elapsed
             timings.resize += lap - t1
-            if resamplers.allSatisfy(\.isComplete) { break }
         }
         let t2 = clock.elapsed
         try source.finish()
         timings.decode += clock.elapsed - t2
 
-        // Colour: convert from a non-sRGB RGB profile unless an output keeps it.
+        // Colour: convert from a non-sRGB RGB profile unless the output keeps it.
         var profile: ICCProfile?
         var convertible = false
         if let icc = source.iccProfile, let p = ICCProfile(icc) {
@@ -127,55 +193,27 @@ public enum Renderer {
             convertible = p.colorSpace == .rgb && source.channels >= 3 && !p.isEffectivelySRGB
         }
         var converted = false
-        var outputs: [RenderedOutput] = []
+        var images: [PixelBuffer] = []
+        var finishTimes: [Double] = []
         for (i, plan) in plans.enumerated() {
-            let recipe = recipes[i]
-            var t = StageTimings()
             let start = clock.elapsed
-            var image = plan.orientation.apply(to: resamplers[i].output)
-            let keepICC = recipe.output.keep.contains(.icc)
-            if convertible && !keepICC, let p = profile {
+            let image = plan.orientation.apply(to: resamplers[i].output)
+            if convertible && !recipes[i].output.keep.contains(.icc), let p = profile {
                 let format: ColorTransform.Format = image.layout == .rgba ? .rgba8 : .rgb8
                 if let transform = ColorTransform(from: p, format, to: .sRGB, format) {
                     transform.apply(image.base, image.base, count: image.width * image.height)
                     converted = true
                 }
             }
-            var format = resolveFormat(recipe.output.format, source: source.format)
-            let flattenOp = recipe.operations.lazy.compactMap { op -> RGBColor? in
-                if case .flatten(let bg) = op { return bg }
-                return nil
-            }.first
-            if image.layout == .rgba, flattenOp != nil || format == .jpeg {
-                image = flatten(image, onto: flattenOp ?? recipe.output.background)
-            }
-            t.finish = clock.elapsed - start
-            // Metadata: only what the recipe keeps. Never an orientation tag: pixels are upright.
-            var attachedICC: [UInt8]? = nil
-            if keepICC, let p = profile,
-               (p.colorSpace == .rgb && image.layout != .gray) || (p.colorSpace == .gray && image.layout == .gray) {
-                attachedICC = p.bytes
-            }
-            var exif: [UInt8]? = nil
-            if recipe.output.keep.contains(.copyright), let c = source.exif?.copyright {
-                exif = Exif.build(copyright: c)
-            }
-            let encodeStart = clock.elapsed
-            let (bytes, quality) = try encode(&image, &format, recipe.output, icc: attachedICC, exif: exif)
-            t.encode = clock.elapsed - encodeStart
-            t.total = clock.elapsed - start
-            outputs.append(RenderedOutput(recipe: recipe, bytes: bytes, format: format,
-                                          size: Size(width: image.width, height: image.height),
-                                          jpegQuality: quality, timings: t))
-            timings.finish += t.finish
-            timings.encode += t.encode
+            images.append(image)
+            finishTimes.append(clock.elapsed - start)
         }
-        timings.total = clock.elapsed
         let summary = SourceSummary(format: source.format, storedSize: source.storedSize,
                                     orientation: source.orientation, iccName: profile?.name,
                                     convertedToSRGB: converted, hadGPS: source.exif?.hasGPS ?? false)
-        return RenderResult(source: summary, outputs: outputs, scaleEighths: source.scaleEighths,
-                            decodedSize: decoded, timings: timings)
+        return Stage(summary: summary, images: images, finishTimes: finishTimes, profile: profile,
+                     copyright: source.exif?.copyright, scaleEighths: source.scaleEighths, decodedSize: decoded,
+                     timings: timings)
     }
 
     static func resolveFormat(_ f: OutputFormat, source: ImageFormat) -> ImageFormat {

@@ -43,6 +43,16 @@ struct Render: ParsableCommand {
     @Flag(help: "Render damaged files as far as they decode instead of failing them.")
     var lenient = false
 
+    @Option(help: ArgumentHelp("Decode a JPEG at a DCT scale leaving at least this resize factor for the resampler.",
+                               visibility: .hidden))
+    var dctResidual: Double?
+
+    @Option(help: ArgumentHelp("DCT scales tried, in eighths (comma-separated), before full size.", visibility: .hidden))
+    var dctScales: String?
+
+    @Flag(help: ArgumentHelp("Use libjpeg's fast IDCT and plain upsampling.", visibility: .hidden))
+    var fastDecode = false
+
     @OptionGroup var limits: LimitOptions
 
     func validate() throws {
@@ -78,6 +88,12 @@ struct Render: ParsableCommand {
         var options = RenderOptions()
         options.limits = limits.limits
         options.strict = !lenient
+        options.fastDecode = fastDecode
+        if let r = dctResidual { options.scalePolicy.minimumResidual = r }
+        if let s = dctScales {
+            options.scalePolicy.preferredEighths = s.split(separator: ",").compactMap { Int($0) }.sorted()
+            options.scalePolicy.fallbackEighths = []
+        }
         let tasks = files.map { RenderTask(input: $0, outputs: outputs, naming: naming) }
         let clock = ContinuousClock()
         let start = clock.now

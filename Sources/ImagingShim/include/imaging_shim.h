@@ -103,6 +103,8 @@ int ts_png_dec_start(ts_png_dec *d, int correct_gamma, int *channels, int *needs
 int ts_png_dec_read_rows(ts_png_dec *d, uint8_t *buf, size_t stride, int rows);
 /// Reads the whole image (any file; required for interlaced ones).
 int ts_png_dec_read_image(ts_png_dec *d, uint8_t *buf, size_t stride);
+/// Wraps `png_read_end`: reads and checks the chunks after the image data up to IEND.
+int ts_png_dec_finish(ts_png_dec *d);
 
 // MARK: - PNG encoding (libpng)
 

@@ -131,7 +131,7 @@ final class JPEGDecoder {
     /// Classifies a libjpeg message.
     static func error(message: String) -> ImagingError {
         let m = message.isEmpty ? "JPEG decoding failed" : message
-        if m.contains("Premature end") || m.contains("premature end") {
+        if m.contains("Premature end of JPEG file") {
             return ImagingError(.truncated, "truncated JPEG (\(m))")
         }
         if m.hasPrefix("Unsupported") || m.contains("not supported") || m.contains("Unsupported JPEG") {

@@ -75,6 +75,11 @@ final class PNGDecoder {
         guard ts_png_dec_read_image(handle, buffer, stride) == 0 else { throw failure() }
     }
 
+    /// Reads the chunks after the image data up to IEND (wraps `png_read_end`).
+    func finish() throws {
+        guard ts_png_dec_finish(handle) == 0 else { throw failure() }
+    }
+
     private func failure() -> ImagingError {
         PNGDecoder.error(message: String(cString: ts_png_dec_message(handle)))
     }

@@ -147,6 +147,7 @@ final class SourceDecoder {
     /// Ends decoding (reports corruption found at the end of the data in strict mode).
     func finish() throws {
         try jpeg?.finish()
+        try png?.finish()
     }
 
     private func convertCMYK(_ src: UnsafeMutablePointer<UInt8>, _ dst: UnsafeMutablePointer<UInt8>, count: Int) {

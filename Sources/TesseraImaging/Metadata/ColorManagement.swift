@@ -104,3 +104,47 @@ final class ColorTransform: @unchecked Sendable {
         cmsDoTransform(handle, source, destination, UInt32(count))
     }
 }
+
+/// ICC profiles made with Little CMS: to attach to outputs, or to make fixtures.
+public enum ICCProfiles {
+    /// Little CMS's sRGB profile.
+    public static var sRGB: [UInt8] { save(cmsCreate_sRGBProfile()) }
+
+    /// Display P3: DCI-P3 primaries, D65 white, the sRGB tone curve (what phones write).
+    public static var displayP3: [UInt8] {
+        rgb(name: "Display P3", red: (0.680, 0.320), green: (0.265, 0.690), blue: (0.150, 0.060))
+    }
+
+    /// Adobe RGB (1998)-like primaries with the sRGB curve (for tests of wide gamuts).
+    public static var adobeRGBPrimaries: [UInt8] {
+        rgb(name: "Adobe RGB primaries", red: (0.64, 0.33), green: (0.21, 0.71), blue: (0.15, 0.06))
+    }
+
+    static func rgb(name: String, red: (Double, Double), green: (Double, Double), blue: (Double, Double)) -> [UInt8] {
+        var white = cmsCIExyY(x: 0.3127, y: 0.3290, Y: 1)
+        var primaries = cmsCIExyYTRIPLE(Red: cmsCIExyY(x: red.0, y: red.1, Y: 1),
+                                        Green: cmsCIExyY(x: green.0, y: green.1, Y: 1),
+                                        Blue: cmsCIExyY(x: blue.0, y: blue.1, Y: 1))
+        // sRGB's curve as an ICC parametric curve of type 4.
+        var params: [Double] = [2.4, 1 / 1.055, 0.055 / 1.055, 1 / 12.92, 0.04045]
+        let curve = cmsBuildParametricToneCurve(nil, 4, &params)
+        defer { cmsFreeToneCurve(curve) }
+        var curves: [OpaquePointer?] = [curve, curve, curve]
+        let h = cmsCreateRGBProfile(&white, &primaries, &curves)!
+        if let mlu = cmsMLUalloc(nil, 1) {
+            cmsMLUsetASCII(mlu, "en", "US", name)
+            cmsWriteTag(h, cmsSigProfileDescriptionTag, UnsafeRawPointer(mlu))
+            cmsMLUfree(mlu)
+        }
+        return save(h)
+    }
+
+    private static func save(_ h: cmsHPROFILE) -> [UInt8] {
+        defer { cmsCloseProfile(h) }
+        var size: UInt32 = 0
+        guard cmsSaveProfileToMem(h, nil, &size) != 0, size > 0 else { return [] }
+        var out = [UInt8](repeating: 0, count: Int(size))
+        guard cmsSaveProfileToMem(h, &out, &size) != 0 else { return [] }
+        return out
+    }
+}

@@ -60,6 +60,11 @@ public struct Orientation: Hashable, Sendable, CustomStringConvertible {
     public static let mirrorHorizontal = Orientation(exif: 2)
     public static let mirrorVertical = Orientation(exif: 4)
 
+    /// The transform that undoes this one.
+    public var inverse: Orientation {
+        transpose ? Orientation(transpose: true, flipX: flipY, flipY: flipX) : self
+    }
+
     /// This transform followed by `next`.
     public func then(_ next: Orientation) -> Orientation {
         if next.transpose {

@@ -1,13 +1,20 @@
-/// How the JPEG DCT scale is chosen for a given output.
+/// How the JPEG DCT scale is chosen for an output.
+///
+/// The decoded region should be at least `minimumResidual` times the output, so
+/// the resampler has room to anti-alias (the DCT scaling alone is a box filter).
+/// Scales with SIMD IDCTs in libjpeg-turbo (1/8, 2/8, 4/8) are tried first, then
+/// 5/8...7/8; when none leaves that residual, the smallest scale that still covers
+/// the output is used, so a downscale never decodes full size when a scaled
+/// decode covers it. See docs/decisions/001-dct-scale.md for the measurements.
 public struct DecodeScalePolicy: Sendable, Equatable, Codable {
-    /// Scales (in eighths) the decoder may use, smallest first.
-    public var allowedEighths: [Int] = [1, 2, 4, 8]
-    /// The decoded region must be at least this many times the output size, so the
-    /// resampler has room to anti-alias (1 = just cover the box).
-    public var minimumResidual: Double = 1.0
+    public var preferredEighths: [Int] = [1, 2, 4]
+    public var fallbackEighths: [Int] = [5, 6, 7]
+    public var minimumResidual: Double = 1.5
 
-    public init(allowedEighths: [Int] = [1, 2, 4, 8], minimumResidual: Double = 1.0) {
-        self.allowedEighths = allowedEighths.sorted()
+    public init(preferredEighths: [Int] = [1, 2, 4], fallbackEighths: [Int] = [5, 6, 7],
+                minimumResidual: Double = 1.5) {
+        self.preferredEighths = preferredEighths
+        self.fallbackEighths = fallbackEighths
         self.minimumResidual = minimumResidual
     }
 
@@ -104,17 +111,16 @@ struct OutputPlan: Equatable {
         }
     }
 
-    /// The smallest allowed DCT scale whose decoded region is at least
-    /// `minimumResidual` × the output in both directions (8 when none is).
+    /// The DCT scale (eighths) for an output of `output` pixels from `region` (full-size pixels).
     static func scale(region: Rect, output: Size, policy: DecodeScalePolicy) -> Int {
-        for m in policy.allowedEighths where m < 8 {
+        func residual(_ m: Int) -> Double {
             let k = Double(m) / 8
-            let residualX = region.width * k / Double(output.width)
-            let residualY = region.height * k / Double(output.height)
-            if min(residualX, residualY) >= max(1, policy.minimumResidual) - 1e-9 {
-                return m
-            }
+            return min(region.width * k / Double(output.width), region.height * k / Double(output.height))
         }
-        return 8
+        let candidates = policy.preferredEighths + policy.fallbackEighths
+        if let m = candidates.first(where: { $0 < 8 && residual($0) >= max(1, policy.minimumResidual) - 1e-9 }) {
+            return m
+        }
+        return candidates.filter { $0 < 8 }.sorted().first { residual($0) >= 1 - 1e-9 } ?? 8
     }
 }

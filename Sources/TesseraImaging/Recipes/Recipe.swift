@@ -17,10 +17,10 @@ public struct Recipe: Codable, Sendable, Equatable {
     public var version: Int = Recipe.currentVersion
     /// The preset name or a user label; used in output names.
     public var name: String?
-    public var operations: [Operation]
+    public var operations: [RecipeOperation]
     public var output: OutputSettings
 
-    public init(name: String? = nil, operations: [Operation] = [], output: OutputSettings = OutputSettings()) {
+    public init(name: String? = nil, operations: [RecipeOperation] = [], output: OutputSettings = OutputSettings()) {
         self.name = name
         self.operations = operations
         self.output = output
@@ -33,13 +33,19 @@ public struct Recipe: Codable, Sendable, Equatable {
         format = try c.decodeIfPresent(String.self, forKey: .format) ?? Recipe.formatIdentifier
         version = try c.decodeIfPresent(Int.self, forKey: .version) ?? Recipe.currentVersion
         name = try c.decodeIfPresent(String.self, forKey: .name)
-        operations = try c.decodeIfPresent([Operation].self, forKey: .operations) ?? []
+        operations = try c.decodeIfPresent([RecipeOperation].self, forKey: .operations) ?? []
         output = try c.decodeIfPresent(OutputSettings.self, forKey: .output) ?? OutputSettings()
     }
 
     /// The first resize, if any.
     public var resize: Resize? {
         for op in operations { if case .resize(let r) = op { return r } }
+        return nil
+    }
+
+    /// The background of the first flatten operation, if any.
+    public var flattenBackground: RGBColor? {
+        for op in operations { if case .flatten(let bg) = op { return bg } }
         return nil
     }
 
@@ -101,7 +107,7 @@ public struct Recipe: Codable, Sendable, Equatable {
 }
 
 /// One step of a recipe.
-public enum Operation: Codable, Sendable, Equatable {
+public enum RecipeOperation: Codable, Sendable, Equatable {
     case resize(Resize)
     /// Clockwise, a multiple of 90 degrees.
     case rotate(degrees: Int)

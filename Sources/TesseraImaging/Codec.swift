@@ -1,0 +1,38 @@
+/// Direct access to the encoders, for tools and tests that make images.
+public enum Codec {
+    /// Encodes gray or RGB pixels as JPEG (libjpeg), with optional ICC profile and
+    /// EXIF payload ("Exif\0\0" + TIFF, as `Exif.build` makes).
+    public static func encodeJPEG(_ image: PixelBuffer, quality: Int = 90, subsampling: ChromaSubsampling = .auto,
+                                  progressive: Bool = false, optimize: Bool = true,
+                                  icc: [UInt8]? = nil, exif: [UInt8]? = nil) throws -> [UInt8] {
+        try JPEGEncoder.encode(image, .init(quality: quality, progressive: progressive, optimize: optimize,
+                                            subsampling: subsampling), icc: icc, exif: exif)
+    }
+
+    /// Encodes gray, RGB or RGBA pixels as PNG (libpng).
+    public static func encodePNG(_ image: PixelBuffer, compressionLevel: Int = 6, icc: [UInt8]? = nil) throws -> [UInt8] {
+        try PNGEncoder.encode(image, compressionLevel: compressionLevel, icc: icc)
+    }
+
+    /// The entropy-coded data of every scan of a JPEG, in order: what lossless
+    /// operations must leave byte-identical.
+    public static func jpegScanData(_ jpeg: [UInt8]) throws -> [[UInt8]] {
+        try jpeg.withUnsafeBytes { raw in
+            try JPEGSegments(raw).segments.compactMap { s in s.scanData.map { Array(raw[$0]) } }
+        }
+    }
+
+    /// The marker segments of a JPEG as (marker, payload) pairs (SOI..EOI, scans without their data).
+    public static func jpegSegments(_ jpeg: [UInt8]) throws -> [(marker: UInt8, payload: [UInt8])] {
+        try jpeg.withUnsafeBytes { raw in
+            try JPEGSegments(raw).segments.map { ($0.marker, Array(raw[$0.payload])) }
+        }
+    }
+
+    /// Inserts a marker segment (e.g. APP1 XMP, COM) right after SOI, for making fixtures.
+    public static func insertSegment(marker: UInt8, payload: [UInt8], into jpeg: [UInt8]) -> [UInt8] {
+        precondition(payload.count <= 65533)
+        let len = payload.count + 2
+        return Array(jpeg[0..<2]) + [0xFF, marker, UInt8(len >> 8), UInt8(len & 0xFF)] + payload + Array(jpeg[2...])
+    }
+}
