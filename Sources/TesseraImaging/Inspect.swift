@@ -143,7 +143,8 @@ public struct ImageInfo: Sendable, Codable {
         info.hasGPS = e.hasGPS
         info.copyright = e.copyright
         info.exifThumbnailBytes = e.thumbnail?.count
-        let camera = [e.make, e.model].compactMap { $0 }.joined(separator: " ")
+        let make = e.make.flatMap { m in e.model?.hasPrefix(m) == true ? nil : m }
+        let camera = [make, e.model].compactMap { $0 }.joined(separator: " ")
         info.camera = camera.isEmpty ? nil : camera
     }
 

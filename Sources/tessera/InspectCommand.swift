@@ -39,6 +39,15 @@ struct Inspect: ParsableCommand {
         if failed { throw Exit.someFailed }
     }
 
+    /// "APP2 ICC APP2 ICC APP2 ICC" -> "APP2 ICC x3".
+    func collapsed(_ parts: [String]) -> String {
+        var out: [(String, Int)] = []
+        for p in parts {
+            if let last = out.last, last.0 == p { out[out.count - 1].1 += 1 } else { out.append((p, 1)) }
+        }
+        return out.map { $0.1 > 1 ? "\($0.0) x\($0.1)" : $0.0 }.joined(separator: " ")
+    }
+
     func printHuman(_ file: String, _ i: ImageInfo) {
         func yn(_ b: Bool) -> String { b ? "yes" : "no" }
         var lines: [(String, String)] = [
@@ -59,7 +68,7 @@ struct Inspect: ParsableCommand {
         if let c = i.copyright { lines.append(("copyright", c)) }
         lines.append(("xmp/iptc/com", "\(yn(i.hasXMP))/\(yn(i.hasIPTC))/\(i.comments)"))
         if i.trailingBytes > 0 { lines.append(("after EOI", formatBytes(i.trailingBytes))) }
-        lines.append(("structure", i.structure.joined(separator: " ")))
+        lines.append(("structure", collapsed(i.structure)))
         print(file)
         for (k, v) in lines { print("  " + k.padding(toLength: 13, withPad: " ", startingAt: 0) + v) }
     }

@@ -31,8 +31,14 @@ struct Presets: ParsableCommand {
     func describe(_ r: Recipe) -> String {
         var parts: [String] = []
         if let z = r.resize {
-            let w = z.width.map(String.init) ?? "any", h = z.height.map(String.init) ?? "any"
-            parts.append("\(z.mode.rawValue) \(w)x\(h)" + (z.scale > 1 ? " @\(z.scale)x" : ""))
+            let box: String
+            switch (z.width, z.height) {
+            case let (w?, h?): box = "\(w)x\(h)"
+            case let (w?, nil): box = "width \(w)"
+            case let (nil, h?): box = "height \(h)"
+            default: box = "?"
+            }
+            parts.append("\(z.mode.rawValue) \(box)" + (z.scale > 1 ? " @\(z.scale)x" : ""))
         } else {
             parts.append("no resize")
         }

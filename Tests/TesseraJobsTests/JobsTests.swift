@@ -1,0 +1,173 @@
+import Foundation
+import TesseraImaging
+import TesseraJobs
+import XCTest
+
+/// A fresh directory under the system temporary directory, removed afterwards.
+final class TemporaryDirectory {
+    let path: String
+    init() {
+        path = NSTemporaryDirectory() + "tessera-test-\(UUID().uuidString)"
+        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+
+    func write(_ relative: String, _ bytes: [UInt8]) -> String {
+        let full = path + "/" + relative
+        try! FileManager.default.createDirectory(atPath: (full as NSString).deletingLastPathComponent,
+                                                 withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(atPath: full, contents: Data(bytes))
+        return full
+    }
+
+    /// Every regular file below, relative, sorted.
+    func files(under sub: String = "") -> [String] {
+        let root = sub.isEmpty ? path : path + "/" + sub
+        let e = FileManager.default.enumerator(atPath: root)
+        var out: [String] = []
+        while let f = e?.nextObject() as? String {
+            var isDir: ObjCBool = false
+            if FileManager.default.fileExists(atPath: root + "/" + f, isDirectory: &isDir), !isDir.boolValue { out.append(f) }
+        }
+        return out.sorted()
+    }
+}
+
+func jpeg(_ w: Int, _ h: Int) throws -> [UInt8] {
+    let image = PixelBuffer(width: w, height: h, layout: .rgb)
+    image.fill([120, 80, 40])
+    return try Codec.encodeJPEG(image, quality: 85)
+}
+
+final class OutputNamingTests: XCTestCase {
+    func testTemplateTokens() throws {
+        let input = InputFile(path: "/photos/2024/trip/IMG_1.JPG", root: "/photos")
+        XCTAssertEqual(input.relativeDirectory, "2024/trip")
+        XCTAssertEqual(input.stem, "IMG_1")
+        let tmp = TemporaryDirectory()
+        let naming = OutputNaming(root: tmp.path, template: "{preset}/{dir}/{stem}.{ext}")
+        XCTAssertEqual(try naming.path(for: input, preset: "thumbnail", format: .jpeg),
+                       tmp.path + "/thumbnail/2024/trip/IMG_1.jpg")
+        let top = InputFile(path: "/photos/a.png", root: "/photos")
+        XCTAssertEqual(try OutputNaming(root: tmp.path, template: OutputNaming.single).path(for: top, preset: "x", format: .png),
+                       tmp.path + "/a.png")
+    }
+
+    func testOutputsCannotEscapeTheRoot() throws {
+        let tmp = TemporaryDirectory()
+        func refused(_ relative: String) {
+            XCTAssertThrowsError(try OutputNaming.confine(relative, under: tmp.path), relative) {
+                XCTAssertEqual(($0 as? JobError)?.code, .unsafeOutputPath, relative)
+            }
+        }
+        refused("../x.jpg")
+        refused("a/../../x.jpg")
+        refused("/etc/passwd")
+        refused("")
+        // A symlink inside the root that points outside it.
+        let outside = TemporaryDirectory()
+        try FileManager.default.createSymbolicLink(atPath: tmp.path + "/link", withDestinationPath: outside.path)
+        refused("link/x.jpg")
+        XCTAssertEqual(try OutputNaming.confine("./a//b.jpg", under: tmp.path), tmp.path + "/a/b.jpg")
+        // A stem with ".." inside a name is just a name.
+        XCTAssertEqual(try OutputNaming.confine("a..b.jpg", under: tmp.path), tmp.path + "/a..b.jpg")
+    }
+}
+
+final class InputDiscoveryTests: XCTestCase {
+    func testDirectoriesAreSearchedRecursivelyForImages() throws {
+        let tmp = TemporaryDirectory()
+        let img = try jpeg(8, 8)
+        _ = tmp.write("b.jpg", img)
+        _ = tmp.write("A/c.JPEG", img)
+        _ = tmp.write("A/B/d.png", img)
+        _ = tmp.write("notes.txt", Array("x".utf8))
+        _ = tmp.write(".hidden/e.jpg", img)
+        _ = tmp.write(".f.jpg", img)
+        let found = try InputDiscovery.expand([tmp.path])
+        XCTAssertEqual(found.map { String($0.path.dropFirst(tmp.path.count + 1)) }, ["A/B/d.png", "A/c.JPEG", "b.jpg"])
+        XCTAssertEqual(found[0].relativeDirectory, "A/B")
+        let flat = try InputDiscovery.expand([tmp.path], recursive: false)
+        XCTAssertEqual(flat.count, 1)
+        XCTAssertThrowsError(try InputDiscovery.expand([tmp.path + "/missing.jpg"])) {
+            XCTAssertEqual(($0 as? JobError)?.code, .inputNotFound)
+        }
+        // Files named explicitly are taken whatever their extension (content is sniffed).
+        let odd = tmp.write("photo.data", img)
+        XCTAssertEqual(try InputDiscovery.expand([odd]).count, 1)
+    }
+}
+
+final class FileIOTests: XCTestCase {
+    func testAtomicWriteLeavesNoTemporaryFiles() throws {
+        let tmp = TemporaryDirectory()
+        let path = tmp.path + "/deep/er/out.jpg"
+        try FileIO.writeAtomically([1, 2, 3], to: path)
+        try FileIO.writeAtomically([4, 5], to: path)  // replaces
+        XCTAssertEqual(try FileIO.read(path, limit: 100), [4, 5])
+        XCTAssertEqual(tmp.files(), ["deep/er/out.jpg"])
+        XCTAssertThrowsError(try FileIO.read(path, limit: 1)) { XCTAssertEqual(($0 as? JobError)?.code, .readFailed) }
+        XCTAssertThrowsError(try FileIO.read(tmp.path, limit: 100), "a directory is not a file")
+        XCTAssertThrowsError(try FileIO.writeAtomically([1], to: "/proc/nope/x.jpg"))
+    }
+}
+
+final class TaskExecutorTests: XCTestCase {
+    func task(_ input: InputFile, out: String, presets: [String]) throws -> RenderTask {
+        RenderTask(input: input,
+                   outputs: try presets.map { .init(name: $0, recipe: try PresetCatalog.builtIn.recipe(named: $0)) },
+                   naming: OutputNaming(root: out, template: OutputNaming.perPreset))
+    }
+
+    func testGoodTaskWritesEveryOutputAndReportsTimings() throws {
+        let tmp = TemporaryDirectory()
+        let path = tmp.write("in/photo.jpg", try jpeg(2000, 1500))
+        let record = TaskExecutor.run(try task(InputFile(path: path, root: tmp.path + "/in"), out: tmp.path + "/out",
+                                               presets: ["thumbnail", "favicon", "widget"]))
+        XCTAssertEqual(record.status, .succeeded, "\(String(describing: record.error))")
+        XCTAssertEqual(tmp.files(under: "out"), ["photo-favicon.jpg", "photo-thumbnail.jpg", "photo-widget.jpg"])
+        XCTAssertEqual(record.outputs.map { "\($0.width)x\($0.height)" }, ["960x720", "64x64", "1024x768"])
+        XCTAssertEqual(record.scaleEighths, 7)  // widget 1024 of 2000: 7/8 is the first to leave 1.5x
+        XCTAssertGreaterThan(record.timings.decode, 0)
+        XCTAssertGreaterThan(record.timings.total, record.timings.decode)
+        XCTAssertEqual(record.bytesIn, try FileIO.read(path, limit: 1 << 30).count)
+        for o in record.outputs { XCTAssertEqual(try FileIO.read(o.path, limit: 1 << 30).count, o.bytes) }
+    }
+
+    /// A bad file fails alone: typed error naming it, nothing written for it, and
+    /// the good file next to it is rendered.
+    func testBadInputFailsAloneAndWritesNothing() throws {
+        let tmp = TemporaryDirectory()
+        let good = try jpeg(300, 200)
+        let inputs = [tmp.write("in/good.jpg", good), tmp.write("in/truncated.jpg", Array(good.prefix(good.count / 2))),
+                      tmp.write("in/empty.jpg", []), tmp.write("in/text.jpg", Array("hello".utf8))]
+        var records: [TaskRecord] = []
+        for p in inputs {
+            records.append(TaskExecutor.run(try task(InputFile(path: p, root: tmp.path + "/in"), out: tmp.path + "/out",
+                                                     presets: ["thumbnail", "favicon"])))
+        }
+        XCTAssertEqual(records.map(\.status), [.succeeded, .failed, .failed, .failed])
+        XCTAssertEqual(records.compactMap { $0.error?.code }, ["truncated", "empty", "unsupported-format"])
+        for r in records.dropFirst() { XCTAssertTrue(r.error!.message.contains(r.input), r.error!.message) }
+        XCTAssertEqual(tmp.files(under: "out"), ["good-favicon.jpg", "good-thumbnail.jpg"])
+    }
+
+    func testOutputCollisionsAreRefused() throws {
+        let tmp = TemporaryDirectory()
+        let path = tmp.write("in/a.jpg", try jpeg(100, 100))
+        var t = try task(InputFile(path: path, root: tmp.path + "/in"), out: tmp.path + "/out", presets: ["thumbnail", "favicon"])
+        t.naming = OutputNaming(root: tmp.path + "/out", template: "{stem}.{ext}")
+        let record = TaskExecutor.run(t)
+        XCTAssertEqual(record.error?.code, "output-collision")
+        XCTAssertEqual(tmp.files(under: "out"), [])
+    }
+
+    func testRecordsAreJSON() throws {
+        let tmp = TemporaryDirectory()
+        let path = tmp.write("a.jpg", try jpeg(100, 80))
+        let record = TaskExecutor.run(try task(InputFile(path: path, root: tmp.path), out: tmp.path + "/o", presets: ["favicon"]))
+        let decoded = try JSONDecoder().decode(TaskRecord.self, from: try JSONEncoder().encode(record))
+        XCTAssertEqual(decoded.outputs, record.outputs)
+        XCTAssertEqual(decoded.status, .succeeded)
+    }
+}
