@@ -56,6 +56,7 @@ let executables: [Target] = [
 let tests: [Target] = [
     .testTarget(name: "TesseraImagingTests", dependencies: ["TesseraImaging"]),
     .testTarget(name: "TesseraJobsTests", dependencies: ["TesseraJobs"]),
+    .testTarget(name: "TesseraCLITests", dependencies: ["tessera", "TesseraImaging"]),
 ]
 
 let package = Package(

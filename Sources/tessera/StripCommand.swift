@@ -66,13 +66,19 @@ struct Strip: ParsableCommand {
                     throw e.naming(file.path)
                 }
                 let ext = file.fileExtension.isEmpty ? result.format.fileExtension : file.fileExtension
-                let path = try OutputNaming.confine("\(file.relativeDirectory)/\(file.stem).\(ext)", under: output)
+                let name = "\(file.stem).\(ext)"
+                let relative = file.relativeDirectory.isEmpty ? name : file.relativeDirectory + "/" + name
+                let path = try OutputNaming.confine(relative, under: output)
                 try FileIO.writeAtomically(result.bytes, to: path)
                 line.output = path
                 line.bytesOut = result.bytes.count
                 line.removed = result.removed
                 line.orientation = result.orientation
                 line.transformed = result.transformed
+            } catch var e as JobError {
+                failures += 1
+                e.file = e.file ?? file.path
+                line.error = "\(e)"
             } catch {
                 failures += 1
                 line.error = "\(error)"

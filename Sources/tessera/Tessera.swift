@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 
 @main
 struct Tessera: ParsableCommand {
@@ -8,6 +9,21 @@ struct Tessera: ParsableCommand {
         version: "0.1.0",
         subcommands: [Render.self, Strip.self, Inspect.self, Presets.self]
     )
+
+    /// Like `ParsableCommand.main()`, but usage errors exit with 2 (the documented code)
+    /// rather than argument-parser's 64.
+    static func main() {
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch {
+            if exitCode(for: error) == .validationFailure {
+                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+                Foundation.exit(Exit.usage.rawValue)
+            }
+            exit(withError: error)
+        }
+    }
 }
 
 /// Exit codes: 0 all good, 1 some tasks failed, 2 usage or configuration error.

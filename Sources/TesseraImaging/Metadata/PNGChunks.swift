@@ -22,7 +22,11 @@ struct PNGChunks {
             guard pos + 8 <= bytes.count else { throw ImagingError(.truncated, "truncated PNG (chunk header cut off)") }
             let length = Int(bytes[pos]) << 24 | Int(bytes[pos + 1]) << 16 | Int(bytes[pos + 2]) << 8 | Int(bytes[pos + 3])
             guard length <= Int(Int32.max) else { throw ImagingError(.corrupt, "corrupt PNG (chunk length \(length))") }
-            let type = String(decoding: (pos + 4..<pos + 8).map { bytes[$0] }, as: UTF8.self)
+            let typeBytes = (pos + 4..<pos + 8).map { bytes[$0] }
+            guard typeBytes.allSatisfy({ (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }) else {
+                throw ImagingError(.corrupt, "corrupt PNG (invalid chunk type at byte \(pos + 4))")
+            }
+            let type = String(decoding: typeBytes, as: UTF8.self)
             let end = pos + 12 + length
             guard end <= bytes.count else {
                 throw ImagingError(.truncated, "truncated PNG (\(type) chunk runs past the end)")
