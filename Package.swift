@@ -6,6 +6,9 @@ import PackageDescription
 let dependencies: [Package.Dependency] = [
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
     .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
+    .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
+    .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.1.0"),
 ]
 
 // MARK: - C libraries (system-library targets: module map + one shim header)
@@ -34,7 +37,8 @@ let libraries: [Target] = [
         name: "TesseraImaging",
         dependencies: ["ImagingShim", "CTurboJPEG", "CExif", "CLCMS2"]
     ),
-    .target(name: "TesseraJobs", dependencies: ["TesseraImaging"]),
+    .target(name: "TesseraJobs", dependencies: ["TesseraImaging", .product(name: "Yams", package: "Yams")]),
+    .target(name: "TesseraWire", dependencies: ["CZMQ", "TesseraJobs"]),
 ]
 
 // MARK: - Executable

@@ -233,64 +233,114 @@ int ts_jpeg_dec_finish(ts_jpeg_dec *d) {
 
 // MARK: - Encoder
 
+/// Growable memory destination. Unlike jpeg_mem_dest, the live buffer is always
+/// reachable from here, so the error path can free it exactly once.
+typedef struct {
+    struct jpeg_destination_mgr pub;
+    uint8_t *buf;
+    size_t cap;
+} ts_mem_dest;
+
+static void ts_dest_init(j_compress_ptr c) {
+    ts_mem_dest *d = (ts_mem_dest *)c->dest;
+    d->pub.next_output_byte = d->buf;
+    d->pub.free_in_buffer = d->cap;
+}
+
+static boolean ts_dest_empty(j_compress_ptr c) {
+    ts_mem_dest *d = (ts_mem_dest *)c->dest;
+    size_t used = d->cap;
+    uint8_t *grown = realloc(d->buf, d->cap * 2);
+    if (!grown) ERREXIT1(c, JERR_OUT_OF_MEMORY, 1);
+    d->buf = grown;
+    d->cap *= 2;
+    d->pub.next_output_byte = d->buf + used;
+    d->pub.free_in_buffer = d->cap - used;
+    return TRUE;
+}
+
+static void ts_dest_term(j_compress_ptr c) { (void)c; }
+
+/// All encoder state lives here, on the heap: nothing a longjmp returns to is a
+/// local modified after setjmp.
+typedef struct {
+    struct jpeg_compress_struct c;
+    ts_error_mgr err;
+    ts_mem_dest dest;
+    int created;
+} ts_jpeg_enc;
+
 int ts_jpeg_encode(const uint8_t *pixels, int width, int height, size_t stride,
                    int components, const ts_jpeg_enc_params *params,
                    const uint8_t *icc, unsigned icc_len,
                    const uint8_t *app1, unsigned app1_len,
                    uint8_t **out, unsigned long *out_len,
                    char *err_out, size_t err_len) {
-    struct jpeg_compress_struct c;
-    ts_error_mgr err;
-    unsigned char *mem = NULL;
-    unsigned long mem_len = 0;
-    volatile int created = 0;
     *out = NULL;
     *out_len = 0;
-    ts_error_init(&err, 0);
-    c.err = &err.pub;
-    if (setjmp(err.jump)) {
-        if (created) jpeg_destroy_compress(&c);
-        free(mem);
-        snprintf(err_out, err_len, "%s", err.message);
+    ts_jpeg_enc *e = calloc(1, sizeof *e);
+    if (!e) {
+        snprintf(err_out, err_len, "out of memory");
         return -1;
     }
-    jpeg_create_compress(&c);
-    created = 1;
-    jpeg_mem_dest(&c, &mem, &mem_len);
-    c.image_width = (JDIMENSION)width;
-    c.image_height = (JDIMENSION)height;
-    c.input_components = components;
-    c.in_color_space = components == 1 ? JCS_GRAYSCALE : JCS_EXT_RGB;
-    jpeg_set_defaults(&c);
-    jpeg_set_quality(&c, params->quality, TRUE);
-    c.dct_method = JDCT_ISLOW;
+    e->dest.cap = 65536;
+    e->dest.buf = malloc(e->dest.cap);
+    if (!e->dest.buf) {
+        free(e);
+        snprintf(err_out, err_len, "out of memory");
+        return -1;
+    }
+    ts_error_init(&e->err, 0);
+    e->c.err = &e->err.pub;
+    if (setjmp(e->err.jump)) {
+        snprintf(err_out, err_len, "%s", e->err.message);
+        if (e->created) jpeg_destroy_compress(&e->c);
+        free(e->dest.buf);
+        free(e);
+        return -1;
+    }
+    struct jpeg_compress_struct *c = &e->c;
+    jpeg_create_compress(c);
+    e->created = 1;
+    e->dest.pub.init_destination = ts_dest_init;
+    e->dest.pub.empty_output_buffer = ts_dest_empty;
+    e->dest.pub.term_destination = ts_dest_term;
+    c->dest = &e->dest.pub;
+    c->image_width = (JDIMENSION)width;
+    c->image_height = (JDIMENSION)height;
+    c->input_components = components;
+    c->in_color_space = components == 1 ? JCS_GRAYSCALE : JCS_EXT_RGB;
+    jpeg_set_defaults(c);
+    jpeg_set_quality(c, params->quality, TRUE);
+    c->dct_method = JDCT_ISLOW;
     if (components == 3) {
         int h = params->subsampling == 2 ? 1 : 2;
         int v = params->subsampling == 0 ? 2 : 1;
-        c.comp_info[0].h_samp_factor = h;
-        c.comp_info[0].v_samp_factor = v;
+        c->comp_info[0].h_samp_factor = h;
+        c->comp_info[0].v_samp_factor = v;
         for (int i = 1; i < 3; i++) {
-            c.comp_info[i].h_samp_factor = 1;
-            c.comp_info[i].v_samp_factor = 1;
+            c->comp_info[i].h_samp_factor = 1;
+            c->comp_info[i].v_samp_factor = 1;
         }
     }
-    c.optimize_coding = params->optimize ? TRUE : FALSE;
-    if (params->progressive) jpeg_simple_progression(&c);
-    jpeg_start_compress(&c, TRUE);
-    if (app1 && app1_len) jpeg_write_marker(&c, JPEG_APP0 + 1, app1, app1_len);
-    if (icc && icc_len) jpeg_write_icc_profile(&c, icc, icc_len);
+    c->optimize_coding = params->optimize ? TRUE : FALSE;
+    if (params->progressive) jpeg_simple_progression(c);
+    jpeg_start_compress(c, TRUE);
+    if (app1 && app1_len) jpeg_write_marker(c, JPEG_APP0 + 1, app1, app1_len);
+    if (icc && icc_len) jpeg_write_icc_profile(c, icc, icc_len);
     JSAMPROW ptrs[16];
-    while (c.next_scanline < c.image_height) {
+    while (c->next_scanline < c->image_height) {
         int n = 0;
-        while (n < 16 && c.next_scanline + n < c.image_height) {
-            ptrs[n] = (JSAMPROW)(pixels + (size_t)(c.next_scanline + n) * stride);
+        while (n < 16 && c->next_scanline + n < c->image_height) {
+            ptrs[n] = (JSAMPROW)(pixels + (size_t)(c->next_scanline + n) * stride);
             n++;
         }
-        jpeg_write_scanlines(&c, ptrs, (JDIMENSION)n);
+        jpeg_write_scanlines(c, ptrs, (JDIMENSION)n);
     }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
-    *out = mem;
-    *out_len = mem_len;
+    jpeg_finish_compress(c);
+    *out = e->dest.buf;
+    *out_len = (unsigned long)(e->dest.cap - e->dest.pub.free_in_buffer);
+    jpeg_destroy_compress(c);
+    free(e);
     return 0;
 }

@@ -14,16 +14,27 @@ struct ts_png_dec {
     const uint8_t *data;
     size_t size, pos;
     int has_icc;
+    char warning[128];
     char message[256];
 };
 
 static void ts_png_error(png_structp png, png_const_charp msg) {
     ts_png_dec *d = png_get_error_ptr(png);
-    snprintf(d->message, sizeof d->message, "%s", msg);
+    // libpng reports the reason an IHDR is refused (e.g. over the user limits) as a
+    // warning, then fails with a generic "Invalid IHDR data": keep both.
+    if (d->warning[0])
+        snprintf(d->message, sizeof d->message, "%s (%s)", msg, d->warning);
+    else
+        snprintf(d->message, sizeof d->message, "%s", msg);
     png_longjmp(png, 1);
 }
 
 static void ts_png_warning(png_structp png, png_const_charp msg) {
+    ts_png_dec *d = png_get_error_ptr(png);
+    if (d && !d->warning[0]) snprintf(d->warning, sizeof d->warning, "%s", msg);
+}
+
+static void ts_png_enc_warning(png_structp png, png_const_charp msg) {
     (void)png;
     (void)msg;
 }
@@ -203,23 +214,28 @@ int ts_png_encode(const uint8_t *pixels, int width, int height, size_t stride, i
                   int compression_level, const uint8_t *icc, unsigned icc_len,
                   uint8_t **out, size_t *out_len, char *err, size_t err_len) {
     ts_errbuf e = {err, err_len};
-    ts_buffer b = {0};
     *out = NULL;
     *out_len = 0;
-    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &e, ts_png_enc_error, ts_png_warning);
-    if (!png) { snprintf(err, err_len, "out of memory"); return -1; }
+    // The output buffer is on the heap and only reached through this pointer, which
+    // is not modified after setjmp.
+    ts_buffer *b = calloc(1, sizeof *b);
+    if (!b) { snprintf(err, err_len, "out of memory"); return -1; }
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &e, ts_png_enc_error, ts_png_enc_warning);
+    if (!png) { free(b); snprintf(err, err_len, "out of memory"); return -1; }
     png_infop info = png_create_info_struct(png);
     if (!info) {
         png_destroy_write_struct(&png, NULL);
+        free(b);
         snprintf(err, err_len, "out of memory");
         return -1;
     }
     if (setjmp(png_jmpbuf(png))) {
         png_destroy_write_struct(&png, &info);
-        free(b.data);
+        free(b->data);
+        free(b);
         return -1;
     }
-    png_set_write_fn(png, &b, ts_png_write, ts_png_flush);
+    png_set_write_fn(png, b, ts_png_write, ts_png_flush);
     int color = channels == 1 ? PNG_COLOR_TYPE_GRAY
               : channels == 3 ? PNG_COLOR_TYPE_RGB : PNG_COLOR_TYPE_RGB_ALPHA;
     if (channels != 1 && channels != 3 && channels != 4) png_error(png, "unsupported channel count");
@@ -231,7 +247,8 @@ int ts_png_encode(const uint8_t *pixels, int width, int height, size_t stride, i
     for (int y = 0; y < height; y++) png_write_row(png, (png_const_bytep)(pixels + (size_t)y * stride));
     png_write_end(png, info);
     png_destroy_write_struct(&png, &info);
-    *out = b.data;
-    *out_len = b.len;
+    *out = b->data;
+    *out_len = b->len;
+    free(b);
     return 0;
 }

@@ -83,7 +83,7 @@ public struct ImageInfo: Sendable, Codable {
                                 progressive: info.progressive, arithmetic: m >= 0xC9, precision: precision,
                                 adobeTransform: nil, samplingFactors: factors, restartInterval: 0)
         info.subsampling = header.subsampling
-        var iccChunks: [UInt8] = []
+        var iccChunks: [(seq: UInt8, bytes: ArraySlice<UInt8>)] = []
         var adobeTransform: Int?
         for s in parsed.segments {
             let kind = JPEGSegments.kind(of: s, in: raw)
@@ -95,7 +95,9 @@ public struct ImageInfo: Sendable, Codable {
             case .xmp, .xmpExtended: info.hasXMP = true
             case .iptc: info.hasIPTC = true
             case .comment: info.comments += 1
-            case .icc: iccChunks += raw[(s.payload.lowerBound + 14)..<s.payload.upperBound]
+            case .icc where s.payload.count >= 14:
+                // "ICC_PROFILE\0", sequence number, count, data: reassemble in sequence order.
+                iccChunks.append((raw[s.payload.lowerBound + 12], Array(raw[s.payload])[14...]))
             case .adobe where s.payload.count >= 12: adobeTransform = Int(raw[s.payload.lowerBound + 11])
             case .restartInterval where s.payload.count >= 2:
                 info.restartInterval = Int(raw[s.payload.lowerBound]) << 8 | Int(raw[s.payload.lowerBound + 1])
@@ -108,7 +110,9 @@ public struct ImageInfo: Sendable, Codable {
         case 4: info.colorSpace = adobeTransform == 2 ? "ycck" : "cmyk"
         default: info.colorSpace = "\(nc) components"
         }
-        if !iccChunks.isEmpty { describeICC(iccChunks, into: &info) }
+        if !iccChunks.isEmpty {
+            describeICC(iccChunks.sorted { $0.seq < $1.seq }.flatMap(\.bytes), into: &info)
+        }
         return info
     }
 

@@ -67,6 +67,9 @@ public struct RenderResult: Sendable {
 ///    resampler per output;
 /// 4. per output: orient, flatten, convert to sRGB, encode (within a byte budget).
 public enum Renderer {
+    /// Bumped whenever the same recipe would render different pixels (incremental reruns redo work).
+    public static let version = "tessera-render-1"
+
     public static func render(_ data: Data, recipes: [Recipe], options: RenderOptions = RenderOptions()) throws -> RenderResult {
         try data.withUnsafeBytes { try render(bytes: $0, recipes: recipes, options: options) }
     }
@@ -152,6 +155,7 @@ public enum Renderer {
                        policy: options.scalePolicy)
         }
         let scale = source.format == .jpeg ? plans.map(\.minimumScaleEighths).max()! : 8
+        for plan in plans { try options.limits.checkDimensions(plan.outputSize) }
 
         // Decode once, streaming rows into every output's resampler. Every row is read,
         // even past the last one an output needs, so damage at the end is reported.
@@ -160,8 +164,9 @@ public enum Renderer {
         try source.start(scaleEighths: scale, maxBatchRows: batchRows)
         let decoded = source.decodedSize
         try options.limits.checkDimensions(decoded)
-        let sx = Double(decoded.width) / Double(source.storedSize.width)
-        let sy = Double(decoded.height) / Double(source.storedSize.height)
+        // libjpeg maps each 8x8 block to m x m pixels: the geometry is exactly m/8
+        // (the last, partial block rounds the decoded size up).
+        let sx = Double(source.scaleEighths) / 8, sy = sx
         let resamplers = plans.map { plan in
             Resampler(inputWidth: decoded.width, inputHeight: decoded.height, inputChannels: source.channels,
                       region: plan.storedRegion.scaled(x: sx, y: sy),

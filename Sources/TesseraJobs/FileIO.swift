@@ -6,14 +6,18 @@ public enum FileIO {
     /// Reads a file, refusing one larger than `limit` before reading it.
     public static func read(_ path: String, limit: Int) throws -> [UInt8] {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw JobError(.readFailed, String(cString: strerror(errno)), file: path) }
+        guard fd >= 0 else {
+            let code = errno
+            throw JobError(code == ENOENT || code == ENOTDIR || code == EACCES ? .inputNotFound : .readFailed,
+                           String(cString: strerror(code)), file: path)
+        }
         defer { close(fd) }
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw JobError(.readFailed, String(cString: strerror(errno)), file: path) }
-        guard (st.st_mode & S_IFMT) == S_IFREG else { throw JobError(.readFailed, "not a regular file", file: path) }
+        guard (st.st_mode & S_IFMT) == S_IFREG else { throw JobError(.inputNotFound, "not a regular file", file: path) }
         let size = Int(st.st_size)
         guard size <= limit else {
-            throw JobError(.readFailed, "file is \(size) bytes, over the input limit of \(limit)", file: path)
+            throw JobError(.inputTooLarge, "file is \(size) bytes, over the input limit of \(limit)", file: path)
         }
         var bytes = [UInt8](repeating: 0, count: size)
         var done = 0

@@ -7,7 +7,9 @@ public struct JobError: Error, Equatable, Sendable, CustomStringConvertible {
         public var description: String { rawValue }
 
         public static let inputNotFound = Code(rawValue: "input-not-found")
+        /// An I/O error reading an input that exists (may pass on retry, e.g. on network storage).
         public static let readFailed = Code(rawValue: "read-failed")
+        public static let inputTooLarge = Code(rawValue: "input-too-large")
         public static let writeFailed = Code(rawValue: "write-failed")
         public static let unsafeOutputPath = Code(rawValue: "unsafe-output-path")
         public static let outputCollision = Code(rawValue: "output-collision")

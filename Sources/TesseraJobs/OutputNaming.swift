@@ -19,6 +19,12 @@ public struct OutputNaming: Sendable, Codable {
 
     /// The path (under `root`) of one output.
     public func path(for input: InputFile, preset: String, format: ImageFormat) throws -> String {
+        try OutputNaming.confine(relativePath(for: input, preset: preset, format: format), under: root)
+    }
+
+    /// The output's path relative to the root (checked for `..` and absolute paths,
+    /// not yet against symlinks on disk: `confine` does that where it is written).
+    public func relativePath(for input: InputFile, preset: String, format: ImageFormat) throws -> String {
         let dir = input.relativeDirectory
         var rel = template
         rel = rel.replacingOccurrences(of: "{dir}/", with: dir.isEmpty ? "" : dir + "/")
@@ -26,24 +32,27 @@ public struct OutputNaming: Sendable, Codable {
         rel = rel.replacingOccurrences(of: "{stem}", with: input.stem)
         rel = rel.replacingOccurrences(of: "{ext}", with: format.fileExtension)
         rel = rel.replacingOccurrences(of: "{preset}", with: preset)
-        return try OutputNaming.confine(rel, under: root)
+        return try OutputNaming.normalise(rel)
     }
 
-    /// Joins `relative` to `root`, refusing anything that would land outside it.
-    public static func confine(_ relative: String, under root: String) throws -> String {
+    /// `a/./b//c` -> `a/b/c`; refuses absolute paths, `..` and empty paths.
+    static func normalise(_ relative: String) throws -> String {
         guard !relative.hasPrefix("/") else {
             throw JobError(.unsafeOutputPath, "output path \"\(relative)\" is absolute; it must be relative to the output root")
         }
         var parts: [Substring] = []
         for part in relative.split(separator: "/", omittingEmptySubsequences: true) {
             if part == "." { continue }
-            guard part != ".." else {
-                throw JobError(.unsafeOutputPath, "output path \"\(relative)\" contains \"..\"")
-            }
+            guard part != ".." else { throw JobError(.unsafeOutputPath, "output path \"\(relative)\" contains \"..\"") }
             parts.append(part)
         }
         guard !parts.isEmpty else { throw JobError(.unsafeOutputPath, "output path \"\(relative)\" is empty") }
-        let path = ([root] + parts.map(String.init)).joined(separator: "/")
+        return parts.joined(separator: "/")
+    }
+
+    /// Joins `relative` to `root`, refusing anything that would land outside it.
+    public static func confine(_ relative: String, under root: String) throws -> String {
+        let path = root + "/" + (try normalise(relative))
         // A symlink inside the root could still point out of it: check the existing prefix.
         let realRoot = URL(fileURLWithPath: root).resolvingSymlinksInPath().path
         var probe = (path as NSString).deletingLastPathComponent

@@ -3,7 +3,7 @@ import TesseraImaging
 
 /// One unit of work: a source file and every output made from it (decoded once).
 public struct RenderTask: Sendable, Codable {
-    public struct Output: Sendable, Codable {
+    public struct Output: Sendable, Codable, Equatable {
         /// Preset or recipe name, for `{preset}` in paths and for reports.
         public var name: String
         public var recipe: Recipe
@@ -75,67 +75,143 @@ public struct TaskRecord: Sendable, Codable {
     public var bytesOut: Int { outputs.reduce(0) { $0 + $1.bytes } }
 }
 
-/// Runs a task: read, render (decode once), write every output atomically.
+/// What running one task produced, beyond its record.
+public struct TaskOutcome: Sendable {
+    public var record: TaskRecord
+    /// xxHash64 of the input bytes (0 when not read).
+    public var inputHash: UInt64
+    /// Whether a failure may pass on another attempt (I/O trouble), as opposed to
+    /// the input's own fault (corrupt, unsupported), which is never retried.
+    public var retryable: Bool
+    /// Outputs to send back instead of writing (inline mode): path relative to the root.
+    public var inlineOutputs: [(path: String, bytes: [UInt8])]
+}
+
+/// Runs tasks: read, render (decode once) or strip, write every output atomically.
 /// Never throws: failures become a record naming the file and the reason, and no
-/// output of a failed task is written.
+/// output of a failed task is left behind.
 public enum TaskExecutor {
+    /// A `tessera render` task.
     public static func run(_ task: RenderTask, options: RenderOptions = RenderOptions()) -> TaskRecord {
+        var job = JobOptions()
+        job.strict = options.strict
+        job.maxInputMB = max(1, options.limits.maxInputBytes >> 20)
+        let exec = ExecutableJob(kind: .thumbnail, outputs: task.outputs,
+                                 templates: task.outputs.map { _ in task.naming.template },
+                                 outputRoot: task.naming.root, strip: StripOptions(), options: job)
+        return run(exec, input: task.input, renderOptions: options).record
+    }
+
+    /// One task of a job.
+    /// - Parameters:
+    ///   - inlineInput: the input's bytes when they came in the message.
+    ///   - expectedHash: the input's hash when its outputs were last made with this recipe:
+    ///     equal content means nothing to do (status `skipped`).
+    ///   - returnInline: give outputs back instead of writing them.
+    public static func run(_ job: ExecutableJob, input: InputFile, inlineInput: [UInt8]? = nil,
+                           expectedHash: UInt64? = nil, returnInline: Bool = false,
+                           renderOptions: RenderOptions? = nil) -> TaskOutcome {
         let clock = ContinuousClock()
         let start = clock.now
-        var record = TaskRecord(input: task.input.path, status: .failed)
+        var outcome = TaskOutcome(record: TaskRecord(input: input.path, status: .failed), inputHash: 0,
+                                  retryable: false, inlineOutputs: [])
         func ms(_ d: Duration) -> Double {
             Double(d.components.seconds) * 1000 + Double(d.components.attoseconds) / 1e15
         }
+        var record = TaskRecord(input: input.path, status: .failed)
         do {
-            let bytes = try FileIO.read(task.input.path, limit: options.limits.maxInputBytes)
+            if job.kind == .noop {
+                record.status = .succeeded
+                outcome.record = record
+                return outcome
+            }
+            let options = renderOptions ?? job.options.renderOptions
+            let bytes = try inlineInput ?? FileIO.read(input.path, limit: options.limits.maxInputBytes)
             record.bytesIn = bytes.count
+            outcome.inputHash = XXH64.hash(bytes)
             record.timings.read = ms(clock.now - start)
-            let result: RenderResult
-            do {
-                result = try Renderer.render(bytes, recipes: task.outputs.map(\.recipe), options: options)
-            } catch let e as ImagingError {
-                throw e.naming(task.input.path)
+            if job.options.incremental, let expected = expectedHash, expected == outcome.inputHash {
+                record.status = .skipped
+                record.timings.total = ms(clock.now - start)
+                outcome.record = record
+                return outcome
             }
-            record.sourceFormat = result.source.format.rawValue
-            record.sourceWidth = result.source.storedSize.width
-            record.sourceHeight = result.source.storedSize.height
-            record.scaleEighths = result.scaleEighths
-            record.timings.decode = result.timings.decode * 1000
-            record.timings.resize = result.timings.resize * 1000
-            record.timings.finish = result.timings.finish * 1000
-            record.timings.encode = result.timings.encode * 1000
-            // Name every output before writing any, so a naming error writes nothing.
-            let paths = try zip(task.outputs, result.outputs).map { spec, out in
-                try task.naming.path(for: task.input, preset: spec.name, format: out.format)
+            var files: [(name: String, relative: String, bytes: [UInt8], size: Size?, format: ImageFormat, quality: Int?)] = []
+            switch job.kind {
+            case .thumbnail, .recompress:
+                let result: RenderResult
+                do {
+                    result = try Renderer.render(bytes, recipes: job.outputs.map(\.recipe), options: options)
+                } catch let e as ImagingError {
+                    throw e.naming(input.path)
+                }
+                record.sourceFormat = result.source.format.rawValue
+                record.sourceWidth = result.source.storedSize.width
+                record.sourceHeight = result.source.storedSize.height
+                record.scaleEighths = result.scaleEighths
+                record.timings.decode = result.timings.decode * 1000
+                record.timings.resize = result.timings.resize * 1000
+                record.timings.finish = result.timings.finish * 1000
+                record.timings.encode = result.timings.encode * 1000
+                for (i, out) in result.outputs.enumerated() {
+                    let naming = OutputNaming(root: job.outputRoot, template: job.templates[i])
+                    let rel = try naming.relativePath(for: input, preset: job.outputs[i].name, format: out.format)
+                    files.append((job.outputs[i].name, rel, out.bytes, out.size, out.format, out.jpegQuality))
+                }
+            case .strip:
+                let t0 = clock.now
+                let result: StripResult
+                do { result = try LosslessStrip.strip(bytes, options: job.strip) } catch let e as ImagingError {
+                    throw e.naming(input.path)
+                }
+                record.sourceFormat = result.format.rawValue
+                record.timings.encode = ms(clock.now - t0)
+                let naming = OutputNaming(root: job.outputRoot, template: job.templates.first ?? OutputNaming.single)
+                let rel = try naming.relativePath(for: input, preset: "strip", format: result.format)
+                files.append(("strip", rel, result.bytes, nil, result.format, nil))
+            case .noop:
+                break
             }
-            guard Set(paths).count == paths.count else {
-                throw JobError(.outputCollision, "two outputs would be written to the same path (\(paths.joined(separator: ", ")))",
-                               file: task.input.path)
+            guard Set(files.map(\.relative)).count == files.count else {
+                throw JobError(.outputCollision, "two outputs would be written to the same path (\(files.map(\.relative).joined(separator: ", ")))",
+                               file: input.path)
             }
             let writeStart = clock.now
-            for (i, out) in result.outputs.enumerated() {
-                do {
-                    try FileIO.writeAtomically(out.bytes, to: paths[i])
-                } catch {
-                    // All of a task's outputs or none: remove what this task already wrote.
-                    for done in paths[..<i] { unlink(done) }
-                    throw error
+            if returnInline {
+                outcome.inlineOutputs = files.map { ($0.relative, $0.bytes) }
+            } else {
+                var written: [String] = []
+                for f in files {
+                    do {
+                        let path = try OutputNaming.confine(f.relative, under: job.outputRoot)
+                        try FileIO.writeAtomically(f.bytes, to: path)
+                        written.append(path)
+                    } catch {
+                        // All of a task's outputs or none: remove what this task already wrote.
+                        for done in written { unlink(done) }
+                        throw error
+                    }
                 }
-                record.outputs.append(.init(name: task.outputs[i].name, path: paths[i], format: out.format.rawValue,
-                                            width: out.size.width, height: out.size.height, bytes: out.bytes.count,
-                                            jpegQuality: out.jpegQuality))
+            }
+            for f in files {
+                record.outputs.append(.init(name: f.name, path: returnInline ? f.relative : job.outputRoot + "/" + f.relative,
+                                            format: f.format.rawValue, width: f.size?.width ?? 0,
+                                            height: f.size?.height ?? 0, bytes: f.bytes.count, jpegQuality: f.quality))
             }
             record.timings.write = ms(clock.now - writeStart)
             record.status = .succeeded
         } catch let e as ImagingError {
             record.error = .init(code: e.code.rawValue, message: e.description)
         } catch var e as JobError {
-            e.file = e.file ?? task.input.path
+            e.file = e.file ?? input.path
             record.error = .init(code: e.code.rawValue, message: e.description)
+            outcome.retryable = e.code == .readFailed || e.code == .writeFailed
         } catch {
-            record.error = .init(code: "internal", message: "\(task.input.path): \(error)")
+            record.error = .init(code: "internal", message: "\(input.path): \(error)")
+            outcome.retryable = true
         }
         record.timings.total = ms(clock.now - start)
-        return record
+        outcome.record = record
+        return outcome
     }
 }

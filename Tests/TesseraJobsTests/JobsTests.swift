@@ -106,7 +106,8 @@ final class FileIOTests: XCTestCase {
         try FileIO.writeAtomically([4, 5], to: path)  // replaces
         XCTAssertEqual(try FileIO.read(path, limit: 100), [4, 5])
         XCTAssertEqual(tmp.files(), ["deep/er/out.jpg"])
-        XCTAssertThrowsError(try FileIO.read(path, limit: 1)) { XCTAssertEqual(($0 as? JobError)?.code, .readFailed) }
+        XCTAssertThrowsError(try FileIO.read(path, limit: 1)) { XCTAssertEqual(($0 as? JobError)?.code, .inputTooLarge) }
+        XCTAssertThrowsError(try FileIO.read(tmp.path + "/missing", limit: 1)) { XCTAssertEqual(($0 as? JobError)?.code, .inputNotFound) }
         XCTAssertThrowsError(try FileIO.read(tmp.path, limit: 100), "a directory is not a file")
         XCTAssertThrowsError(try FileIO.writeAtomically([1], to: "/proc/nope/x.jpg"))
     }
@@ -169,5 +170,17 @@ final class TaskExecutorTests: XCTestCase {
         let decoded = try JSONDecoder().decode(TaskRecord.self, from: try JSONEncoder().encode(record))
         XCTAssertEqual(decoded.outputs, record.outputs)
         XCTAssertEqual(decoded.status, .succeeded)
+    }
+}
+
+final class JobPlannerTests: XCTestCase {
+    func testSymlinkLoopsAreWalkedOnce() throws {
+        let tmp = TemporaryDirectory()
+        _ = tmp.write("a/photo.jpg", try jpeg(8, 8))
+        try FileManager.default.createSymbolicLink(atPath: tmp.path + "/a/loop", withDestinationPath: ".")
+        try FileManager.default.createSymbolicLink(atPath: tmp.path + "/a/up", withDestinationPath: "..")
+        let job = JobSpec(name: "t", inputs: [.path(tmp.path, patterns: [], recursive: true)], output: tmp.path + "/out")
+        let files = try JobPlanner.inputs(of: job)
+        XCTAssertEqual(files.map { String($0.path.dropFirst(tmp.path.count)) }, ["/a/photo.jpg"])
     }
 }

@@ -18,6 +18,7 @@ struct JPEGHeader {
     var subsampling: String {
         guard components >= 3 else { return components == 1 ? "gray" : "\(components) components" }
         let f = samplingFactors
+        guard f.count == components else { return "\(components) components, \(f.count) described" }
         if components == 3, f[1] == (1, 1), f[2] == (1, 1) {
             switch (f[0].h, f[0].v) {
             case (1, 1): return "4:4:4"

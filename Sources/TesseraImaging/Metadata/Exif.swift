@@ -51,6 +51,9 @@ public enum Exif {
         return summary
     }
 
+    /// Longest copyright kept, in UTF-8 bytes (an APP1 segment holds at most 65,533).
+    public static let maxCopyrightBytes = 4096
+
     /// Builds a complete APP1 payload ("Exif\0\0" + TIFF) holding only what is given.
     public static func build(orientation: Int? = nil, copyright: String? = nil,
                              gps: (latitude: Double, longitude: Double)? = nil,
@@ -66,7 +69,11 @@ public enum Exif {
             exif_set_short(e, order, ExifShort(orientation))
         }
         if let make { addASCII(ifd0, EXIF_TAG_MAKE, make) }
-        if let copyright { addASCII(ifd0, EXIF_TAG_COPYRIGHT, copyright) }
+        if let copyright {
+            var bytes = Array(copyright.utf8.prefix(maxCopyrightBytes))
+            while !bytes.isEmpty, String(validating: bytes, as: UTF8.self) == nil { bytes.removeLast() }
+            addASCII(ifd0, EXIF_TAG_COPYRIGHT, String(decoding: bytes, as: UTF8.self))
+        }
         if let gps, let g = ifd(ed, Int(EXIF_IFD_GPS.rawValue)) {
             addASCII(g, ExifTag(rawValue: 1), gps.latitude >= 0 ? "N" : "S")      // GPSLatitudeRef
             addRationals(g, ExifTag(rawValue: 2), degrees: abs(gps.latitude), order: order)
@@ -99,8 +106,12 @@ public enum Exif {
         guard let e = exif_content_get_entry(c, tag), e.pointee.format == EXIF_FORMAT_ASCII,
               let d = e.pointee.data, e.pointee.size > 0 else { return nil }
         let bytes = UnsafeBufferPointer(start: d, count: Int(e.pointee.size))
-        let trimmed = bytes.prefix { $0 != 0 }
-        let s = String(decoding: trimmed, as: UTF8.self).trimmingCharacters(in: .whitespaces)
+        let trimmed = Array(bytes.prefix { $0 != 0 })
+        // EXIF ASCII is often UTF-8 in practice; anything else is read as Latin-1
+        // (one character per byte, so a value never grows when written back).
+        let text = String(validating: trimmed, as: UTF8.self)
+            ?? String(trimmed.map { Character(Unicode.Scalar($0)) })
+        let s = text.trimmingCharacters(in: .whitespaces)
         return s.isEmpty ? nil : s
     }
 

@@ -67,7 +67,7 @@ public enum LosslessStrip {
                 ? Exif.build(orientation: orientation != 1 ? orientation : nil, copyright: copyright) : nil
             var exifWritten = false
             func writeExif() {
-                guard let e = newExif, !exifWritten else { return }
+                guard let e = newExif, !exifWritten, e.count + 2 <= 0xFFFF else { return }
                 exifWritten = true
                 let len = e.count + 2
                 out += [0xFF, 0xE1, UInt8(len >> 8), UInt8(len & 0xFF)] + e

@@ -74,6 +74,10 @@ public struct Recipe: Codable, Sendable, Equatable {
                     throw bad("operations[\(i)].mode", "width and height for fill", "only one")
                 }
                 guard r.scale.isFinite, r.scale <= 8 else { throw bad("operations[\(i)].scale", "1...8", r.scale) }
+                let box = r.pixelBox
+                for (field, v) in [("width", box.width), ("height", box.height)] {
+                    if let v, v > 65_500 { throw bad("operations[\(i)].\(field) × scale", "at most 65500 pixels", v) }
+                }
             case .rotate(let degrees):
                 guard degrees % 90 == 0 else { throw bad("operations[\(i)].degrees", "a multiple of 90", degrees) }
             case .flip, .flatten:

@@ -1,0 +1,313 @@
+import Foundation
+import TesseraImaging
+import Yams
+
+/// Job files: YAML, read with Yams' node API so every error names the file, the
+/// line and the field.
+///
+/// ```yaml
+/// name: widget thumbnails
+/// kind: thumbnail            # thumbnail | strip | recompress | noop
+/// priority: 0
+/// inputs:
+///   - photos/                # a directory, searched recursively
+///   - {path: scans/, glob: ["*.png"], recursive: false}
+///   - {manifest: list.txt}   # one path per line
+/// output: out/widget         # the output root
+/// outputs:
+///   - preset: widget
+///     path: "{dir}/{stem}.{ext}"
+/// ```
+public enum JobFile {
+    /// Reads and validates a job file; relative paths resolve against its directory.
+    public static func load(path: String, catalog: PresetCatalog = .builtIn) throws -> JobSpec {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw JobError(.invalidJob, "cannot read the job file", file: path)
+        }
+        let base = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        return try parse(yaml: String(decoding: data, as: UTF8.self), file: path, baseDirectory: base, catalog: catalog)
+    }
+
+    public static func parse(yaml: String, file: String, baseDirectory: String,
+                             catalog: PresetCatalog = .builtIn) throws -> JobSpec {
+        var p = Parser(file: file, base: baseDirectory, catalog: catalog)
+        let root: Node
+        do {
+            guard let node = try Yams.compose(yaml: yaml) else { throw p.error(nil, "", "the file is empty") }
+            root = node
+        } catch let e as JobError {
+            throw e
+        } catch {
+            throw JobError(.invalidJob, "not valid YAML: \(error)", file: file)
+        }
+        return try p.job(root)
+    }
+
+    /// Validation with positions.
+    struct Parser {
+        let file: String
+        let base: String
+        var catalog: PresetCatalog
+
+        init(file: String, base: String, catalog: PresetCatalog) {
+            self.file = file
+            self.base = base
+            self.catalog = catalog
+        }
+
+        func error(_ node: Node?, _ field: String, _ reason: String) -> JobError {
+            let where_ = node?.mark.map { "\(file):\($0.line)" } ?? file
+            return JobError(.invalidJob, field.isEmpty ? reason : "\(field): \(reason)", file: where_)
+        }
+
+        func mapping(_ node: Node, _ field: String, allowed: [String]) throws -> Node.Mapping {
+            guard let m = node.mapping else { throw error(node, field, "expected a mapping") }
+            for (k, _) in m {
+                guard let key = k.string, allowed.contains(key) else {
+                    let name = k.string ?? "?"
+                    let hint = allowed.min { distance($0, name) < distance($1, name) }
+                        .flatMap { distance($0, name) <= 3 ? " (did you mean \"\($0)\"?)" : nil } ?? ""
+                    throw error(k, field.isEmpty ? name : "\(field).\(name)",
+                                "unknown field\(hint); expected one of \(allowed.joined(separator: ", "))")
+                }
+            }
+            return m
+        }
+
+        func string(_ node: Node, _ field: String) throws -> String {
+            guard let s = node.scalar?.string, !s.isEmpty else { throw error(node, field, "expected a string") }
+            return s
+        }
+
+        func int(_ node: Node, _ field: String) throws -> Int {
+            guard let v = node.int else { throw error(node, field, "expected an integer, got \"\(node.scalar?.string ?? "?")\"") }
+            return v
+        }
+
+        func double(_ node: Node, _ field: String) throws -> Double {
+            guard let v = node.float ?? node.int.map(Double.init) else {
+                throw error(node, field, "expected a number, got \"\(node.scalar?.string ?? "?")\"")
+            }
+            return v
+        }
+
+        func bool(_ node: Node, _ field: String) throws -> Bool {
+            guard let v = node.bool else { throw error(node, field, "expected true or false") }
+            return v
+        }
+
+        func absolute(_ path: String) -> String {
+            let expanded = (path as NSString).expandingTildeInPath
+            let full = expanded.hasPrefix("/") ? expanded : base + "/" + expanded
+            return (full as NSString).standardizingPath
+        }
+
+        mutating func job(_ root: Node) throws -> JobSpec {
+            let m = try mapping(root, "", allowed: ["name", "kind", "priority", "inputs", "output", "outputs",
+                                                    "presets", "strip", "options"])
+            guard let nameNode = m["name"] else { throw error(root, "name", "missing (every job needs a name)") }
+            let name = try string(nameNode, "name")
+            var kind = JobKind.thumbnail
+            if let k = m["kind"] {
+                let s = try string(k, "kind")
+                guard let v = JobKind(rawValue: s) else {
+                    throw error(k, "kind", "expected one of \(JobKind.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(s)\"")
+                }
+                kind = v
+            }
+            guard let inputsNode = m["inputs"] else { throw error(root, "inputs", "missing") }
+            guard let seq = inputsNode.sequence, !seq.isEmpty else {
+                throw error(inputsNode, "inputs", "expected a non-empty list")
+            }
+            var inputs: [InputSource] = []
+            for (i, n) in seq.enumerated() { inputs.append(try input(n, "inputs[\(i)]")) }
+            guard let outNode = m["output"] else { throw error(root, "output", "missing (the output root directory)") }
+            let output = absolute(try string(outNode, "output"))
+            if let presets = m["presets"] {
+                guard let list = presets.sequence else { throw error(presets, "presets", "expected a list of preset files") }
+                for (i, n) in list.enumerated() {
+                    let path = absolute(try string(n, "presets[\(i)]"))
+                    guard let data = FileManager.default.contents(atPath: path) else {
+                        throw error(n, "presets[\(i)]", "cannot read \(path)")
+                    }
+                    do { try catalog.load(json: data, source: path) } catch let e as ImagingError {
+                        throw error(n, "presets[\(i)]", e.description)
+                    }
+                }
+            }
+            var outputs: [OutputSpec] = []
+            if let outs = m["outputs"] {
+                guard let list = outs.sequence else { throw error(outs, "outputs", "expected a list") }
+                for (i, n) in list.enumerated() { outputs.append(try outputSpec(n, "outputs[\(i)]")) }
+            }
+            switch kind {
+            case .thumbnail, .recompress:
+                guard !outputs.isEmpty else {
+                    throw error(m["outputs"] ?? root, "outputs", "a \(kind.rawValue) job needs at least one output (a preset or recipe)")
+                }
+            case .strip, .noop:
+                break
+            }
+            var names = Set<String>()
+            for (i, o) in outputs.enumerated() where !names.insert(o.name).inserted {
+                throw error(m["outputs"]?.sequence?[i], "outputs[\(i)].name", "\"\(o.name)\" is used twice")
+            }
+            var spec = JobSpec(name: name, kind: kind, inputs: inputs, output: output, outputs: outputs)
+            if let p = m["priority"] { spec.priority = try int(p, "priority") }
+            if let s = m["strip"] { spec.strip = try stripOptions(s) }
+            if let o = m["options"] { spec.options = try options(o) }
+            return spec
+        }
+
+        func input(_ n: Node, _ field: String) throws -> InputSource {
+            if n.scalar != nil { return .path(absolute(try string(n, field)), patterns: [], recursive: true) }
+            let m = try mapping(n, field, allowed: ["path", "glob", "recursive", "manifest", "files"])
+            if let man = m["manifest"] {
+                guard m["path"] == nil else { throw error(n, field, "give either path or manifest, not both") }
+                let path = absolute(try string(man, "\(field).manifest"))
+                guard FileManager.default.fileExists(atPath: path) else {
+                    throw error(man, "\(field).manifest", "no such file \(path)")
+                }
+                return .manifest(path)
+            }
+            guard let pathNode = m["path"] else { throw error(n, field, "needs a path or a manifest") }
+            var patterns: [String] = []
+            if let g = m["glob"] {
+                if let list = g.sequence {
+                    for (i, p) in list.enumerated() { patterns.append(try string(p, "\(field).glob[\(i)]")) }
+                } else {
+                    patterns = [try string(g, "\(field).glob")]
+                }
+            }
+            let recursive = try m["recursive"].map { try bool($0, "\(field).recursive") } ?? true
+            return .path(absolute(try string(pathNode, "\(field).path")), patterns: patterns, recursive: recursive)
+        }
+
+        func outputSpec(_ n: Node, _ field: String) throws -> OutputSpec {
+            let m = try mapping(n, field, allowed: ["preset", "recipe", "name", "path"])
+            var name = try m["name"].map { try string($0, "\(field).name") }
+            let recipe: Recipe
+            switch (m["preset"], m["recipe"]) {
+            case (let p?, nil):
+                let preset = try string(p, "\(field).preset")
+                do { recipe = try catalog.recipe(named: preset) } catch let e as ImagingError {
+                    throw error(p, "\(field).preset", e.reason)
+                }
+                name = name ?? recipe.name ?? preset
+            case (nil, let r?):
+                recipe = try inlineRecipe(r, "\(field).recipe")
+                name = name ?? recipe.name
+            case (nil, nil):
+                throw error(n, field, "needs a preset or a recipe")
+            default:
+                throw error(n, field, "give either a preset or a recipe, not both")
+            }
+            guard let outputName = name else { throw error(n, "\(field).name", "an inline recipe needs a name") }
+            var template: String?
+            if let t = m["path"] {
+                let s = try string(t, "\(field).path")
+                try checkTemplate(s, t, "\(field).path")
+                template = s
+            }
+            return OutputSpec(name: outputName, recipe: recipe, path: template)
+        }
+
+        /// A recipe given inline (YAML mapping) or as a JSON file path.
+        func inlineRecipe(_ n: Node, _ field: String) throws -> Recipe {
+            let data: Data
+            if n.scalar != nil {
+                let path = absolute(try string(n, field))
+                guard let d = FileManager.default.contents(atPath: path) else { throw error(n, field, "cannot read \(path)") }
+                data = d
+            } else {
+                data = try JSONSerialization.data(withJSONObject: jsonObject(n))
+            }
+            do { return try Recipe.decode(json: data) } catch let e as ImagingError {
+                throw error(n, field, e.reason.hasPrefix("recipe: ") ? String(e.reason.dropFirst(8)) : e.reason)
+            }
+        }
+
+        func checkTemplate(_ s: String, _ n: Node, _ field: String) throws {
+            guard !s.hasPrefix("/") else { throw error(n, field, "must be relative to the output root, got \"\(s)\"") }
+            guard !s.split(separator: "/").contains("..") else { throw error(n, field, "must not contain \"..\"") }
+            var rest = Substring(s)
+            while let open = rest.firstIndex(of: "{") {
+                guard let close = rest[open...].firstIndex(of: "}") else { throw error(n, field, "unclosed \"{\"") }
+                let token = rest[rest.index(after: open)..<close]
+                guard ["dir", "stem", "ext", "preset"].contains(token) else {
+                    throw error(n, field, "unknown token {\(token)}; expected {dir}, {stem}, {ext} or {preset}")
+                }
+                rest = rest[rest.index(after: close)...]
+            }
+            guard s.contains("{stem}") else { throw error(n, field, "must contain {stem}, or every input writes the same file") }
+        }
+
+        func stripOptions(_ n: Node) throws -> StripOptions {
+            let m = try mapping(n, "strip", allowed: ["keepICC", "keepCopyright", "orientation"])
+            var s = StripOptions()
+            if let v = m["keepICC"] { s.keepICC = try bool(v, "strip.keepICC") }
+            if let v = m["keepCopyright"] { s.keepCopyright = try bool(v, "strip.keepCopyright") }
+            if let v = m["orientation"] {
+                let o = try string(v, "strip.orientation")
+                guard let h = OrientationHandling(rawValue: o) else { throw error(v, "strip.orientation", "expected tag or transform") }
+                s.orientation = h
+            }
+            return s
+        }
+
+        func options(_ n: Node) throws -> JobOptions {
+            let m = try mapping(n, "options", allowed: ["maxMegapixels", "maxInputMB", "strict", "maxAttempts",
+                                                        "timeout", "inline", "incremental"])
+            var o = JobOptions()
+            if let v = m["maxMegapixels"] { o.maxMegapixels = try double(v, "options.maxMegapixels") }
+            if let v = m["maxInputMB"] { o.maxInputMB = try int(v, "options.maxInputMB") }
+            if let v = m["strict"] { o.strict = try bool(v, "options.strict") }
+            if let v = m["maxAttempts"] { o.maxAttempts = try int(v, "options.maxAttempts") }
+            if let v = m["timeout"] { o.timeout = try double(v, "options.timeout") }
+            if let v = m["inline"] { o.inline = try bool(v, "options.inline") }
+            if let v = m["incremental"] { o.incremental = try bool(v, "options.incremental") }
+            guard o.maxMegapixels > 0 else { throw error(m["maxMegapixels"], "options.maxMegapixels", "must be positive") }
+            guard (1...100).contains(o.maxAttempts) else { throw error(m["maxAttempts"], "options.maxAttempts", "expected 1...100") }
+            guard o.timeout > 0 else { throw error(m["timeout"], "options.timeout", "must be positive seconds") }
+            return o
+        }
+
+        /// A YAML node as a JSON-compatible object (scalars typed as YAML would type them).
+        func jsonObject(_ n: Node) throws -> Any {
+            switch n {
+            case .scalar(let s):
+                if s.style == .plain {
+                    if let i = n.int { return i }
+                    if let d = n.float { return d }
+                    if let b = n.bool { return b }
+                    if n.null != nil { return NSNull() }
+                }
+                return s.string
+            case .mapping(let m):
+                var d: [String: Any] = [:]
+                for (k, v) in m { d[try string(k, "key")] = try jsonObject(v) }
+                return d
+            case .sequence(let seq):
+                return try seq.map { try jsonObject($0) }
+            case .alias:
+                throw error(n, "", "YAML aliases are not supported in recipes")
+            }
+        }
+    }
+}
+
+/// Edit distance, for "did you mean".
+func distance(_ a: String, _ b: String) -> Int {
+    let a = Array(a.lowercased()), b = Array(b.lowercased())
+    var row = Array(0...b.count)
+    for i in 1...max(a.count, 1) where !a.isEmpty {
+        var prev = row[0]
+        row[0] = i
+        for j in 1...max(b.count, 1) where !b.isEmpty {
+            let cur = row[j]
+            row[j] = min(row[j] + 1, row[j - 1] + 1, prev + (a[i - 1] == b[j - 1] ? 0 : 1))
+            prev = cur
+        }
+    }
+    return row[b.count]
+}

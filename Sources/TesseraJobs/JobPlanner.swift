@@ -1,0 +1,92 @@
+import Foundation
+
+/// Expands a job's inputs into files: one task per file, all of a file's outputs
+/// in that task so it is decoded once. Fast enough for 100,000-file jobs: a
+/// `readdir` walk using `d_type` (no `stat` per file), `fnmatch` for globs.
+public enum JobPlanner {
+    public static func inputs(of job: JobSpec) throws -> [InputFile] {
+        var files: [InputFile] = []
+        var seen = Set<String>()
+        func add(_ f: InputFile) {
+            if seen.insert(f.path).inserted { files.append(f) }
+        }
+        for source in job.inputs {
+            switch source {
+            case .path(let path, let patterns, let recursive):
+                var st = stat()
+                guard stat(path, &st) == 0 else {
+                    throw JobError(.inputNotFound, "no such file or directory", file: path)
+                }
+                if (st.st_mode & S_IFMT) == S_IFDIR {
+                    var found: [String] = []
+                    var visited: Set<[UInt64]> = [[UInt64(st.st_dev), UInt64(st.st_ino)]]
+                    walk(path, relative: "", patterns: patterns, recursive: recursive, visited: &visited, into: &found)
+                    for rel in found.sorted() { add(InputFile(path: path + "/" + rel, root: path)) }
+                } else {
+                    add(InputFile(path: path, root: (path as NSString).deletingLastPathComponent))
+                }
+            case .manifest(let manifest):
+                guard let text = try? String(contentsOfFile: manifest, encoding: .utf8) else {
+                    throw JobError(.inputNotFound, "cannot read the manifest", file: manifest)
+                }
+                let dir = (manifest as NSString).deletingLastPathComponent
+                for line in text.split(whereSeparator: \.isNewline) {
+                    let entry = line.trimmingCharacters(in: .whitespaces)
+                    if entry.isEmpty || entry.hasPrefix("#") { continue }
+                    let full = entry.hasPrefix("/") ? entry : dir + "/" + entry
+                    // Manifest entries keep their directory relative to the manifest for {dir}.
+                    let root = full.hasPrefix(dir + "/") ? dir : (full as NSString).deletingLastPathComponent
+                    add(InputFile(path: (full as NSString).standardizingPath, root: root))
+                }
+            }
+        }
+        return files
+    }
+
+    /// Appends paths (relative to `base`) of image files below `base`.
+    /// Directories are entered once each (by device and inode), so symlink loops end.
+    static func walk(_ base: String, relative: String, patterns: [String], recursive: Bool,
+                     visited: inout Set<[UInt64]>, into found: inout [String]) {
+        let dirPath = relative.isEmpty ? base : base + "/" + relative
+        guard let dir = opendir(dirPath) else { return }
+        defer { closedir(dir) }
+        var subdirectories: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name.hasPrefix(".") { continue }  // ., .., hidden files and directories
+            let rel = relative.isEmpty ? name : relative + "/" + name
+            var type = entry.pointee.d_type
+            if type == UInt8(DT_UNKNOWN) || type == UInt8(DT_LNK) || (type == UInt8(DT_DIR) && recursive) {
+                var st = stat()
+                guard stat(dirPath + "/" + name, &st) == 0 else { continue }
+                let isDir = (st.st_mode & S_IFMT) == S_IFDIR
+                if isDir && recursive && !visited.insert([UInt64(st.st_dev), UInt64(st.st_ino)]).inserted { continue }
+                type = isDir ? UInt8(DT_DIR) : (st.st_mode & S_IFMT) == S_IFREG ? UInt8(DT_REG) : UInt8(DT_UNKNOWN)
+            }
+            if type == UInt8(DT_DIR) {
+                if recursive { subdirectories.append(rel) }
+            } else if type == UInt8(DT_REG) && matches(name: name, relative: rel, patterns: patterns) {
+                found.append(rel)
+            }
+        }
+        for sub in subdirectories {
+            walk(base, relative: sub, patterns: patterns, recursive: recursive, visited: &visited, into: &found)
+        }
+    }
+
+    /// Without patterns: the image extensions. With patterns: any that matches the
+    /// file name, or the relative path when the pattern has a "/".
+    static func matches(name: String, relative: String, patterns: [String]) -> Bool {
+        if patterns.isEmpty {
+            guard let dot = name.lastIndex(of: ".") else { return false }
+            return InputDiscovery.imageExtensions.contains(name[name.index(after: dot)...].lowercased())
+        }
+        for p in patterns {
+            let subject = p.contains("/") ? relative : name
+            if fnmatch(p, subject, p.contains("/") ? FNM_PATHNAME : 0) == 0 { return true }
+        }
+        return false
+    }
+}

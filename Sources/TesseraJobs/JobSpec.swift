@@ -1,0 +1,180 @@
+import Foundation
+import TesseraImaging
+
+/// What kind of work a job does to each input.
+public enum JobKind: String, Codable, Sendable, CaseIterable {
+    /// Downsample/resize to presets or recipes.
+    case thumbnail
+    /// Lossless metadata removal (no re-encoding).
+    case strip
+    /// Re-encode to a preset or byte budget.
+    case recompress
+    /// Do nothing (measures the coordinator and wire, not imaging).
+    case noop
+}
+
+/// Where a job's inputs come from.
+public enum InputSource: Codable, Sendable, Equatable {
+    /// A file, or a directory searched for images (optionally by glob patterns).
+    case path(String, patterns: [String], recursive: Bool)
+    /// A text file listing one path per line (relative to the manifest's directory).
+    case manifest(String)
+
+    enum CodingKeys: String, CodingKey { case path, glob, recursive, manifest }
+
+    public init(from decoder: Decoder) throws {
+        if let s = try? decoder.singleValueContainer().decode(String.self) {
+            self = .path(s, patterns: [], recursive: true)
+            return
+        }
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        if let m = try c.decodeIfPresent(String.self, forKey: .manifest) {
+            self = .manifest(m)
+            return
+        }
+        let patterns: [String]
+        if let one = try? c.decode(String.self, forKey: .glob) { patterns = [one] } else {
+            patterns = try c.decodeIfPresent([String].self, forKey: .glob) ?? []
+        }
+        self = .path(try c.decode(String.self, forKey: .path), patterns: patterns,
+                     recursive: try c.decodeIfPresent(Bool.self, forKey: .recursive) ?? true)
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        switch self {
+        case .path(let p, let patterns, let recursive):
+            try c.encode(p, forKey: .path)
+            if !patterns.isEmpty { try c.encode(patterns, forKey: .glob) }
+            try c.encode(recursive, forKey: .recursive)
+        case .manifest(let m):
+            try c.encode(m, forKey: .manifest)
+        }
+    }
+}
+
+/// One output of each input: a preset or an inline recipe, and where it goes.
+public struct OutputSpec: Codable, Sendable, Equatable {
+    /// The name used for `{preset}` and in reports.
+    public var name: String
+    public var recipe: Recipe
+    /// Path template under the output root (`{dir}`, `{stem}`, `{ext}`, `{preset}`).
+    public var path: String?
+
+    public init(name: String, recipe: Recipe, path: String? = nil) {
+        self.name = name
+        self.recipe = recipe
+        self.path = path
+    }
+}
+
+/// Per-job limits and policies.
+public struct JobOptions: Codable, Sendable, Equatable {
+    public var maxMegapixels: Double = 100
+    public var maxInputMB: Int = 512
+    /// Fail damaged files instead of rendering what decodes.
+    public var strict = true
+    /// Attempts for failures that may pass on retry (I/O, lost or hung workers).
+    public var maxAttempts = 3
+    /// Seconds a task may run before its lease expires and it is re-dispatched.
+    public var timeout: Double = 120
+    /// Send input and output bytes inside messages (workers without shared storage).
+    public var inline = false
+    /// Skip inputs whose content and recipe are unchanged since their outputs were made.
+    public var incremental = true
+
+    public init() {}
+
+    enum CodingKeys: String, CodingKey { case maxMegapixels, maxInputMB, strict, maxAttempts, timeout, inline, incremental }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        let d = JobOptions()
+        maxMegapixels = try c.decodeIfPresent(Double.self, forKey: .maxMegapixels) ?? d.maxMegapixels
+        maxInputMB = try c.decodeIfPresent(Int.self, forKey: .maxInputMB) ?? d.maxInputMB
+        strict = try c.decodeIfPresent(Bool.self, forKey: .strict) ?? d.strict
+        maxAttempts = try c.decodeIfPresent(Int.self, forKey: .maxAttempts) ?? d.maxAttempts
+        timeout = try c.decodeIfPresent(Double.self, forKey: .timeout) ?? d.timeout
+        inline = try c.decodeIfPresent(Bool.self, forKey: .inline) ?? d.inline
+        incremental = try c.decodeIfPresent(Bool.self, forKey: .incremental) ?? d.incremental
+    }
+
+    /// The render options these limits mean.
+    public var renderOptions: RenderOptions {
+        var o = RenderOptions()
+        o.limits.maxPixels = Int(maxMegapixels * 1_000_000)
+        o.limits.maxInputBytes = maxInputMB << 20
+        o.strict = strict
+        return o
+    }
+}
+
+/// A validated job: what `tessera submit` sends and the coordinator plans.
+/// Paths are absolute (resolved against the job file's directory).
+public struct JobSpec: Codable, Sendable, Equatable {
+    public var name: String
+    public var kind: JobKind = .thumbnail
+    /// Higher runs first.
+    public var priority: Int = 0
+    public var inputs: [InputSource]
+    /// The output root: nothing is written outside it.
+    public var output: String
+    public var outputs: [OutputSpec] = []
+    public var strip = StripOptions()
+    public var options = JobOptions()
+
+    public init(name: String, kind: JobKind = .thumbnail, priority: Int = 0, inputs: [InputSource], output: String,
+                outputs: [OutputSpec] = [], strip: StripOptions = StripOptions(), options: JobOptions = JobOptions()) {
+        self.name = name
+        self.kind = kind
+        self.priority = priority
+        self.inputs = inputs
+        self.output = output
+        self.outputs = outputs
+        self.strip = strip
+        self.options = options
+    }
+
+    /// What each worker needs to run this job's tasks (everything but the inputs).
+    public var executable: ExecutableJob {
+        ExecutableJob(kind: kind, outputs: outputs.map { RenderTask.Output(name: $0.name, recipe: $0.recipe) },
+                      templates: outputs.map { $0.path ?? defaultTemplate },
+                      outputRoot: output, strip: strip, options: options)
+    }
+
+    /// `{dir}/{stem}.{ext}` for one output, `{dir}/{stem}-{preset}.{ext}` for several;
+    /// strip and recompress keep names.
+    public var defaultTemplate: String {
+        kind == .thumbnail && outputs.count > 1 ? OutputNaming.perPreset : OutputNaming.single
+    }
+}
+
+/// A job as a worker runs it.
+public struct ExecutableJob: Codable, Sendable, Equatable {
+    public var kind: JobKind
+    public var outputs: [RenderTask.Output]
+    /// One path template per output (strip uses the first, or `{dir}/{stem}.{ext}`).
+    public var templates: [String]
+    public var outputRoot: String
+    public var strip: StripOptions
+    public var options: JobOptions
+
+    /// A stable hash of everything that shapes the outputs (recipes, templates, kind,
+    /// strip options, limits) and the renderer version: the "recipe version" of
+    /// incremental reruns.
+    public var recipeHash: UInt64 {
+        struct Key: Encodable {
+            var renderer = Renderer.version
+            var kind: JobKind
+            var outputs: [RenderTask.Output]
+            var templates: [String]
+            var strip: StripOptions
+            var strict: Bool
+        }
+        let e = JSONEncoder()
+        e.outputFormatting = [.sortedKeys]
+        let data = (try? e.encode(Key(kind: kind, outputs: outputs, templates: templates, strip: strip,
+                                      strict: options.strict))) ?? Data()
+        return XXH64.hash(Array(data))
+    }
+}
