@@ -37,8 +37,20 @@ let libraries: [Target] = [
         name: "TesseraImaging",
         dependencies: ["ImagingShim", "CTurboJPEG", "CExif", "CLCMS2"]
     ),
-    .target(name: "TesseraJobs", dependencies: ["TesseraImaging", .product(name: "Yams", package: "Yams")]),
+    .target(name: "TesseraJobs", dependencies: [
+        "TesseraImaging", .product(name: "Yams", package: "Yams"),
+        .product(name: "Histogram", package: "hdrhistogram-swift"),
+    ]),
     .target(name: "TesseraWire", dependencies: ["CZMQ", "TesseraJobs"]),
+    .target(
+        name: "TesseraWorker",
+        dependencies: ["TesseraWire", "TesseraJobs", .product(name: "Logging", package: "swift-log")]
+    ),
+    .target(
+        name: "TesseraCoordinator",
+        dependencies: ["TesseraWire", "TesseraJobs", .product(name: "GRDB", package: "GRDB.swift"),
+                       .product(name: "Logging", package: "swift-log")]
+    ),
 ]
 
 // MARK: - Executable
@@ -49,6 +61,9 @@ let executables: [Target] = [
         dependencies: [
             "TesseraImaging",
             "TesseraJobs",
+            "TesseraWire",
+            "TesseraCoordinator",
+            "TesseraWorker",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]

@@ -55,6 +55,15 @@ public struct TaskRecord: Sendable, Codable {
     public struct Failure: Sendable, Codable, Equatable {
         public var code: String
         public var message: String
+        public init(code: String, message: String) {
+            self.code = code
+            self.message = message
+        }
+    }
+
+    public init(input: String, status: Status) {
+        self.input = input
+        self.status = status
     }
 
     public var input: String
@@ -70,6 +79,9 @@ public struct TaskRecord: Sendable, Codable {
     public var timings = TaskTimings()
     /// Peak resident memory of the process while it ran the task, when measured.
     public var peakRSSBytes: Int?
+    /// True when other tasks ran in the same process at the same time: the peak is
+    /// then the process peak over the task's run (an upper bound), not the task's own.
+    public var peakRSSShared: Bool?
     public var worker: String?
 
     public var bytesOut: Int { outputs.reduce(0) { $0 + $1.bytes } }

@@ -1,0 +1,144 @@
+import Foundation
+import TesseraJobs
+import TesseraWire
+
+extension Coordinator {
+    /// `submit`: plan the job (expand inputs), journal it with all its tasks, queue it.
+    func submit(_ identity: [UInt8], _ e: Envelope, now: Double) throws {
+        let request = try e.decode(SubmitRequest.self)
+        let spec = request.job
+        guard spec.output.hasPrefix("/") else {
+            throw ErrorReply(code: "invalid-job", message: "output must be an absolute path, got \"\(spec.output)\"")
+        }
+        let clock = ContinuousClock()
+        let start = clock.now
+        let inputs: [InputFile]
+        do { inputs = try JobPlanner.inputs(of: spec) } catch let error as JobError {
+            throw ErrorReply(code: error.code.rawValue, message: error.description)
+        }
+        let id = "j-" + String(UInt64.random(in: 0...UInt64.max) & 0xFFFF_FFFF_FFFF, radix: 36)
+        let submitted = Date().timeIntervalSince1970
+        let (seq, first) = try journal.insertJob(id: id, spec: spec, inputs: inputs, submitted: submitted)
+        let job = ActiveJob(id: id, seq: seq, spec: spec, firstTask: first, inputs: inputs, submitted: submitted)
+        if spec.options.incremental && spec.kind != .noop {
+            job.renditions = (try? journal.renditions(recipe: job.recipeHash)) ?? [:]
+        }
+        for i in 0..<job.tasks.count { job.enqueue(i) }
+        insert(job)
+        let elapsed = clock.now - start
+        let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        logger.info("job \(id) (\(spec.name)): \(inputs.count) tasks planned in \(String(format: "%.0f", ms)) ms")
+        if inputs.isEmpty { finishJob(job, now: now) }
+        reply(identity, Envelope(MessageType.submitted, json: SubmitReply(job: id, tasks: inputs.count, planMilliseconds: ms)))
+    }
+
+    func jobStatus(_ id: String) throws -> JobStatus? {
+        if let job = jobsByID[id] { return job.status() }
+        if let s = finishedJobs[id] { return s }
+        guard let row = try journal.job(id) else { return nil }
+        return JobStatus(id: row.id, name: row.spec.name, kind: row.spec.kind, priority: row.spec.priority,
+                         state: row.state, total: row.total, pending: 0, running: 0, succeeded: row.counts[0],
+                         failed: row.counts[1], skipped: row.counts[2], cancelled: row.counts[3],
+                         submitted: row.submitted, finished: row.finished)
+    }
+
+    func status(_ identity: [UInt8], _ e: Envelope) throws {
+        let q = e.body.isEmpty ? JobQuery() : try e.decode(JobQuery.self)
+        var list: [JobStatus] = []
+        if let id = q.job {
+            guard let s = try jobStatus(id) else { throw ErrorReply(code: "no-such-job", message: "no job \(id)") }
+            list = [s]
+        } else {
+            let active = jobs.map { $0.status() }
+            let recent = try journal.recentJobs(limit: q.limit ?? 50).compactMap { row -> JobStatus? in
+                jobsByID[row.id] != nil ? nil : try jobStatus(row.id)
+            }
+            list = active + recent
+        }
+        reply(identity, Envelope(MessageType.status, json: StatusReply(jobs: list, workers: workers.count)))
+    }
+
+    /// `wait`: answered with `done` when the job ends (at once if it has).
+    func wait(_ identity: [UInt8], _ e: Envelope) throws {
+        let q = try e.decode(JobQuery.self)
+        guard let id = q.job else { throw ErrorReply(code: "invalid-request", message: "wait needs a job") }
+        if let job = jobsByID[id] {
+            job.waiters.append(identity)
+            return
+        }
+        guard let s = try jobStatus(id) else { throw ErrorReply(code: "no-such-job", message: "no job \(id)") }
+        reply(identity, Envelope(MessageType.done, json: s))
+    }
+
+    func cancel(_ identity: [UInt8], _ e: Envelope, now: Double) throws {
+        let q = try e.decode(JobQuery.self)
+        guard let id = q.job else { throw ErrorReply(code: "invalid-request", message: "cancel needs a job") }
+        guard let job = jobsByID[id] else {
+            guard let s = try jobStatus(id) else { throw ErrorReply(code: "no-such-job", message: "no job \(id)") }
+            reply(identity, Envelope(MessageType.cancelled, json: s))  // already over
+            return
+        }
+        job.state = .cancelled
+        var revokes: [[UInt8]: [TaskRef]] = [:]
+        for i in job.tasks.indices where job.tasks[i].state != .done {
+            if job.tasks[i].state == .dispatched, let w = job.tasks[i].worker {
+                revokes[w.identity, default: []].append(TaskRef(task: job.firstTask + UInt64(i), attempt: job.tasks[i].attempt))
+            }
+            var record = TaskRecord(input: job.tasks[i].input.path, status: .failed)
+            record.error = .init(code: "cancelled", message: "\(job.tasks[i].input.path): job cancelled")
+            complete(job, i, status: .cancelled, record: Array((try? JSONEncoder().encode(record)) ?? Data()), now: now)
+        }
+        _ = job.drainReady()
+        for (identity, refs) in revokes { send(identity, Envelope(MessageType.revoke, body: TaskRef.encode(refs))) }
+        reply(identity, Envelope(MessageType.cancelled, json: try jobStatus(id) ?? job.status()))
+    }
+
+    func results(_ identity: [UInt8], _ e: Envelope) throws {
+        let q = try e.decode(JobQuery.self)
+        guard let id = q.job else { throw ErrorReply(code: "invalid-request", message: "results needs a job") }
+        guard try jobStatus(id) != nil else { throw ErrorReply(code: "no-such-job", message: "no job \(id)") }
+        try journal.flush()  // include what this iteration decided
+        let limit = max(1, min(q.limit ?? 1000, 10_000))
+        let rows = try journal.results(job: id, after: q.after ?? 0, limit: limit)
+        let next = rows.count == limit ? rows.last?.task : nil
+        reply(identity, ResultsReply(records: rows.map(\.record), next: next).envelope)
+    }
+}
+
+/// Counters and histograms the coordinator keeps (read by the metrics endpoint).
+final class CoordinatorMetrics {
+    var dispatched = 0
+    var reports = 0
+    var completed = [0, 0, 0, 0]  // succeeded, failed, skipped, cancelled
+    var retries = 0
+    var requeued = 0
+    var poisoned = 0
+    var workersLost = 0
+    var malformed = 0
+    /// Task time in milliseconds (total) and per stage, as bucket counts.
+    var taskMilliseconds = Buckets()
+    var stageMilliseconds: [String: Double] = [:]
+
+    static let stages = ["queue_wait", "read", "decode", "resize", "finish", "encode", "write", "total"]
+
+    func observe(_ r: TaskReport) {
+        taskMilliseconds.add(Double(r.timings[7]))
+        for (i, name) in CoordinatorMetrics.stages.enumerated() {
+            stageMilliseconds[name, default: 0] += Double(r.timings[i])
+        }
+    }
+
+    /// Cumulative histogram buckets (Prometheus style), milliseconds.
+    struct Buckets {
+        static let bounds: [Double] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000, 60000]
+        var counts = [Int](repeating: 0, count: bounds.count + 1)
+        var sum = 0.0
+        var count = 0
+        mutating func add(_ v: Double) {
+            let i = Buckets.bounds.firstIndex { v <= $0 } ?? Buckets.bounds.count
+            counts[i] += 1
+            sum += v
+            count += 1
+        }
+    }
+}

@@ -1,0 +1,637 @@
+import Foundation
+import Logging
+import TesseraJobs
+import TesseraWire
+
+/// How a coordinator runs.
+public struct CoordinatorConfig: Sendable {
+    /// Endpoints to bind (`tcp://*:5555`, `ipc:///run/tessera.sock`, ...).
+    public var endpoints: [String]
+    public var journalPath: String
+    /// Seconds between heartbeats to idle workers.
+    public var heartbeatInterval = 1.0
+    /// Seconds without a message before a worker is declared lost and its tasks requeued.
+    public var workerTimeout = 5.0
+    /// A task that was running on this many workers that died or hung fails as poison.
+    public var poisonThreshold = 3
+    /// First retry delay in seconds; doubles per failure, capped at `maxBackoff`.
+    public var retryBackoff = 1.0
+    public var maxBackoff = 30.0
+    /// Most tasks in one `tasks` message.
+    public var maxBatch = 256
+    /// After a restart, seconds to let workers re-claim tasks they hold before re-dispatching.
+    public var recoveryGrace = 3.0
+    /// Largest message accepted from the network.
+    public var maxMessageBytes = 600 << 20
+
+    public init(endpoints: [String], journalPath: String) {
+        self.endpoints = endpoints
+        self.journalPath = journalPath
+    }
+}
+
+/// Splits jobs into tasks and hands them to workers over a ROUTER socket, keeping
+/// everything in the journal so a kill at any instant loses nothing.
+///
+/// One thread runs the event loop and owns the socket and all state; `stop()` and
+/// `endpointsBound` are the only members other threads use.
+public final class Coordinator: @unchecked Sendable {
+    let config: CoordinatorConfig
+    let logger: Logger
+    let journal: Journal
+    let epoch: UInt32
+    let id = "coord-\(UInt32.random(in: 0...UInt32.max))"
+
+    var jobs: [ActiveJob] = []          // by (-priority, seq)
+    var jobsByID: [String: ActiveJob] = [:]
+    var workers: [[UInt8]: WorkerConn] = [:]
+    var pendingAcks: [[UInt8]: [TaskRef]] = [:]
+    var pendingReplies: [([UInt8], Envelope)] = []
+    var dispatchPausedUntil = 0.0
+    var started = monotonicNow()
+    let metrics = CoordinatorMetrics()
+
+    private let context = ZMQContext()
+    private var router: ZMQSocket!
+    private var control: ZMQSocket!
+    private let controlEndpoint = "inproc://coordinator-control-\(UInt32.random(in: 0...UInt32.max))"
+    private let stopLock = NSLock()
+    private var stopRequested = false
+    private var boundEndpoints: [String] = []
+    private let boundCondition = NSCondition()
+
+    public init(config: CoordinatorConfig, logger: Logger = Logger(label: "tessera.coordinator")) throws {
+        self.config = config
+        self.logger = logger
+        journal = try Journal(path: config.journalPath)
+        epoch = try journal.nextEpoch()
+        try recover()
+    }
+
+    /// Rebuilds every unfinished job from the journal.
+    private func recover() throws {
+        let rows = try journal.unfinishedJobs()
+        for row in rows {
+            let taskRows = try journal.tasks(ofJob: row.id)
+            let job = ActiveJob(id: row.id, seq: row.seq, spec: row.spec, firstTask: row.firstTask,
+                                inputs: taskRows.map { InputFile(path: $0.path, root: $0.root) },
+                                submitted: row.submitted)
+            job.state = .running
+            for (i, t) in taskRows.enumerated() {
+                job.tasks[i].failures = t.attempts
+                job.tasks[i].crashes = t.crashes
+                if let r = t.result {
+                    job.tasks[i].state = .done
+                    job.counts[[Journal.ResultStatus.succeeded: 0, .failed: 1, .skipped: 2, .cancelled: 3][r]!] += 1
+                } else {
+                    job.enqueue(i)
+                }
+            }
+            if job.spec.options.incremental { job.renditions = (try? journal.renditions(recipe: job.recipeHash)) ?? [:] }
+            insert(job)
+            logger.info("recovered job \(row.id) (\(row.spec.name)): \(job.done)/\(job.tasks.count) done")
+        }
+        if !rows.isEmpty { dispatchPausedUntil = monotonicNow() + config.recoveryGrace }
+        // Jobs whose every task finished just before the crash end now.
+        for job in jobs where job.done == job.tasks.count { finishJob(job, now: monotonicNow()) }
+    }
+
+    // MARK: Control from other threads
+
+    /// The endpoints actually bound (ports chosen for `:*`), once the loop is up.
+    public func waitUntilBound(timeout: Double = 10) -> [String] {
+        boundCondition.lock()
+        defer { boundCondition.unlock() }
+        let deadline = Date().addingTimeInterval(timeout)
+        while boundEndpoints.isEmpty && boundCondition.wait(until: deadline) {}
+        return boundEndpoints
+    }
+
+    /// Ends `run()` after the current iteration (flushing the journal first).
+    public func stop() {
+        stopLock.lock()
+        stopRequested = true
+        stopLock.unlock()
+        if let s = try? ZMQSocket(context, .pair) {
+            try? s.connect(controlEndpoint)
+            _ = try? s.send([[1]], dontWait: true)
+            s.close()
+        }
+    }
+
+    private var shouldStop: Bool {
+        stopLock.lock()
+        defer { stopLock.unlock() }
+        return stopRequested
+    }
+
+    // MARK: Event loop
+
+    /// Runs until `stop()` or a `shutdown` request.
+    public func run() throws {
+        router = try ZMQSocket(context, .router)
+        try router.setRouterMandatory(true)
+        try router.setRouterHandover(true)
+        try router.setHighWaterMarks(send: 100_000, receive: 100_000)
+        try router.setMaxMessageSize(config.maxMessageBytes)
+        control = try ZMQSocket(context, .pair)
+        try control.bind(controlEndpoint)
+        var bound: [String] = []
+        for e in config.endpoints {
+            try router.bind(e)
+            bound.append(router.lastEndpoint)
+        }
+        boundCondition.lock()
+        boundEndpoints = bound
+        boundCondition.broadcast()
+        boundCondition.unlock()
+        logger.info("coordinator \(id) epoch \(epoch) listening on \(bound.joined(separator: ", "))")
+        defer {
+            try? journal.flush()
+            router.close()
+            control.close()
+        }
+        var poller = ZMQPoller()
+        poller.add(router)
+        poller.add(control)
+        var lastTimers = 0.0
+        while !shouldStop {
+            let readable = try poller.poll(timeoutMilliseconds: journal.hasPending ? 0 : 50)
+            if readable[1] || shouldStop { break }
+            if readable[0] {
+                // Drain what is queued (bounded), so journal writes and acks batch under load.
+                var n = 0
+                while n < 2000, let frames = try router.receive(dontWait: true) {
+                    handle(frames)
+                    n += 1
+                }
+            }
+            let now = monotonicNow()
+            if now - lastTimers >= 0.05 {
+                timers(now: now)
+                lastTimers = now
+            }
+            dispatch(now: now)
+            try commit()
+        }
+    }
+
+    /// Commits queued journal writes, then sends what waited for them (acks, replies).
+    func commit() throws {
+        if journal.hasPending { try journal.flush() }
+        for (identity, refs) in pendingAcks where !refs.isEmpty {
+            send(identity, Envelope(MessageType.ack, body: TaskRef.encode(refs)))
+        }
+        pendingAcks.removeAll(keepingCapacity: true)
+        let replies = pendingReplies
+        pendingReplies.removeAll()
+        for (identity, e) in replies { send(identity, e) }
+    }
+
+    /// Sends to a peer; a peer that is gone (ROUTER_MANDATORY) is handled, never silently dropped.
+    @discardableResult
+    func send(_ identity: [UInt8], _ e: Envelope) -> Bool {
+        do {
+            try router.send([identity] + e.frames)
+            if let w = workers[identity] { w.lastSent = monotonicNow() }
+            return true
+        } catch let error as ZMQError where error == .hostUnreachable {
+            if let w = workers[identity] {
+                logger.warning("worker \(w.id) unreachable; requeueing its tasks")
+                lose(w, now: monotonicNow(), reason: "unreachable")
+            }
+            return false
+        } catch {
+            logger.error("send failed: \(error)")
+            return false
+        }
+    }
+
+    func reply(_ identity: [UInt8], _ e: Envelope) { pendingReplies.append((identity, e)) }
+
+    func replyError(_ identity: [UInt8], _ code: String, _ message: String) {
+        reply(identity, Envelope(MessageType.error, json: ErrorReply(code: code, message: message)))
+    }
+
+    // MARK: Messages
+
+    private func handle(_ frames: [[UInt8]]) {
+        guard frames.count >= 2 else { return }
+        let identity = frames[0]
+        let envelope: Envelope
+        do {
+            envelope = try Envelope(frames: frames[1...])
+        } catch {
+            metrics.malformed += 1
+            replyError(identity, "bad-message", "\(error)")
+            return
+        }
+        let now = monotonicNow()
+        if let w = workers[identity] { w.lastSeen = now }
+        do {
+            switch envelope.type {
+            case MessageType.hello: try hello(identity, envelope, now: now)
+            case MessageType.heartbeat: try heartbeat(identity, envelope)
+            case MessageType.report: try report(identity, envelope, now: now)
+            case MessageType.needBytes: try needBytes(identity, envelope, now: now)
+            case MessageType.bye: try bye(identity, envelope, now: now)
+            case MessageType.submit: try submit(identity, envelope, now: now)
+            case MessageType.status: try status(identity, envelope)
+            case MessageType.wait: try wait(identity, envelope)
+            case MessageType.cancel: try cancel(identity, envelope, now: now)
+            case MessageType.results: try results(identity, envelope)
+            case MessageType.ping: reply(identity, Envelope(MessageType.pong, json: ["coordinator": id]))
+            case MessageType.shutdown:
+                reply(identity, Envelope(MessageType.shutdown, json: ["ok": true]))
+                shutdownWorkers()
+                stopLock.lock()
+                stopRequested = true
+                stopLock.unlock()
+            default:
+                replyError(identity, "unknown-type", "unknown message type \"\(envelope.type)\"")
+            }
+        } catch let e as WireError {
+            metrics.malformed += 1
+            replyError(identity, "bad-message", e.description)
+        } catch let e as ErrorReply {
+            replyError(identity, e.code, e.message)
+        } catch {
+            replyError(identity, "internal", "\(error)")
+        }
+    }
+
+    private func hello(_ identity: [UInt8], _ e: Envelope, now: Double) throws {
+        let h = try e.decode(WorkerHello.self)
+        guard h.protocolVersion == Envelope.version else {
+            throw ErrorReply(code: "version", message: "worker speaks protocol \(h.protocolVersion), coordinator \(Envelope.version)")
+        }
+        if let old = workers[identity] {
+            // Same identity again (it restarted its session): forget what it held unless it still holds it.
+            lose(old, now: now, reason: "re-hello", charge: false, keep: Set(h.holding))
+        }
+        let w = WorkerConn(identity: identity, hello: h, now: now)
+        workers[identity] = w
+        // Re-attach tasks it still holds (after our restart or a reconnect).
+        for ref in h.holding {
+            guard let (job, i) = locate(ref.task), job.tasks[i].state != .done else { continue }
+            if job.tasks[i].state == .dispatched, job.tasks[i].worker !== w { continue }  // someone else has it
+            if job.tasks[i].state != .dispatched { job.running += 1 }
+            job.tasks[i].state = .dispatched
+            job.tasks[i].attempt = ref.attempt
+            job.tasks[i].worker = w
+            job.tasks[i].deadline = now + job.spec.options.timeout
+            w.held[ref] = (job, i)
+            w.announced.insert(job.id)
+            job.state = .running
+        }
+        logger.info("worker \(h.worker) on \(h.host) pid \(h.pid): capacity \(h.credit), holding \(h.holding.count)")
+        send(identity, Envelope(MessageType.welcome, json: Welcome(coordinator: id,
+                                                                  heartbeatMilliseconds: Int(config.heartbeatInterval * 1000))))
+        // Jobs it holds tasks of need announcing again if it restarted; announce on demand.
+        for job in Set(w.held.values.map { ObjectIdentifier($0.0) }).compactMap({ oid in jobs.first { ObjectIdentifier($0) == oid } }) {
+            send(identity, Envelope(MessageType.job, body: Array(job.execJSON)))
+        }
+    }
+
+    private func heartbeat(_ identity: [UInt8], _ e: Envelope) throws {
+        guard let w = workers[identity] else {
+            send(identity, Envelope(MessageType.reregister))
+            return
+        }
+        let hb = try e.decode(WorkerHeartbeat.self)
+        w.running = Set(hb.running)
+    }
+
+    private func report(_ identity: [UInt8], _ e: Envelope, now: Double) throws {
+        let reports = try TaskReport.decode(e)
+        let w = workers[identity]
+        if w == nil {
+            // Unknown (we restarted, or declared it lost): still take its results, then ask it to hello.
+            send(identity, Envelope(MessageType.reregister))
+        }
+        for r in reports {
+            pendingAcks[identity, default: []].append(r.ref)
+            metrics.reports += 1
+            guard let (job, i) = locate(r.ref.task) else { continue }
+            var slot = job.tasks[i]
+            if let w, w.held.removeValue(forKey: r.ref) != nil {
+                w.completed += 1
+                w.peakRSS = max(w.peakRSS, r.peakRSS)
+            }
+            guard slot.state != .done else { continue }  // a duplicate or a late attempt
+            let current = slot.state == .dispatched && slot.attempt == r.ref.attempt
+            switch r.status {
+            case .returned:
+                guard current else { continue }
+                release(job, i, now: now)
+                slot = job.tasks[i]
+                slot.state = .pending
+                job.tasks[i] = slot
+                job.enqueue(i)
+            case .succeeded, .skipped:
+                var record = r.record
+                if !r.inlineOutputs.isEmpty {
+                    do {
+                        record = try writeInline(job, r, record: record)
+                    } catch {
+                        fail(job, i, ref: r.ref, retryable: true, code: "write-failed",
+                             message: "\(job.tasks[i].input.path): writing inline outputs: \(error)", record: nil, now: now)
+                        continue
+                    }
+                }
+                complete(job, i, status: r.status == .succeeded ? .succeeded : .skipped, record: record, now: now)
+                metrics.observe(r)
+                if r.status == .succeeded, job.spec.options.incremental, job.spec.kind != .noop, r.inputHash != 0 {
+                    let outputs = outputPaths(record, root: job.spec.output)
+                    journal.append(.rendition(path: job.tasks[i].input.path, recipe: job.recipeHash,
+                                              inputHash: r.inputHash, outputs: outputs))
+                    job.renditions[job.tasks[i].input.path] = (r.inputHash, outputs)
+                }
+            case .failed:
+                metrics.observe(r)
+                fail(job, i, ref: r.ref, retryable: r.retryable, code: r.errorCode, message: r.errorMessage,
+                     record: r.record, now: now)
+            }
+        }
+    }
+
+    /// The worker could not read the input: send it the bytes.
+    private func needBytes(_ identity: [UInt8], _ e: Envelope, now: Double) throws {
+        guard let w = workers[identity] else { return }
+        var batch: [TaskAssignment] = []
+        for ref in try TaskRef.decode(e.body) {
+            guard let (job, i) = w.held[ref], job.tasks[i].state == .dispatched, job.tasks[i].attempt == ref.attempt else { continue }
+            do {
+                let bytes = try FileIO.read(job.tasks[i].input.path, limit: job.spec.options.maxInputMB << 20)
+                batch.append(assignment(job, i, ref: ref, inline: bytes))
+            } catch {
+                w.held.removeValue(forKey: ref)
+                fail(job, i, ref: ref, retryable: false, code: (error as? JobError)?.code.rawValue ?? "read-failed",
+                     message: "\(error)", record: nil, now: now)
+            }
+        }
+        if !batch.isEmpty { send(identity, TaskAssignment.envelope(batch)) }
+    }
+
+    private func bye(_ identity: [UInt8], _ e: Envelope, now: Double) throws {
+        guard let w = workers[identity] else { return }
+        let b = try e.decode(WorkerBye.self)
+        for ref in b.returned {
+            guard let (job, i) = w.held.removeValue(forKey: ref), job.tasks[i].state == .dispatched,
+                  job.tasks[i].attempt == ref.attempt else { continue }
+            release(job, i, now: now)
+            job.tasks[i].state = .pending
+            job.enqueue(i)
+        }
+        if w.held.isEmpty {
+            workers.removeValue(forKey: identity)
+            logger.info("worker \(w.id) left")
+        } else {
+            w.draining = true  // still finishing some; lost-worker rules apply if it vanishes
+        }
+    }
+
+    // MARK: Task lifecycle
+
+    func locate(_ task: UInt64) -> (ActiveJob, Int)? {
+        for job in jobs where task >= job.firstTask && task < job.firstTask + UInt64(job.tasks.count) {
+            return (job, Int(task - job.firstTask))
+        }
+        return nil
+    }
+
+    /// Takes a dispatched task off its worker.
+    func release(_ job: ActiveJob, _ i: Int, now: Double) {
+        if job.tasks[i].state == .dispatched {
+            job.running -= 1
+            if let w = job.tasks[i].worker {
+                let ref = TaskRef(task: job.firstTask + UInt64(i), attempt: job.tasks[i].attempt)
+                w.held.removeValue(forKey: ref)
+            }
+        }
+        job.tasks[i].worker = nil
+    }
+
+    func complete(_ job: ActiveJob, _ i: Int, status: Journal.ResultStatus, record: [UInt8], now: Double) {
+        // A newer attempt elsewhere is now pointless: take it back.
+        if job.tasks[i].state == .dispatched, let other = job.tasks[i].worker {
+            let ref = TaskRef(task: job.firstTask + UInt64(i), attempt: job.tasks[i].attempt)
+            if other.held[ref] != nil { send(other.identity, Envelope(MessageType.revoke, body: TaskRef.encode([ref]))) }
+        }
+        release(job, i, now: now)
+        job.tasks[i].state = .done
+        job.counts[[Journal.ResultStatus.succeeded: 0, .failed: 1, .skipped: 2, .cancelled: 3][status]!] += 1
+        journal.append(.result(task: job.firstTask + UInt64(i), job: job.id, status: status, record: record))
+        metrics.completed[status.rawValue] += 1
+        if job.done == job.tasks.count { finishJob(job, now: now) }
+    }
+
+    /// A failure: retried with backoff when it may pass, else final.
+    func fail(_ job: ActiveJob, _ i: Int, ref: TaskRef, retryable: Bool, code: String, message: String,
+              record: [UInt8]?, now: Double) {
+        job.tasks[i].failures += retryable ? 1 : 0
+        if retryable && job.tasks[i].failures < job.spec.options.maxAttempts {
+            release(job, i, now: now)
+            let delay = min(config.maxBackoff, config.retryBackoff * pow(2, Double(job.tasks[i].failures - 1)))
+            job.tasks[i].state = .delayed
+            job.tasks[i].deadline = now + delay
+            job.delayed.append(i)
+            journal.append(.retry(task: job.firstTask + UInt64(i), attempts: job.tasks[i].failures,
+                                  crashes: job.tasks[i].crashes, notBefore: Date().timeIntervalSince1970 + delay,
+                                  error: message))
+            metrics.retries += 1
+            logger.info("retrying \(job.tasks[i].input.path) in \(delay) s: \(message)")
+            return
+        }
+        let rec = record.flatMap { $0.isEmpty ? nil : $0 }
+            ?? failureRecord(job, i, code: code, message: retryable ? "\(message) (after \(job.tasks[i].failures) attempts)" : message)
+        complete(job, i, status: .failed, record: rec, now: now)
+    }
+
+    /// A worker died or hung while holding the task: requeue, or fail it as poison.
+    func crashed(_ job: ActiveJob, _ i: Int, charge: Bool, reason: String, now: Double) {
+        release(job, i, now: now)
+        if charge { job.tasks[i].crashes += 1 }
+        if job.tasks[i].crashes >= config.poisonThreshold {
+            let message = "\(job.tasks[i].input.path): poison task: \(reason) \(job.tasks[i].crashes) times"
+            logger.warning("\(message)")
+            metrics.poisoned += 1
+            complete(job, i, status: .failed, record: failureRecord(job, i, code: "poison", message: message), now: now)
+            return
+        }
+        if charge {
+            journal.append(.retry(task: job.firstTask + UInt64(i), attempts: job.tasks[i].failures,
+                                  crashes: job.tasks[i].crashes, notBefore: 0, error: reason))
+        }
+        job.tasks[i].state = .pending
+        job.enqueue(i)
+        metrics.requeued += 1
+    }
+
+    func failureRecord(_ job: ActiveJob, _ i: Int, code: String, message: String) -> [UInt8] {
+        var record = TaskRecord(input: job.tasks[i].input.path, status: .failed)
+        record.error = .init(code: code, message: message)
+        return Array((try? JSONEncoder().encode(record)) ?? Data())
+    }
+
+    func finishJob(_ job: ActiveJob, now: Double) {
+        if job.state != .cancelled { job.state = job.counts[1] > 0 ? .failed : .succeeded }
+        job.finished = Date().timeIntervalSince1970
+        journal.append(.jobState(job: job.id, state: job.state, finished: job.finished, counts: job.counts))
+        let status = job.status()
+        for waiter in job.waiters { reply(waiter, Envelope(MessageType.done, json: status)) }
+        job.waiters = []
+        jobs.removeAll { $0 === job }
+        jobsByID.removeValue(forKey: job.id)
+        finishedJobs[job.id] = status
+        logger.info("job \(job.id) (\(job.spec.name)) \(job.state.rawValue): \(job.counts[0]) ok, \(job.counts[1]) failed, \(job.counts[2]) skipped, \(job.counts[3]) cancelled")
+    }
+
+    var finishedJobs: [String: JobStatus] = [:]
+
+    /// Gives a worker up: requeue what it held, charging tasks it was running.
+    func lose(_ w: WorkerConn, now: Double, reason: String, charge: Bool = true, keep: Set<TaskRef> = []) {
+        workers.removeValue(forKey: w.identity)
+        for (ref, (job, i)) in w.held where !keep.contains(ref) {
+            guard job.tasks[i].state == .dispatched, job.tasks[i].attempt == ref.attempt else { continue }
+            crashed(job, i, charge: charge && w.running.contains(ref), reason: "worker \(reason)", now: now)
+        }
+        w.held = [:]
+        metrics.workersLost += charge ? 1 : 0
+    }
+
+    // MARK: Timers and dispatch
+
+    private func timers(now: Double) {
+        for w in Array(workers.values) {
+            if now - w.lastSeen > config.workerTimeout {
+                logger.warning("worker \(w.id) silent for \(String(format: "%.1f", now - w.lastSeen)) s: lost")
+                lose(w, now: now, reason: "lost (no heartbeat)")
+            } else if now - w.lastSent >= config.heartbeatInterval {
+                send(w.identity, Envelope(MessageType.heartbeat))
+            }
+        }
+        for job in jobs {
+            // Expired leases: the task hung (or its worker did).
+            for w in workers.values {
+                for (ref, (j, i)) in w.held where j === job && job.tasks[i].state == .dispatched && now > job.tasks[i].deadline {
+                    logger.warning("lease expired for \(job.tasks[i].input.path) on \(w.id)")
+                    send(w.identity, Envelope(MessageType.revoke, body: TaskRef.encode([ref])))
+                    crashed(job, i, charge: true, reason: "hung (lease expired after \(job.spec.options.timeout) s)", now: now)
+                }
+            }
+            if !job.delayed.isEmpty {
+                var still: [Int] = []
+                for i in job.delayed {
+                    if job.tasks[i].state == .delayed && now >= job.tasks[i].deadline {
+                        job.tasks[i].state = .pending
+                        job.enqueue(i)
+                    } else if job.tasks[i].state == .delayed {
+                        still.append(i)
+                    }
+                }
+                job.delayed = still
+            }
+        }
+    }
+
+    private func nextReady() -> (ActiveJob, Int)? {
+        for job in jobs where job.state != .cancelled {
+            while let i = job.dequeue() {
+                if job.tasks[i].state == .pending { return (job, i) }
+            }
+        }
+        return nil
+    }
+
+    private func dispatch(now: Double) {
+        guard now >= dispatchPausedUntil, !jobs.isEmpty else { return }
+        for w in workers.values where w.freeCredit > 0 {
+            var batch: [TaskAssignment] = []
+            var needsInline: [(ActiveJob, Int)] = []
+            while batch.count + needsInline.count < min(w.freeCredit, config.maxBatch), let (job, i) = nextReady() {
+                if !w.announced.contains(job.id) {
+                    if !batch.isEmpty { send(w.identity, TaskAssignment.envelope(batch)); batch = [] }
+                    send(w.identity, Envelope(MessageType.job, body: Array(job.execJSON)))
+                    w.announced.insert(job.id)
+                }
+                job.tasks[i].dispatches += 1
+                let ref = TaskRef(task: job.firstTask + UInt64(i), attempt: (epoch & 0xFFFF) << 16 | (job.tasks[i].dispatches & 0xFFFF))
+                job.tasks[i].state = .dispatched
+                job.tasks[i].attempt = ref.attempt
+                job.tasks[i].worker = w
+                job.tasks[i].deadline = now + job.spec.options.timeout
+                job.running += 1
+                job.state = .running
+                w.held[ref] = (job, i)
+                if w.inline || job.spec.options.inline {
+                    needsInline.append((job, i))
+                } else {
+                    batch.append(assignment(job, i, ref: ref, inline: nil))
+                }
+            }
+            for (job, i) in needsInline {
+                let ref = TaskRef(task: job.firstTask + UInt64(i), attempt: job.tasks[i].attempt)
+                do {
+                    let bytes = try FileIO.read(job.tasks[i].input.path, limit: job.spec.options.maxInputMB << 20)
+                    batch.append(assignment(job, i, ref: ref, inline: bytes))
+                } catch {
+                    fail(job, i, ref: ref, retryable: false, code: (error as? JobError)?.code.rawValue ?? "read-failed",
+                         message: "\(error)", record: nil, now: now)
+                }
+            }
+            if !batch.isEmpty {
+                metrics.dispatched += batch.count
+                send(w.identity, TaskAssignment.envelope(batch))
+            }
+        }
+    }
+
+    func assignment(_ job: ActiveJob, _ i: Int, ref: TaskRef, inline: [UInt8]?) -> TaskAssignment {
+        var expected: UInt64?
+        if job.spec.options.incremental, let r = job.renditions[job.tasks[i].input.path],
+           !r.outputs.isEmpty, r.outputs.allSatisfy({ access($0, F_OK) == 0 }) {
+            expected = r.hash
+        }
+        return TaskAssignment(ref: ref, job: job.id, input: job.tasks[i].input, expectedHash: expected,
+                              inlineInput: inline, leaseSeconds: Float(job.spec.options.timeout))
+    }
+
+    /// Writes outputs that came back inline under the job's root; returns the record
+    /// with their absolute paths.
+    func writeInline(_ job: ActiveJob, _ r: TaskReport, record: [UInt8]) throws -> [UInt8] {
+        var written: [String] = []
+        do {
+            for o in r.inlineOutputs {
+                let path = try OutputNaming.confine(o.path, under: job.spec.output)
+                try FileIO.writeAtomically(o.bytes, to: path)
+                written.append(path)
+            }
+        } catch {
+            for p in written { unlink(p) }
+            throw error
+        }
+        guard var rec = try? JSONDecoder().decode(TaskRecord.self, from: Data(record)) else { return record }
+        for k in rec.outputs.indices where !rec.outputs[k].path.hasPrefix("/") {
+            rec.outputs[k].path = job.spec.output + "/" + rec.outputs[k].path
+        }
+        return Array((try? JSONEncoder().encode(rec)) ?? Data(record))
+    }
+
+    func outputPaths(_ record: [UInt8], root: String) -> [String] {
+        guard let rec = try? JSONDecoder().decode(TaskRecord.self, from: Data(record)) else { return [] }
+        return rec.outputs.map { $0.path.hasPrefix("/") ? $0.path : root + "/" + $0.path }
+    }
+
+    // MARK: Jobs
+
+    func insert(_ job: ActiveJob) {
+        jobs.append(job)
+        jobs.sort { ($0.spec.priority, -$0.seq) > ($1.spec.priority, -$1.seq) }
+        jobsByID[job.id] = job
+    }
+
+    private func shutdownWorkers() {
+        for w in workers.values { send(w.identity, Envelope(MessageType.drain)) }
+    }
+}

@@ -1,0 +1,122 @@
+import Foundation
+import Histogram
+
+/// What a finished job comes to: counts, failures with reasons, throughput, task-time
+/// percentiles (HdrHistogram), the per-stage split and each worker's peak memory.
+public struct RunSummary: Codable, Sendable {
+    public struct Failure: Codable, Sendable {
+        public var code: String
+        public var count: Int
+        /// Up to five example messages (file and reason).
+        public var examples: [String]
+    }
+
+    public var images: Int
+    public var succeeded: Int
+    public var failed: Int
+    public var skipped: Int
+    public var cancelled: Int
+    public var seconds: Double
+    public var imagesPerSecond: Double
+    public var bytesIn: Int
+    public var bytesOut: Int
+    /// Task time (ms) percentiles: 50, 95, 99, max.
+    public var p50: Double
+    public var p95: Double
+    public var p99: Double
+    public var maxMilliseconds: Double
+    /// Share of summed task time per stage (queue wait excluded).
+    public var stageShare: [String: Double]
+    /// Summed milliseconds per stage.
+    public var stageMilliseconds: [String: Double]
+    /// Peak resident memory per worker, bytes.
+    public var workerPeakRSS: [String: Int]
+    public var failures: [Failure]
+
+    public init(records: [TaskRecord], seconds: Double) {
+        images = records.count
+        succeeded = records.filter { $0.status == .succeeded }.count
+        skipped = records.filter { $0.status == .skipped }.count
+        cancelled = records.filter { $0.error?.code == "cancelled" }.count
+        failed = records.filter { $0.status == .failed }.count - cancelled
+        self.seconds = seconds
+        imagesPerSecond = seconds > 0 ? Double(records.count - cancelled) / seconds : 0
+        bytesIn = records.reduce(0) { $0 + $1.bytesIn }
+        bytesOut = records.reduce(0) { $0 + $1.bytesOut }
+        var histogram = Histogram<UInt64>(numberOfSignificantValueDigits: .three)
+        var stages: [String: Double] = [:]
+        for r in records where r.status == .succeeded {
+            _ = histogram.record(UInt64(max(1, (r.timings.total * 1000).rounded())))  // microseconds
+            let t = r.timings
+            for (k, v) in [("read", t.read), ("decode", t.decode), ("resize", t.resize), ("finish", t.finish),
+                           ("encode", t.encode), ("write", t.write)] {
+                stages[k, default: 0] += v
+            }
+            stages["total", default: 0] += t.total
+            stages["queueWait", default: 0] += t.queueWait
+        }
+        let measured = histogram.totalCount > 0
+        p50 = measured ? Double(histogram.valueAtPercentile(50)) / 1000 : 0
+        p95 = measured ? Double(histogram.valueAtPercentile(95)) / 1000 : 0
+        p99 = measured ? Double(histogram.valueAtPercentile(99)) / 1000 : 0
+        maxMilliseconds = measured ? Double(histogram.max) / 1000 : 0
+        stageMilliseconds = stages
+        let total = stages["total"] ?? 0
+        stageShare = total > 0
+            ? stages.filter { $0.key != "total" && $0.key != "queueWait" }.mapValues { $0 / total } : [:]
+        var peaks: [String: Int] = [:]
+        for r in records {
+            guard let w = r.worker, let p = r.peakRSSBytes else { continue }
+            peaks[w] = max(peaks[w] ?? 0, p)
+        }
+        workerPeakRSS = peaks
+        var byCode: [String: Failure] = [:]
+        for r in records where r.status == .failed {
+            guard let e = r.error, e.code != "cancelled" else { continue }
+            var f = byCode[e.code] ?? Failure(code: e.code, count: 0, examples: [])
+            f.count += 1
+            if f.examples.count < 5 { f.examples.append(e.message) }
+            byCode[e.code] = f
+        }
+        failures = byCode.values.sorted { ($0.count, $1.code) > ($1.count, $0.code) }
+    }
+}
+
+/// Per-task records as JSON lines and as CSV.
+public enum RecordWriters {
+    public static func jsonLines(_ records: [[UInt8]]) -> [UInt8] {
+        var out: [UInt8] = []
+        for r in records {
+            out += r
+            out.append(UInt8(ascii: "\n"))
+        }
+        return out
+    }
+
+    public static let csvColumns = [
+        "input", "status", "error_code", "error", "worker", "source_format", "source_width", "source_height",
+        "scale_eighths", "bytes_in", "bytes_out", "outputs", "queue_wait_ms", "read_ms", "decode_ms", "resize_ms",
+        "finish_ms", "encode_ms", "write_ms", "total_ms", "peak_rss_bytes",
+    ]
+
+    public static func csv(_ records: [TaskRecord]) -> [UInt8] {
+        func field(_ s: String) -> String {
+            s.contains(",") || s.contains("\"") || s.contains("\n") ? "\"" + s.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : s
+        }
+        func num(_ v: Double) -> String { String(format: "%.3f", v) }
+        var lines = [csvColumns.joined(separator: ",")]
+        for r in records {
+            let outputs = r.outputs.map { "\($0.name):\($0.width)x\($0.height):\($0.bytes)" }.joined(separator: ";")
+            let t = r.timings
+            let row: [String] = [
+                r.input, r.status.rawValue, r.error?.code ?? "", r.error?.message ?? "", r.worker ?? "",
+                r.sourceFormat ?? "", r.sourceWidth.map(String.init) ?? "", r.sourceHeight.map(String.init) ?? "",
+                r.scaleEighths.map(String.init) ?? "", String(r.bytesIn), String(r.bytesOut), outputs,
+                num(t.queueWait), num(t.read), num(t.decode), num(t.resize), num(t.finish), num(t.encode), num(t.write),
+                num(t.total), r.peakRSSBytes.map(String.init) ?? "",
+            ]
+            lines.append(row.map(field).joined(separator: ","))
+        }
+        return Array((lines.joined(separator: "\n") + "\n").utf8)
+    }
+}

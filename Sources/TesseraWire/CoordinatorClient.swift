@@ -1,0 +1,106 @@
+import Foundation
+import TesseraJobs
+
+/// A client failed to reach the coordinator in time.
+public struct ClientTimeout: Error, CustomStringConvertible {
+    public let endpoint: String
+    public let seconds: Double
+    public init(endpoint: String, seconds: Double) {
+        self.endpoint = endpoint
+        self.seconds = seconds
+    }
+    public var description: String { "no answer from the coordinator at \(endpoint) within \(Int(seconds)) s" }
+}
+
+/// Talks to a coordinator: one DEALER socket per request, so a late reply to an
+/// earlier request can never be taken for the answer to a new one.
+public final class CoordinatorClient: @unchecked Sendable {
+    public let endpoint: String
+    public var timeout: Double
+    private let context = ZMQContext()
+
+    public init(endpoint: String, timeout: Double = 30) {
+        self.endpoint = endpoint
+        self.timeout = timeout
+    }
+
+    /// Sends one request and returns its reply; an `error` reply throws `ErrorReply`.
+    public func request(_ e: Envelope, timeout: Double? = nil) throws -> Envelope {
+        let socket = try ZMQSocket(context, .dealer)
+        defer { socket.close() }
+        try socket.connect(endpoint)
+        try socket.send(e.frames)
+        var poller = ZMQPoller()
+        poller.add(socket)
+        let limit = timeout ?? self.timeout
+        guard try poller.poll(timeoutMilliseconds: Int(limit * 1000))[0], let frames = try socket.receive() else {
+            throw ClientTimeout(endpoint: endpoint, seconds: limit)
+        }
+        let reply = try Envelope(frames: frames)
+        if reply.type == MessageType.error { throw try reply.decode(ErrorReply.self) }
+        return reply
+    }
+
+    public func submit(_ job: JobSpec) throws -> SubmitReply {
+        try request(Envelope(MessageType.submit, json: SubmitRequest(job: job)), timeout: max(timeout, 120))
+            .decode(SubmitReply.self)
+    }
+
+    public func status(job: String? = nil) throws -> StatusReply {
+        try request(Envelope(MessageType.status, json: JobQuery(job: job))).decode(StatusReply.self)
+    }
+
+    /// Blocks until the job ends. Re-asks every few seconds, so a coordinator restart
+    /// (which forgets registered waiters) cannot leave it waiting forever.
+    public func wait(job: String, progress: ((JobStatus) -> Void)? = nil) throws -> JobStatus {
+        while true {
+            do {
+                let reply = try request(Envelope(MessageType.wait, json: JobQuery(job: job)), timeout: 2)
+                return try reply.decode(JobStatus.self)
+            } catch is ClientTimeout {
+                if let s = try? status(job: job).jobs.first {
+                    if s.isTerminal { return s }
+                    progress?(s)
+                }
+            }
+        }
+    }
+
+    public func cancel(job: String) throws -> JobStatus {
+        try request(Envelope(MessageType.cancel, json: JobQuery(job: job))).decode(JobStatus.self)
+    }
+
+    /// Every result record of a job (JSON objects, task order), fetched page by page.
+    public func results(job: String) throws -> [[UInt8]] {
+        var all: [[UInt8]] = []
+        var after: UInt64? = nil
+        repeat {
+            let reply = try request(Envelope(MessageType.results, json: JobQuery(job: job, after: after, limit: 5000)))
+            let page = try ResultsPage.parse(reply.body)
+            all += page.records
+            after = page.next
+        } while after != nil
+        return all
+    }
+
+    public func ping() throws {
+        _ = try request(Envelope(MessageType.ping), timeout: 5)
+    }
+
+    public func shutdown() throws {
+        _ = try request(Envelope(MessageType.shutdown), timeout: 10)
+    }
+}
+
+/// Splits a `results` body into its records without decoding them.
+enum ResultsPage {
+    static func parse(_ body: [UInt8]) throws -> (records: [[UInt8]], next: UInt64?) {
+        guard let object = try JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+              let list = object["records"] as? [Any] else {
+            throw WireError("results: not a results page")
+        }
+        let next = (object["next"] as? NSNumber)?.uint64Value
+        let records = try list.map { Array(try JSONSerialization.data(withJSONObject: $0, options: [.sortedKeys])) }
+        return (records, next)
+    }
+}

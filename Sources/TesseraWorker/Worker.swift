@@ -1,0 +1,317 @@
+import Foundation
+import Logging
+import TesseraJobs
+import TesseraWire
+
+/// How a worker runs.
+public struct WorkerConfig: Sendable {
+    public var endpoint: String
+    /// Tasks run at once (threads).
+    public var concurrency = 1
+    /// Extra tasks held queued beyond `concurrency` (credit = concurrency + prefetch).
+    public var prefetch: Int?
+    /// Ask for input and output bytes inside messages (no shared storage).
+    public var inline = false
+    public var id: String
+    public var heartbeatInterval = 1.0
+    /// Seconds before an unacknowledged report is sent again.
+    public var resendAfter = 3.0
+    /// Seconds a draining worker waits for acknowledgements before exiting anyway.
+    public var drainTimeout = 30.0
+
+    public init(endpoint: String, concurrency: Int = 1) {
+        self.endpoint = endpoint
+        self.concurrency = max(1, concurrency)
+        id = "\(ProcessInfo.processInfo.hostName)-\(getpid())-\(String(UInt32.random(in: 0...UInt32.max), radix: 36))"
+    }
+}
+
+/// Takes tasks from a coordinator over a DEALER socket, runs them with the imaging
+/// core on `concurrency` threads, and reports every one (resending until acknowledged).
+public final class Worker: @unchecked Sendable {
+    let config: WorkerConfig
+    let logger: Logger
+    private let context = ZMQContext()
+    private let host = ProcessInfo.processInfo.hostName
+    private let resultsEndpoint = "inproc://worker-results-\(UInt32.random(in: 0...UInt32.max))"
+
+    // Shared with executor threads, under `lock`.
+    private let lock = NSCondition()
+    private var queue: [(TaskAssignment, ExecutableJob, Double)] = []
+    private var running: Set<TaskRef> = []
+    private var outbox: [TaskReport] = []
+    private var stopping = false
+    private var drainRequested = false
+
+    // Loop thread only.
+    private var jobs: [String: ExecutableJob] = [:]
+    private var parked: [String: [TaskAssignment]] = [:]
+    private var awaitingBytes: [TaskRef: TaskAssignment] = [:]
+    private var unacked: [TaskRef: (report: TaskReport, sent: Double)] = [:]
+    private var lastHeard = 0.0
+    private var lastSent = 0.0
+    private var completedCount = 0
+    public private(set) var peakRSS: UInt64 = 0
+
+    public init(config: WorkerConfig, logger: Logger = Logger(label: "tessera.worker")) {
+        self.config = config
+        self.logger = logger
+    }
+
+    var credit: Int { config.concurrency + (config.prefetch ?? config.concurrency) }
+
+    /// Finish what is running, hand back what is queued, then return from `run()` (SIGTERM).
+    public func requestDrain() {
+        lock.lock()
+        drainRequested = true
+        lock.broadcast()
+        lock.unlock()
+    }
+
+    // MARK: Loop
+
+    public func run() throws {
+        let dealer = try ZMQSocket(context, .dealer)
+        try dealer.setRoutingID(config.id)
+        try dealer.setReconnect(initialMilliseconds: 100, maximumMilliseconds: 5000)
+        try dealer.setHighWaterMarks(send: 10_000, receive: 10_000)
+        try dealer.connect(config.endpoint)
+        let results = try ZMQSocket(context, .pull)
+        try results.bind(resultsEndpoint)
+        defer {
+            dealer.close()
+            results.close()
+        }
+        var threads: [Thread] = []
+        for n in 0..<config.concurrency {
+            let t = Thread { [self] in executorLoop() }
+            t.name = "executor-\(n)"
+            t.stackSize = 8 << 20
+            t.start()
+            threads.append(t)
+        }
+        defer {
+            lock.lock()
+            stopping = true
+            lock.broadcast()
+            lock.unlock()
+        }
+        try sendHello(dealer)
+        var poller = ZMQPoller()
+        poller.add(dealer)
+        poller.add(results)
+        var draining = false
+        var drainStarted = 0.0
+        logger.info("worker \(config.id) connecting to \(config.endpoint), \(config.concurrency) threads, credit \(credit)")
+        while true {
+            let readable = try poller.poll(timeoutMilliseconds: 100)
+            let now = monotonicSeconds()
+            if readable[0] {
+                while let frames = try dealer.receive(dontWait: true) {
+                    lastHeard = now
+                    if try handle(frames, dealer, now: now) == .drain { requestDrain() }
+                }
+            }
+            if readable[1] { while try results.receive(dontWait: true) != nil {} }
+            flushOutbox(dealer, now: now)
+            // Drain: stop taking tasks, hand back the queued ones, finish, wait for acks.
+            lock.lock()
+            let wantsDrain = drainRequested
+            lock.unlock()
+            if wantsDrain && !draining {
+                draining = true
+                drainStarted = now
+                lock.lock()
+                let returned = queue.map { $0.0.ref } + awaitingBytes.keys + parked.values.flatMap { $0.map(\.ref) }
+                queue.removeAll()
+                lock.unlock()
+                awaitingBytes.removeAll()
+                parked.removeAll()
+                logger.info("draining: handing back \(returned.count) queued tasks")
+                try? dealer.send(Envelope(MessageType.bye, json: WorkerBye(returned: returned)).frames)
+            }
+            if draining {
+                lock.lock()
+                let busy = !running.isEmpty || !outbox.isEmpty
+                lock.unlock()
+                if (!busy && unacked.isEmpty) || now - drainStarted > config.drainTimeout {
+                    if !unacked.isEmpty { logger.warning("exiting with \(unacked.count) unacknowledged reports") }
+                    try? dealer.send(Envelope(MessageType.bye, json: WorkerBye(returned: [])).frames)
+                    logger.info("drained after \(completedCount) tasks")
+                    return
+                }
+            }
+            // Heartbeat, and resend what was not acknowledged (the coordinator dedupes).
+            if now - lastSent >= config.heartbeatInterval {
+                lock.lock()
+                let hb = WorkerHeartbeat(running: Array(running), queued: queue.map { $0.0.ref })
+                lock.unlock()
+                send(dealer, Envelope(MessageType.heartbeat, json: hb), now: now)
+                let stale = unacked.filter { now - $0.value.sent > config.resendAfter }
+                if !stale.isEmpty {
+                    send(dealer, TaskReport.envelope(stale.map(\.value.report)), now: now)
+                    for k in stale.keys { unacked[k]?.sent = now }
+                }
+            }
+        }
+    }
+
+    private enum Outcome { case ok, drain }
+
+    private func handle(_ frames: [[UInt8]], _ dealer: ZMQSocket, now: Double) throws -> Outcome {
+        let e: Envelope
+        do { e = try Envelope(frames: frames) } catch {
+            logger.error("bad message from coordinator: \(error)")
+            return .ok
+        }
+        switch e.type {
+        case MessageType.welcome, MessageType.heartbeat:
+            break
+        case MessageType.reregister:
+            try sendHello(dealer)
+        case MessageType.job:
+            let a = try e.decode(JobAnnouncement.self)
+            jobs[a.job] = a.spec
+            for t in parked.removeValue(forKey: a.job) ?? [] { accept(t, dealer, now: now) }
+        case MessageType.tasks:
+            for t in try TaskAssignment.decode(e) {
+                if jobs[t.job] == nil { parked[t.job, default: []].append(t) } else { accept(t, dealer, now: now) }
+            }
+        case MessageType.ack:
+            for ref in try TaskRef.decode(e.body) { unacked.removeValue(forKey: ref) }
+        case MessageType.revoke:
+            let refs = Set(try TaskRef.decode(e.body))
+            lock.lock()
+            queue.removeAll { refs.contains($0.0.ref) }
+            lock.unlock()
+            for r in refs { awaitingBytes.removeValue(forKey: r) }
+        case MessageType.drain:
+            return .drain
+        case MessageType.error:
+            let err = try? e.decode(ErrorReply.self)
+            logger.error("coordinator error: \(err?.description ?? "?")")
+        default:
+            logger.warning("ignoring \(e.type)")
+        }
+        return .ok
+    }
+
+    /// Queues a task, or asks for its bytes when the path is not readable here.
+    private func accept(_ t: TaskAssignment, _ dealer: ZMQSocket, now: Double) {
+        guard let job = jobs[t.job] else { return }
+        if t.inlineInput == nil && job.kind != .noop && access(t.input.path, R_OK) != 0 {
+            awaitingBytes[t.ref] = t
+            send(dealer, Envelope(MessageType.needBytes, body: TaskRef.encode([t.ref])), now: now)
+            return
+        }
+        awaitingBytes.removeValue(forKey: t.ref)
+        lock.lock()
+        queue.append((t, job, now))
+        lock.signal()
+        lock.unlock()
+    }
+
+    private func sendHello(_ dealer: ZMQSocket) throws {
+        lock.lock()
+        let holding = Array(running) + queue.map { $0.0.ref }
+        lock.unlock()
+        let hello = WorkerHello(worker: config.id, host: host, pid: getpid(), concurrency: config.concurrency,
+                                credit: credit, inline: config.inline,
+                                holding: holding + Array(unacked.keys) + Array(awaitingBytes.keys))
+        send(dealer, Envelope(MessageType.hello, json: hello), now: monotonicSeconds())
+    }
+
+    private func send(_ dealer: ZMQSocket, _ e: Envelope, now: Double) {
+        do {
+            try dealer.send(e.frames)
+            lastSent = now
+        } catch {
+            logger.error("send failed: \(error)")
+        }
+    }
+
+    private func flushOutbox(_ dealer: ZMQSocket, now: Double) {
+        lock.lock()
+        let reports = outbox
+        outbox.removeAll(keepingCapacity: true)
+        lock.unlock()
+        guard !reports.isEmpty else { return }
+        for r in reports {
+            unacked[r.ref] = (r, now)
+            peakRSS = max(peakRSS, r.peakRSS)
+        }
+        completedCount += reports.count
+        // Batches keep messages few when tasks are short.
+        var i = 0
+        while i < reports.count {
+            let chunk = Array(reports[i..<min(reports.count, i + 256)])
+            send(dealer, TaskReport.envelope(chunk), now: now)
+            i += 256
+        }
+    }
+
+    // MARK: Executors
+
+    private func executorLoop() {
+        let poke = try? ZMQSocket(context, .push)
+        try? poke?.connect(resultsEndpoint)
+        defer { poke?.close() }
+        while true {
+            lock.lock()
+            while queue.isEmpty && !stopping { lock.wait() }
+            if stopping {
+                lock.unlock()
+                return
+            }
+            let (task, job, queuedAt) = queue.removeFirst()
+            let measureMemory = job.kind != .noop
+            let alone = running.isEmpty
+            running.insert(task.ref)
+            if measureMemory && alone { _ = ResourceAccounting.resetPeak() }
+            lock.unlock()
+
+            let wait = monotonicSeconds() - queuedAt
+            let outcome = TaskExecutor.run(job, input: task.input, inlineInput: task.inlineInput,
+                                           expectedHash: task.expectedHash, returnInline: task.inlineInput != nil)
+            let peak = measureMemory ? ResourceAccounting.peakResident() : 0
+            let report = makeReport(task, outcome, queueWait: wait, peak: peak, concurrent: !alone)
+
+            lock.lock()
+            running.remove(task.ref)
+            outbox.append(report)
+            lock.unlock()
+            _ = try? poke?.send([[1]], dontWait: true)
+        }
+    }
+
+    private func makeReport(_ t: TaskAssignment, _ o: TaskOutcome, queueWait: Double, peak: UInt64,
+                            concurrent: Bool) -> TaskReport {
+        var record = o.record
+        record.timings.queueWait = queueWait * 1000
+        record.peakRSSBytes = peak > 0 ? Int(peak) : nil
+        record.peakRSSShared = peak > 0 && concurrent ? true : nil
+        record.worker = "\(config.id)@\(host)"
+        let tm = record.timings
+        let status: TaskReport.Status
+        switch record.status {
+        case .succeeded: status = .succeeded
+        case .skipped: status = .skipped
+        case .failed: status = .failed
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let json = (try? encoder.encode(record)).map(Array.init) ?? []
+        return TaskReport(
+            ref: t.ref, status: status, retryable: o.retryable, scaleEighths: UInt8(record.scaleEighths ?? 0),
+            timings: [tm.queueWait, tm.read, tm.decode, tm.resize, tm.finish, tm.encode, tm.write, tm.total].map(Float.init),
+            bytesIn: UInt64(record.bytesIn), bytesOut: UInt64(record.bytesOut), peakRSS: peak, inputHash: o.inputHash,
+            errorCode: record.error?.code ?? "", errorMessage: record.error?.message ?? "", record: json,
+            inlineOutputs: o.inlineOutputs)
+    }
+}
+
+func monotonicSeconds() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}

@@ -1,0 +1,144 @@
+import ArgumentParser
+import Foundation
+import TesseraImaging
+import TesseraJobs
+import TesseraWire
+
+/// Loads a job file or exits 2 with its validation error (file, line, field).
+func loadJob(_ path: String, presets: [String]) throws -> JobSpec {
+    do {
+        return try JobFile.load(path: path, catalog: try loadCatalog(presets))
+    } catch let e as JobError {
+        warn("error: \(e)")
+        throw Exit.usage
+    } catch let e as ImagingError {
+        warn("error: \(e)")
+        throw Exit.usage
+    }
+}
+
+/// Client errors: a coordinator that answers with an error, or does not answer.
+func clientCall<T>(_ body: () throws -> T) throws -> T {
+    do { return try body() } catch let e as ErrorReply {
+        warn("error: \(e)")
+        throw e.code == "no-such-job" || e.code == "invalid-job" ? Exit.usage : Exit.someFailed
+    } catch let e as ClientTimeout {
+        warn("error: \(e)")
+        throw ExitCode(3)
+    }
+}
+
+func describe(_ s: JobStatus) -> String {
+    var parts = ["\(s.id) \(s.name) [\(s.kind.rawValue)] \(s.state.rawValue): \(s.done)/\(s.total) done",
+                 "\(s.succeeded) ok", "\(s.failed) failed"]
+    if s.skipped > 0 { parts.append("\(s.skipped) skipped") }
+    if s.cancelled > 0 { parts.append("\(s.cancelled) cancelled") }
+    if s.running > 0 { parts.append("\(s.running) running") }
+    return parts.joined(separator: ", ")
+}
+
+struct Submit: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Submit a job file to a running coordinator; prints the job id.")
+
+    @Argument(help: "Job file (YAML).")
+    var job: String
+
+    @Option(help: "Preset file (JSON) adding presets (repeatable).")
+    var presets: [String] = []
+
+    @Flag(help: "Print {\"job\": ID, \"tasks\": N} as JSON.")
+    var json = false
+
+    @Flag(help: "Wait for the job to end (exit 1 if any task failed).")
+    var wait = false
+
+    @OptionGroup var target: CoordinatorOption
+
+    func run() throws {
+        let spec = try loadJob(job, presets: presets)
+        let client = target.client
+        let reply = try clientCall { try client.submit(spec) }
+        if json { printJSONLine(reply) } else { print(reply.job) }
+        guard wait else { return }
+        let end = try clientCall { try client.wait(job: reply.job) }
+        if json { printJSONLine(end) } else { print(describe(end)) }
+        if end.failed > 0 || end.state == .cancelled { throw Exit.someFailed }
+    }
+}
+
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show jobs (all recent ones, or one).")
+
+    @Argument(help: "Job id.")
+    var id: String?
+
+    @Flag(help: "JSON.")
+    var json = false
+
+    @OptionGroup var target: CoordinatorOption
+
+    func run() throws {
+        let client = target.client
+        let reply = try clientCall { try client.status(job: id) }
+        if json {
+            printJSONLine(reply)
+            return
+        }
+        print("\(reply.workers) workers connected")
+        for s in reply.jobs { print(describe(s)) }
+    }
+}
+
+struct Wait: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Wait for a job to end; exit 1 if any task failed.")
+
+    @Argument(help: "Job id.")
+    var id: String
+
+    @Flag(help: "JSON.")
+    var json = false
+
+    @OptionGroup var target: CoordinatorOption
+
+    func run() throws {
+        let client = target.client
+        let end = try clientCall { try client.wait(job: id) }
+        if json { printJSONLine(end) } else { print(describe(end)) }
+        if end.failed > 0 || end.state == .cancelled { throw Exit.someFailed }
+    }
+}
+
+struct Cancel: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Cancel a job: queued tasks are dropped, running ones revoked.")
+
+    @Argument(help: "Job id.")
+    var id: String
+
+    @OptionGroup var target: CoordinatorOption
+
+    func run() throws {
+        let client = target.client
+        print(describe(try clientCall { try client.cancel(job: id) }))
+    }
+}
+
+struct Results: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print a job's per-task records (JSON lines or CSV).")
+
+    @Argument(help: "Job id.")
+    var id: String
+
+    @Flag(help: "CSV instead of JSON lines.")
+    var csv = false
+
+    @OptionGroup var target: CoordinatorOption
+
+    func run() throws {
+        let client = target.client
+        let records = try clientCall { try client.results(job: id) }
+        let bytes = csv
+            ? RecordWriters.csv(records.compactMap { try? JSONDecoder().decode(TaskRecord.self, from: Data($0)) })
+            : RecordWriters.jsonLines(records)
+        FileHandle.standardOutput.write(Data(bytes))
+    }
+}
