@@ -76,6 +76,7 @@ let tests: [Target] = [
     .testTarget(name: "TesseraImagingTests", dependencies: ["TesseraImaging"]),
     .testTarget(name: "TesseraJobsTests", dependencies: ["TesseraJobs"]),
     .testTarget(name: "TesseraCLITests", dependencies: ["tessera", "TesseraImaging"]),
+    .testTarget(name: "TesseraPoolTests", dependencies: ["tessera", "TesseraImaging", "TesseraJobs", "TesseraWire"]),
 ]
 
 let package = Package(

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# One command for a new machine: install the libraries, build Tessera (release),
-# and render the bundled sample images to the thumbnail, favicon and widget presets.
+# One command for a new machine: install the libraries, build Tessera (release), and
+# run the main job on the bundled sample images with the embedded default: a
+# coordinator and local worker processes in one command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 swift build -c release
-rm -rf out/samples
-.build/release/tessera render examples/images -p thumbnail -p favicon -p widget -o out/samples
+.build/release/tessera run jobs/widget-thumbnails.yaml
 echo
-echo "outputs in out/samples; try: .build/release/tessera inspect examples/images/mei_Apple_iPhone_5.jpg"
+echo "outputs in out/widget; more examples in jobs/, e.g.: .build/release/tessera run jobs/favicons.yaml"

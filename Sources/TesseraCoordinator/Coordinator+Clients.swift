@@ -1,11 +1,15 @@
 import Foundation
+import TesseraImaging
 import TesseraJobs
 import TesseraWire
 
 extension Coordinator {
     /// `submit`: plan the job (expand inputs), journal it with all its tasks, queue it.
     func submit(_ identity: [UInt8], _ e: Envelope, now: Double) throws {
-        let request = try e.decode(SubmitRequest.self)
+        let request: SubmitRequest
+        do { request = try JSONDecoder().decode(SubmitRequest.self, from: Data(e.body)) } catch let error as DecodingError {
+            throw ErrorReply(code: "invalid-job", message: "submit: \(describeDecoding(error))")
+        }
         let spec = request.job
         guard spec.output.hasPrefix("/") else {
             throw ErrorReply(code: "invalid-job", message: "output must be an absolute path, got \"\(spec.output)\"")

@@ -234,6 +234,9 @@ public final class Coordinator: @unchecked Sendable {
             case MessageType.heartbeat: try heartbeat(identity, envelope)
             case MessageType.report: try report(identity, envelope, now: now)
             case MessageType.needBytes: try needBytes(identity, envelope, now: now)
+            case MessageType.started:
+                // Precise crash attribution: these tasks are now executing.
+                if let w = workers[identity] { w.running.formUnion(try TaskRef.decode(envelope.body)) }
             case MessageType.bye: try bye(identity, envelope, now: now)
             case MessageType.submit: try submit(identity, envelope, now: now)
             case MessageType.status: try status(identity, envelope)
@@ -300,6 +303,7 @@ public final class Coordinator: @unchecked Sendable {
         }
         let hb = try e.decode(WorkerHeartbeat.self)
         w.running = Set(hb.running)
+        w.revoked.formIntersection(w.running)
     }
 
     private func report(_ identity: [UInt8], _ e: Envelope, now: Double) throws {
@@ -314,9 +318,13 @@ public final class Coordinator: @unchecked Sendable {
             metrics.reports += 1
             guard let (job, i) = locate(r.ref.task) else { continue }
             var slot = job.tasks[i]
-            if let w, w.held.removeValue(forKey: r.ref) != nil {
-                w.completed += 1
-                w.peakRSS = max(w.peakRSS, r.peakRSS)
+            if let w {
+                w.running.remove(r.ref)
+                w.revoked.remove(r.ref)
+                if w.held.removeValue(forKey: r.ref) != nil {
+                    w.completed += 1
+                    w.peakRSS = max(w.peakRSS, r.peakRSS)
+                }
             }
             guard slot.state != .done else { continue }  // a duplicate or a late attempt
             let current = slot.state == .dispatched && slot.attempt == r.ref.attempt
@@ -517,6 +525,7 @@ public final class Coordinator: @unchecked Sendable {
                 for (ref, (j, i)) in w.held where j === job && job.tasks[i].state == .dispatched && now > job.tasks[i].deadline {
                     logger.warning("lease expired for \(job.tasks[i].input.path) on \(w.id)")
                     send(w.identity, Envelope(MessageType.revoke, body: TaskRef.encode([ref])))
+                    w.revoked.insert(ref)
                     crashed(job, i, charge: true, reason: "hung (lease expired after \(job.spec.options.timeout) s)", now: now)
                 }
             }

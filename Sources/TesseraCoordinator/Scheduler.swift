@@ -114,6 +114,10 @@ final class WorkerConn {
     /// Tasks it said were running at its last heartbeat (only these are charged if it dies).
     var running: Set<TaskRef> = []
     var announced: Set<String> = []
+    /// Tasks taken back after their lease expired that may still occupy an executor:
+    /// they count against its capacity until a heartbeat shows them gone.
+    var revoked: Set<TaskRef> = []
+    let concurrency: Int
     var draining = false
     /// Peak RSS it reported, bytes.
     var peakRSS: UInt64 = 0
@@ -125,9 +129,13 @@ final class WorkerConn {
         host = hello.host
         pid = hello.pid
         capacity = max(1, hello.credit)
+        concurrency = max(1, hello.concurrency)
         inline = hello.inline
         lastSeen = now
     }
 
-    var freeCredit: Int { draining ? 0 : capacity - held.count }
+    var freeCredit: Int {
+        if draining || revoked.count >= concurrency { return 0 }  // every executor may be stuck
+        return max(0, capacity - held.count - revoked.count)
+    }
 }

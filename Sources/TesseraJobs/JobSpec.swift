@@ -66,6 +66,33 @@ public struct OutputSpec: Codable, Sendable, Equatable {
         self.recipe = recipe
         self.path = path
     }
+
+    enum CodingKeys: String, CodingKey { case name, recipe, path, preset }
+
+    /// `{"preset": "widget"}` or `{"name": "x", "recipe": {...}}`, with an optional `path`.
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        path = try c.decodeIfPresent(String.self, forKey: .path)
+        if let preset = try c.decodeIfPresent(String.self, forKey: .preset) {
+            guard let r = try? PresetCatalog.builtIn.recipe(named: preset) else {
+                throw DecodingError.dataCorruptedError(forKey: .preset, in: c, debugDescription:
+                    "unknown preset \"\(preset)\" (known: \(PresetCatalog.builtIn.names.joined(separator: ", ")))")
+            }
+            recipe = r
+            name = try c.decodeIfPresent(String.self, forKey: .name) ?? r.name ?? preset
+        } else {
+            recipe = try c.decode(Recipe.self, forKey: .recipe)
+            try recipe.validate()
+            name = try c.decodeIfPresent(String.self, forKey: .name) ?? recipe.name ?? "output"
+        }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(name, forKey: .name)
+        try c.encode(recipe, forKey: .recipe)
+        try c.encodeIfPresent(path, forKey: .path)
+    }
 }
 
 /// Per-job limits and policies.
@@ -133,6 +160,21 @@ public struct JobSpec: Codable, Sendable, Equatable {
         self.outputs = outputs
         self.strip = strip
         self.options = options
+    }
+
+    enum CodingKeys: String, CodingKey { case name, kind, priority, inputs, output, outputs, strip, options }
+
+    /// JSON jobs (from scripts) take the same shorthand and defaults as job files.
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        name = try c.decode(String.self, forKey: .name)
+        kind = try c.decodeIfPresent(JobKind.self, forKey: .kind) ?? .thumbnail
+        priority = try c.decodeIfPresent(Int.self, forKey: .priority) ?? 0
+        inputs = try c.decode([InputSource].self, forKey: .inputs)
+        output = try c.decode(String.self, forKey: .output)
+        outputs = try c.decodeIfPresent([OutputSpec].self, forKey: .outputs) ?? []
+        strip = try c.decodeIfPresent(StripOptions.self, forKey: .strip) ?? StripOptions()
+        options = try c.decodeIfPresent(JobOptions.self, forKey: .options) ?? JobOptions()
     }
 
     /// What each worker needs to run this job's tasks (everything but the inputs).

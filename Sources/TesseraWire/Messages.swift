@@ -60,6 +60,7 @@ public enum MessageType {
     // worker <-> coordinator
     public static let hello = "hello", welcome = "welcome", heartbeat = "hb", job = "job", tasks = "tasks"
     public static let report = "report", ack = "ack", revoke = "revoke", needBytes = "needbytes", bye = "bye"
+    public static let started = "started"
     public static let drain = "drain", reregister = "reregister"
     // client <-> coordinator
     public static let submit = "submit", submitted = "submitted", status = "status", wait = "wait", done = "done"

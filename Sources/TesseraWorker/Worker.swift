@@ -18,6 +18,8 @@ public struct WorkerConfig: Sendable {
     public var resendAfter = 3.0
     /// Seconds a draining worker waits for acknowledgements before exiting anyway.
     public var drainTimeout = 30.0
+    /// Fault injection for tests: abort the process when an input path contains this.
+    public var crashOnInputContaining: String?
 
     public init(endpoint: String, concurrency: Int = 1) {
         self.endpoint = endpoint
@@ -40,6 +42,8 @@ public final class Worker: @unchecked Sendable {
     private var queue: [(TaskAssignment, ExecutableJob, Double)] = []
     private var running: Set<TaskRef> = []
     private var outbox: [TaskReport] = []
+    /// Tasks that began executing since the last `started` notice.
+    private var startedOutbox: [TaskRef] = []
     private var stopping = false
     private var drainRequested = false
 
@@ -234,7 +238,11 @@ public final class Worker: @unchecked Sendable {
         lock.lock()
         let reports = outbox
         outbox.removeAll(keepingCapacity: true)
+        let started = startedOutbox
+        startedOutbox.removeAll(keepingCapacity: true)
         lock.unlock()
+        // Before anything else: if this process dies in a task, the coordinator knows which.
+        if !started.isEmpty { send(dealer, Envelope(MessageType.started, body: TaskRef.encode(started)), now: now) }
         guard !reports.isEmpty else { return }
         for r in reports {
             unacked[r.ref] = (r, now)
@@ -268,9 +276,15 @@ public final class Worker: @unchecked Sendable {
             let alone = running.isEmpty
             running.insert(task.ref)
             if measureMemory && alone { _ = ResourceAccounting.resetPeak() }
+            if job.kind != .noop { startedOutbox.append(task.ref) }
             lock.unlock()
+            if job.kind != .noop { _ = try? poke?.send([[1]], dontWait: true) }
 
             let wait = monotonicSeconds() - queuedAt
+            if let marker = config.crashOnInputContaining, task.input.path.contains(marker) {
+                logger.critical("fault injection: crashing on \(task.input.path)")
+                abort()
+            }
             let outcome = TaskExecutor.run(job, input: task.input, inlineInput: task.inlineInput,
                                            expectedHash: task.expectedHash, returnInline: task.inlineInput != nil)
             let peak = measureMemory ? ResourceAccounting.peakResident() : 0

@@ -93,12 +93,16 @@ struct WorkerCommand: ParsableCommand {
     @Flag(help: ArgumentHelp("Exit when the parent process exits (used by `tessera run`).", visibility: .hidden))
     var exitWithParent = false
 
+    @Option(help: ArgumentHelp("Fault injection for tests: abort on inputs whose path contains this.", visibility: .hidden))
+    var crashOn: String?
+
     @OptionGroup var log: LogOptions
 
     func run() throws {
         var config = WorkerConfig(endpoint: connect, concurrency: concurrency)
         config.prefetch = prefetch
         config.inline = inline
+        config.crashOnInputContaining = crashOn
         if let id { config.id = id }
         let worker = Worker(config: config, logger: log.logger("tessera.worker"))
         let signals = onTermination { worker.requestDrain() }

@@ -18,6 +18,15 @@ public struct StripOptions: Sendable, Codable, Equatable {
         self.keepCopyright = keepCopyright
         self.orientation = orientation
     }
+
+    enum CodingKeys: String, CodingKey { case keepICC, keepCopyright, orientation }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        keepICC = try c.decodeIfPresent(Bool.self, forKey: .keepICC) ?? true
+        keepCopyright = try c.decodeIfPresent(Bool.self, forKey: .keepCopyright) ?? false
+        orientation = try c.decodeIfPresent(OrientationHandling.self, forKey: .orientation) ?? .tag
+    }
 }
 
 public struct StripResult: Sendable {

@@ -66,7 +66,7 @@ public struct PresetCatalog: Sendable {
         } catch let error as ImagingError {
             throw error.file == nil ? error.naming(source) : error
         } catch let error as DecodingError {
-            throw ImagingError(.invalidRecipe, describe(error), file: source)
+            throw ImagingError(.invalidRecipe, describeDecoding(error), file: source)
         }
     }
 

@@ -103,7 +103,7 @@ public struct Recipe: Codable, Sendable, Equatable {
         do {
             recipe = try JSONDecoder().decode(Recipe.self, from: json)
         } catch let error as DecodingError {
-            throw ImagingError(.invalidRecipe, "recipe: \(describe(error))")
+            throw ImagingError(.invalidRecipe, "recipe: \(describeDecoding(error))")
         }
         try recipe.validate()
         return recipe
@@ -316,7 +316,7 @@ public struct RGBColor: Codable, Sendable, Equatable, CustomStringConvertible {
 }
 
 /// A one-line account of a `DecodingError`: the field path and what was wrong.
-func describe(_ error: DecodingError) -> String {
+public func describeDecoding(_ error: DecodingError) -> String {
     func path(_ keys: [CodingKey]) -> String {
         keys.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined().drop { $0 == "." }.description
     }

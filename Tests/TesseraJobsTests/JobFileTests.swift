@@ -1,0 +1,139 @@
+import Foundation
+import TesseraImaging
+import TesseraJobs
+import XCTest
+
+final class JobFileTests: XCTestCase {
+    func parse(_ yaml: String, base: String = "/base") throws -> JobSpec {
+        try JobFile.parse(yaml: yaml, file: "jobs/test.yaml", baseDirectory: base)
+    }
+
+    /// The error's text for a job file, or "" when it parses.
+    func error(_ yaml: String) -> String {
+        do {
+            _ = try parse(yaml)
+            return ""
+        } catch let e as JobError {
+            XCTAssertEqual(e.code, .invalidJob)
+            return e.description
+        } catch { return "\(error)" }
+    }
+
+    func testFullJobFile() throws {
+        let tmp = TemporaryDirectory()
+        _ = tmp.write("list.txt", Array("a.jpg\n# comment\n\nsub/b.png\n".utf8))
+        let spec = try parse("""
+            name: everything
+            kind: thumbnail
+            priority: 7
+            inputs:
+              - photos
+              - {path: /abs/scans, glob: ["*.png", "*.tif"], recursive: false}
+              - manifest: \(tmp.path)/list.txt
+            output: out/thumbs
+            outputs:
+              - preset: widget
+              - preset: favicon
+                name: icon
+                path: "icons/{dir}/{stem}.{ext}"
+              - name: card
+                recipe:
+                  operations:
+                    - {op: resize, width: 600, height: 400, mode: fill}
+                    - {op: rotate, degrees: 90}
+                  output: {format: png, pngCompression: 9, keep: [copyright]}
+            options: {maxMegapixels: 50, timeout: 30, maxAttempts: 5, inline: true}
+            """)
+        XCTAssertEqual(spec.name, "everything")
+        XCTAssertEqual(spec.priority, 7)
+        XCTAssertEqual(spec.output, "/base/out/thumbs")
+        XCTAssertEqual(spec.inputs, [.path("/base/photos", patterns: [], recursive: true),
+                                     .path("/abs/scans", patterns: ["*.png", "*.tif"], recursive: false),
+                                     .manifest(tmp.path + "/list.txt")])
+        XCTAssertEqual(spec.outputs.map(\.name), ["widget", "icon", "card"])
+        XCTAssertEqual(spec.outputs[1].path, "icons/{dir}/{stem}.{ext}")
+        XCTAssertEqual(spec.outputs[2].recipe.output.format, .png)
+        XCTAssertEqual(spec.outputs[2].recipe.operations.count, 2)
+        XCTAssertEqual(spec.options.maxMegapixels, 50)
+        XCTAssertTrue(spec.options.inline)
+        // The same job travels as JSON and comes back equal.
+        XCTAssertEqual(try JSONDecoder().decode(JobSpec.self, from: try JSONEncoder().encode(spec)), spec)
+    }
+
+    func testErrorsNameFileLineAndField() {
+        XCTAssertEqual(error("name: x\ninputs: [a]\noutput: o\noutputs:\n  - preset: widgit\n"),
+                       "jobs/test.yaml:5: outputs[0].preset: unknown preset \"widgit\" (known: default, highDefinition, thumbnail, compressedThumbnail, favicon, compressedFavicon, widget) [invalid-job]")
+        XCTAssertTrue(error("name: x\ninputs: [a]\noutput: o\nouputs: []\n")
+            .hasPrefix("jobs/test.yaml:4: ouputs: unknown field (did you mean \"outputs\"?)"))
+        XCTAssertTrue(error("inputs: [a]\noutput: o\n").contains("name: missing"))
+        XCTAssertTrue(error("name: x\noutput: o\noutputs: [{preset: widget}]\n").contains("inputs: missing"))
+        XCTAssertTrue(error("name: x\ninputs: [a]\noutputs: [{preset: widget}]\n").contains("output: missing"))
+        XCTAssertTrue(error("name: x\nkind: resize\ninputs: [a]\noutput: o\n").contains("jobs/test.yaml:2: kind: expected one of thumbnail, strip, recompress, noop"))
+        XCTAssertTrue(error("name: x\ninputs: [a]\noutput: o\n").contains("a thumbnail job needs at least one output"))
+        XCTAssertTrue(error("name: x\npriority: high\ninputs: [a]\noutput: o\noutputs: [{preset: widget}]\n")
+            .contains(":2: priority: expected an integer, got \"high\""))
+        XCTAssertTrue(error("name: x\ninputs: [a]\noutput: o\noutputs:\n  - preset: widget\n    path: \"../{stem}.{ext}\"\n")
+            .contains(":6: outputs[0].path: must not contain \"..\""))
+        XCTAssertTrue(error("name: x\ninputs: [a]\noutput: o\noutputs:\n  - preset: widget\n    path: \"/etc/{stem}\"\n")
+            .contains("must be relative to the output root"))
+        XCTAssertTrue(error("name: x\ninputs: [a]\noutput: o\noutputs:\n  - preset: widget\n    path: \"{name}.jpg\"\n")
+            .contains("unknown token {name}"))
+        XCTAssertTrue(error("name: x\ninputs: [a]\noutput: o\noutputs:\n  - preset: widget\n    path: \"all.jpg\"\n")
+            .contains("must contain {stem}"))
+        XCTAssertTrue(error("name: x\ninputs: [a]\noutput: o\noutputs:\n  - name: c\n    recipe:\n      operations:\n        - {op: resize, width: 0}\n")
+            .contains(":7: outputs[0].recipe: operations[0].width: expected 1...65500, got 0"))
+        XCTAssertTrue(error("name: x\ninputs: [a]\noutput: o\noutputs: [{preset: widget}, {preset: widget}]\n")
+            .contains("\"widget\" is used twice"))
+        XCTAssertTrue(error("name: x\ninputs: [{manifest: /nope.txt}]\noutput: o\noutputs: [{preset: widget}]\n")
+            .contains("no such file /nope.txt"))
+        XCTAssertTrue(error("name: [unclosed\n").contains("not valid YAML"))
+        XCTAssertTrue(error("name: x\ninputs: [a]\noutput: o\noutputs: [{preset: widget}]\noptions: {maxAttempts: 0}\n")
+            .contains("options.maxAttempts: expected 1...100"))
+    }
+
+    func testStripJobNeedsNoOutputs() throws {
+        let spec = try parse("name: s\nkind: strip\ninputs: [p]\noutput: o\nstrip: {keepICC: false, orientation: transform}\n")
+        XCTAssertEqual(spec.kind, .strip)
+        XCTAssertFalse(spec.strip.keepICC)
+        XCTAssertEqual(spec.strip.orientation, .transform)
+    }
+
+    func testExampleJobsInTheRepositoryParse() throws {
+        let jobs = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("jobs")
+        let files = try FileManager.default.contentsOfDirectory(atPath: jobs.path).filter { $0.hasSuffix(".yaml") }
+        XCTAssertGreaterThanOrEqual(files.count, 4)
+        for f in files { XCTAssertNoThrow(try JobFile.load(path: jobs.path + "/" + f), f) }
+    }
+
+    func testPlannerGlobsManifestsAndDeduplicates() throws {
+        let tmp = TemporaryDirectory()
+        let img = try jpeg(8, 8)
+        for p in ["a.jpg", "b.png", "c.jpeg", "sub/d.jpg", "sub/deeper/e.JPG", "notes.txt"] { _ = tmp.write("in/" + p, img) }
+        _ = tmp.write("list.txt", Array("in/a.jpg\nin/sub/d.jpg\n".utf8))
+        func plan(_ inputs: [InputSource]) throws -> [String] {
+            try JobPlanner.inputs(of: JobSpec(name: "t", inputs: inputs, output: tmp.path + "/out"))
+                .map { String($0.path.dropFirst(tmp.path.count + 1)) }
+        }
+        XCTAssertEqual(try plan([.path(tmp.path + "/in", patterns: [], recursive: true)]),
+                       ["in/a.jpg", "in/b.png", "in/c.jpeg", "in/sub/d.jpg", "in/sub/deeper/e.JPG"])
+        XCTAssertEqual(try plan([.path(tmp.path + "/in", patterns: ["*.png"], recursive: true)]), ["in/b.png"])
+        XCTAssertEqual(try plan([.path(tmp.path + "/in", patterns: [], recursive: false)]), ["in/a.jpg", "in/b.png", "in/c.jpeg"])
+        XCTAssertEqual(try plan([.path(tmp.path + "/in", patterns: ["sub/*.jpg"], recursive: true)]), ["in/sub/d.jpg"])
+        // A manifest's entries keep their directories for {dir}; duplicates collapse.
+        let fromManifest = try JobPlanner.inputs(of: JobSpec(name: "t", inputs: [.manifest(tmp.path + "/list.txt"),
+                                                                                .path(tmp.path + "/in/a.jpg", patterns: [], recursive: true)],
+                                                             output: tmp.path + "/out"))
+        XCTAssertEqual(fromManifest.count, 2)
+        XCTAssertEqual(fromManifest[1].relativeDirectory, "in/sub")
+        XCTAssertThrowsError(try plan([.path(tmp.path + "/missing", patterns: [], recursive: true)]))
+    }
+
+    func testXXH64MatchesTheReference() {
+        XCTAssertEqual(XXH64.hash([]), 0xEF46_DB37_51D8_E999)
+        XCTAssertEqual(XXH64.hash(Array("a".utf8)), 0xD24E_C4F1_A98C_6E5B)
+        XCTAssertEqual(XXH64.hash(Array("abc".utf8)), 0x44BC_2CF5_AD77_0999)
+        let long = Array("Nobody inspects the spammish repetition".utf8)
+        XCTAssertEqual(XXH64.hash(long), 0xFBCE_A83C_8A37_8BF1)
+    }
+}

@@ -1,0 +1,141 @@
+import Foundation
+import TesseraImaging
+import TesseraJobs
+import TesseraWire
+import XCTest
+
+struct TestTimeout: Error {}
+
+/// A coordinator process and worker processes (the real `tessera` binary) on an
+/// `ipc://` socket in a temporary directory, with a client to drive them.
+final class Cluster {
+    let dir: String
+    let endpoint: String
+    let journal: String
+    var coordinator: Process?
+    var workers: [Process] = []
+    let client: CoordinatorClient
+    var coordinatorArguments: [String] = []
+
+    static var binary: URL {
+        let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        for candidate in [dir, dir.deletingLastPathComponent(), Bundle.main.bundleURL] {
+            let url = candidate.appendingPathComponent("tessera")
+            if FileManager.default.isExecutableFile(atPath: url.path) { return url }
+        }
+        return dir.appendingPathComponent("tessera")
+    }
+
+    init(coordinatorArguments: [String] = []) throws {
+        dir = NSTemporaryDirectory() + "tessera-pool-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: dir + "/in", withIntermediateDirectories: true)
+        endpoint = "ipc://\(dir)/coordinator.sock"
+        journal = dir + "/journal.sqlite"
+        client = CoordinatorClient(endpoint: endpoint, timeout: 20)
+        self.coordinatorArguments = coordinatorArguments
+    }
+
+    deinit {
+        for p in workers where p.isRunning { kill(p.processIdentifier, SIGCONT); kill(p.processIdentifier, SIGKILL) }
+        if let c = coordinator, c.isRunning { kill(c.processIdentifier, SIGKILL) }
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+
+    static func spawn(_ args: [String], log: String) throws -> Process {
+        let p = Process()
+        p.executableURL = binary
+        p.arguments = args
+        p.standardInput = FileHandle.nullDevice
+        p.standardOutput = FileHandle.nullDevice
+        FileManager.default.createFile(atPath: log, contents: nil)
+        p.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
+        try p.run()
+        return p
+    }
+
+    func startCoordinator() throws {
+        coordinator = try Cluster.spawn(["coordinator", "--bind", endpoint, "--journal", journal, "--log-level", "info"]
+                                        + coordinatorArguments, log: dir + "/coordinator-\(Date().timeIntervalSince1970).log")
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline {
+            if (try? client.ping()) != nil { return }
+            usleep(50_000)
+        }
+        XCTFail("coordinator did not come up")
+    }
+
+    @discardableResult
+    func startWorker(_ extra: [String] = []) throws -> Process {
+        let p = try Cluster.spawn(["worker", "--connect", endpoint, "--log-level", "info"] + extra,
+                                  log: dir + "/worker-\(workers.count).log")
+        workers.append(p)
+        return p
+    }
+
+    /// Writes `count` distinct JPEGs of `width`x`height` into in/ (some in a subdirectory).
+    func makeImages(_ count: Int, width: Int = 640, height: Int = 480) throws -> [String] {
+        var paths: [String] = []
+        for i in 0..<count {
+            let image = PixelBuffer(width: width, height: height, layout: .rgb)
+            var state = UInt64(i + 1) &* 0x9E37_79B9_7F4A_7C15
+            for y in 0..<height {
+                for x in 0..<width {
+                    state ^= state << 13; state ^= state >> 7; state ^= state << 17
+                    image.setPixel(x: x, y: y, [UInt8((x + i * 7) & 255), UInt8((y * 2 + i) & 255), UInt8(state & 63)])
+                }
+            }
+            let sub = i % 3 == 0 ? "/sub" : ""
+            let path = dir + "/in\(sub)/img\(String(format: "%04d", i)).jpg"
+            try FileManager.default.createDirectory(atPath: dir + "/in\(sub)", withIntermediateDirectories: true)
+            try Data(try Codec.encodeJPEG(image, quality: 85)).write(to: URL(fileURLWithPath: path))
+            paths.append(path)
+        }
+        return paths
+    }
+
+    func job(name: String = "test", presets: [String] = ["favicon", "compressedThumbnail"], kind: JobKind = .thumbnail,
+             configure: (inout JobSpec) -> Void = { _ in }) throws -> JobSpec {
+        var spec = JobSpec(name: name, kind: kind, inputs: [.path(dir + "/in", patterns: [], recursive: true)],
+                           output: dir + "/out",
+                           outputs: try presets.map { OutputSpec(name: $0, recipe: try PresetCatalog.builtIn.recipe(named: $0)) })
+        configure(&spec)
+        return spec
+    }
+
+    /// Waits until `condition(status)` or fails after `timeout` seconds.
+    func waitFor(_ job: String, timeout: Double = 120, _ condition: (JobStatus) -> Bool) throws -> JobStatus {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if let s = try? client.status(job: job).jobs.first, condition(s) { return s }
+            usleep(20_000)
+        }
+        XCTFail("timed out waiting for job \(job)\n\(logs().suffix(4000))")
+        throw TestTimeout()
+    }
+
+    func records(_ job: String) throws -> [TaskRecord] {
+        try client.results(job: job).map { try JSONDecoder().decode(TaskRecord.self, from: Data($0)) }
+    }
+
+    /// Every input exactly once, every success's outputs present and decodable.
+    func assertExactlyOnce(_ records: [TaskRecord], inputs: [String], file: StaticString = #filePath, line: UInt = #line) throws {
+        XCTAssertEqual(records.count, inputs.count, "one record per task", file: file, line: line)
+        XCTAssertEqual(Set(records.map(\.input)), Set(inputs), "every input exactly once", file: file, line: line)
+        for r in records where r.status == .succeeded {
+            XCTAssertFalse(r.outputs.isEmpty, file: file, line: line)
+            for o in r.outputs {
+                let bytes = try XCTUnwrap(FileManager.default.contents(atPath: o.path), "missing \(o.path)", file: file, line: line)
+                let px = try Renderer.decode([UInt8](bytes))
+                XCTAssertEqual(px.width, o.width, file: file, line: line)
+                XCTAssertEqual(px.height, o.height, file: file, line: line)
+            }
+        }
+    }
+
+    func logs() -> String {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
+        return names.filter { $0.hasSuffix(".log") }.sorted().map { name in
+            "== \(name)\n" + ((try? String(contentsOfFile: dir + "/" + name, encoding: .utf8)) ?? "")
+        }.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,104 @@
+import Foundation
+import TesseraImaging
+import TesseraJobs
+import XCTest
+
+/// The pool through the `tessera` command line.
+final class CommandTests: XCTestCase {
+    func tessera(_ args: [String]) throws -> (status: Int32, out: String, err: String) {
+        let p = Process()
+        p.executableURL = Cluster.binary
+        p.arguments = args
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let e = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+    }
+
+    /// `tessera run`: one command, a summary, reports, and reruns that only do new work.
+    func testRunIsIncremental() throws {
+        let c = try Cluster()
+        let inputs = try c.makeImages(24, width: 640, height: 480)
+        let job = c.dir + "/job.yaml"
+        try """
+            name: incremental
+            inputs: [in]
+            output: out
+            outputs:
+              - preset: favicon
+              - preset: thumbnail
+            """.write(toFile: job, atomically: true, encoding: .utf8)
+        let first = try tessera(["run", job, "--workers", "2", "--report", c.dir + "/report"])
+        XCTAssertEqual(first.status, 0, first.out + first.err)
+        XCTAssertTrue(first.out.contains("24 images"), first.out)
+        XCTAssertTrue(first.out.contains("24 ok, 0 skipped"), first.out)
+        XCTAssertTrue(first.out.contains("task time: p50"), first.out)
+        XCTAssertTrue(first.out.contains("peak memory per worker"), first.out)
+        let jsonl = try String(contentsOfFile: c.dir + "/report.jsonl", encoding: .utf8)
+        XCTAssertEqual(jsonl.split(separator: "\n").count, 24)
+        let csv = try String(contentsOfFile: c.dir + "/report.csv", encoding: .utf8)
+        XCTAssertEqual(csv.split(separator: "\n").count, 25)
+        XCTAssertTrue(csv.hasPrefix("input,status,"))
+        // Again: nothing changed, nothing done.
+        let second = try tessera(["run", job, "--workers", "2"])
+        XCTAssertEqual(second.status, 0)
+        XCTAssertTrue(second.out.contains("0 ok, 24 skipped"), second.out)
+        // Change one input and delete another's output: exactly those two are redone.
+        try Data(try Codec.encodeJPEG(Fixtures.solid(400, 300), quality: 80)).write(to: URL(fileURLWithPath: inputs[5]))
+        try FileManager.default.removeItem(atPath: c.dir + "/out/img0004-thumbnail.jpg")
+        let third = try tessera(["run", job, "--workers", "2", "--json"])
+        XCTAssertEqual(third.status, 0)
+        let summary = try JSONSerialization.jsonObject(with: Data(third.out.split(separator: "\n").last!.utf8)) as! [String: Any]
+        XCTAssertEqual(summary["succeeded"] as? Int, 2)
+        XCTAssertEqual(summary["skipped"] as? Int, 22)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: c.dir + "/out/img0004-thumbnail.jpg"))
+        // A broken input: exit 1 and its reason in the summary.
+        try Data("nope".utf8).write(to: URL(fileURLWithPath: c.dir + "/in/broken.jpg"))
+        let fourth = try tessera(["run", job, "--workers", "1"])
+        XCTAssertEqual(fourth.status, 1)
+        XCTAssertTrue(fourth.out.contains("failed (unsupported-format): 1"), fourth.out)
+        XCTAssertTrue(fourth.out.contains("broken.jpg"), fourth.out)
+        // A job file with a mistake: exit 2, file:line: field.
+        try "name: x\ninputs: [in]\noutput: out\noutputs: [{preset: thumbnial}]\n".write(toFile: c.dir + "/bad.yaml",
+                                                                                           atomically: true, encoding: .utf8)
+        let bad = try tessera(["run", c.dir + "/bad.yaml"])
+        XCTAssertEqual(bad.status, 2)
+        XCTAssertTrue(bad.err.contains("bad.yaml:4: outputs[0].preset: unknown preset \"thumbnial\""), bad.err)
+    }
+
+    func testSubmitStatusWaitResults() throws {
+        let c = try Cluster()
+        _ = try c.makeImages(9, width: 300, height: 200)
+        try c.startCoordinator()
+        try c.startWorker()
+        try "name: cli\ninputs: [in]\noutput: out\noutputs: [{preset: favicon}]\n"
+            .write(toFile: c.dir + "/job.yaml", atomically: true, encoding: .utf8)
+        let submit = try tessera(["submit", c.dir + "/job.yaml", "--coordinator", c.endpoint, "--json"])
+        XCTAssertEqual(submit.status, 0, submit.err)
+        let reply = try JSONSerialization.jsonObject(with: Data(submit.out.utf8)) as! [String: Any]
+        let id = try XCTUnwrap(reply["job"] as? String)
+        XCTAssertEqual(reply["tasks"] as? Int, 9)
+        let wait = try tessera(["wait", id, "--coordinator", c.endpoint])
+        XCTAssertEqual(wait.status, 0)
+        XCTAssertTrue(wait.out.contains("succeeded: 9/9 done"), wait.out)
+        let status = try tessera(["status", "--coordinator", c.endpoint])
+        XCTAssertTrue(status.out.contains("1 workers connected"), status.out)
+        XCTAssertTrue(status.out.contains(id), status.out)
+        let results = try tessera(["results", id, "--coordinator", c.endpoint, "--csv"])
+        XCTAssertEqual(results.out.split(separator: "\n").count, 10)
+        XCTAssertEqual(try tessera(["wait", "j-nope", "--coordinator", c.endpoint]).status, 2)
+        XCTAssertEqual(try tessera(["status", "--coordinator", "ipc://\(c.dir)/nobody.sock", "--timeout", "1"]).status, 3)
+    }
+}
+
+enum Fixtures {
+    static func solid(_ w: Int, _ h: Int) -> PixelBuffer {
+        let p = PixelBuffer(width: w, height: h, layout: .rgb)
+        p.fill([10, 200, 30])
+        return p
+    }
+}

@@ -1,0 +1,52 @@
+import Foundation
+import XCTest
+
+/// Any script can drive the queue: the pyzmq example submits a job and waits for it.
+final class PythonClientTests: XCTestCase {
+    func python(_ args: [String]) throws -> (status: Int32, out: String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = ["python3"] + args
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = out
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    var script: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("examples/submit_and_wait.py").path
+    }
+
+    func testPyzmqClientSubmitsAndWaits() throws {
+        if try python(["-c", "import zmq"]).status != 0 {
+            if ProcessInfo.processInfo.environment["CI"] != nil { XCTFail("pyzmq missing in CI (.ci/run installs it)") }
+            throw XCTSkip("pyzmq not installed")
+        }
+        let c = try Cluster()
+        let inputs = try c.makeImages(10, width: 400, height: 300)
+        try Data("broken".utf8).write(to: URL(fileURLWithPath: c.dir + "/in/broken.jpg"))
+        try c.startCoordinator()
+        try c.startWorker()
+        // A JSON job with the same shorthand as job files.
+        let job: [String: Any] = ["name": "from python", "inputs": [c.dir + "/in"], "output": c.dir + "/out",
+                                  "outputs": [["preset": "favicon"], ["preset": "widget", "path": "{dir}/{stem}-w.{ext}"]]]
+        let jobFile = c.dir + "/job.json"
+        try JSONSerialization.data(withJSONObject: job).write(to: URL(fileURLWithPath: jobFile))
+        let run = try python([script, "--coordinator", c.endpoint, jobFile])
+        XCTAssertEqual(run.status, 1, "one input is broken: exit 1\n\(run.out)")
+        XCTAssertTrue(run.out.contains("submitted j-"), run.out)
+        XCTAssertTrue(run.out.contains("failed: 10 ok, 1 failed"), run.out)
+        XCTAssertTrue(run.out.contains("FAIL \(c.dir)/in/broken.jpg: not a JPEG or PNG"), run.out)
+        XCTAssertEqual(run.out.components(separatedBy: "succeeded ").count - 1, inputs.count)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: c.dir + "/out/sub/img0000-w.jpg"))
+        // Without a job file, a preset over a directory; an unknown preset is a clear error.
+        let bad = try python([script, "--coordinator", c.endpoint, "--input", c.dir + "/in", "--output", c.dir + "/o2",
+                              "--preset", "nope"])
+        XCTAssertEqual(bad.status, 2)
+        XCTAssertTrue(bad.out.contains("unknown preset \"nope\""), bad.out)
+    }
+}

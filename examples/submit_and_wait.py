@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Submit a job to a Tessera coordinator and wait for it: pyzmq and the protocol in
+docs/PROTOCOL.md, nothing else.
+
+    python3 examples/submit_and_wait.py --coordinator tcp://127.0.0.1:5555 job.json
+    python3 examples/submit_and_wait.py --coordinator tcp://127.0.0.1:5555 \
+        --input ~/Pictures --output /tmp/thumbs --preset thumbnail
+
+Prints the job id, then one line per task and a summary. Exit status: 0 when every
+task succeeded, 1 when any failed, 2 on a usage or protocol error.
+"""
+import argparse
+import json
+import os
+import sys
+
+import zmq
+
+TAG = b"TSR1"  # protocol tag and version
+
+
+def request(ctx, endpoint, kind, body, timeout=30.0):
+    """One request on a fresh DEALER socket; returns (type, decoded JSON body)."""
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(endpoint)
+    try:
+        sock.send_multipart([TAG, kind.encode(), json.dumps(body).encode()])
+        if not sock.poll(int(timeout * 1000)):
+            raise TimeoutError(f"no answer from {endpoint} to {kind} within {timeout} s")
+        frames = sock.recv_multipart()
+    finally:
+        sock.close()
+    if len(frames) < 3 or frames[0] != TAG:
+        raise RuntimeError(f"not a Tessera reply: {frames[:2]!r}")
+    reply_type, payload = frames[1].decode(), json.loads(frames[2])
+    if reply_type == "error":
+        raise RuntimeError(f"{payload['message']} [{payload['code']}]")
+    return reply_type, payload
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("job", nargs="?", help="job as JSON (same fields as a job file; absolute paths)")
+    ap.add_argument("--coordinator", default=os.environ.get("TESSERA_COORDINATOR", "tcp://127.0.0.1:5555"))
+    ap.add_argument("--input", help="instead of a job file: a directory of images")
+    ap.add_argument("--output", help="with --input: the output root")
+    ap.add_argument("--preset", default="thumbnail", help="with --input: the preset (default thumbnail)")
+    args = ap.parse_args()
+    if args.job:
+        with open(args.job) as f:
+            job = json.load(f)
+    elif args.input and args.output:
+        job = {"name": f"{args.preset} of {args.input}", "inputs": [os.path.abspath(args.input)],
+               "output": os.path.abspath(args.output), "outputs": [{"preset": args.preset}]}
+    else:
+        ap.error("give a job file, or --input and --output")
+
+    ctx = zmq.Context()
+    try:
+        _, submitted = request(ctx, args.coordinator, "submit", {"job": job}, timeout=120)
+        job_id = submitted["job"]
+        print(f"submitted {job_id}: {submitted['tasks']} tasks")
+        # `wait` is answered when the job ends; ask again every few seconds so a
+        # coordinator restart cannot leave us waiting forever.
+        while True:
+            try:
+                _, status = request(ctx, args.coordinator, "wait", {"job": job_id}, timeout=5)
+                break
+            except TimeoutError:
+                _, progress = request(ctx, args.coordinator, "status", {"job": job_id})
+                s = progress["jobs"][0]
+                print(f"  {s['succeeded'] + s['failed'] + s['skipped']}/{s['total']} done", file=sys.stderr)
+        # Per-task records, page by page.
+        after, records = None, []
+        while True:
+            query = {"job": job_id, "limit": 1000}
+            if after is not None:
+                query["after"] = after
+            _, page = request(ctx, args.coordinator, "results", query)
+            records += page["records"]
+            after = page["next"]
+            if after is None:
+                break
+        for r in records:
+            if r["status"] == "failed":
+                print(f"FAIL {r['error']['message']}")
+            else:
+                outs = ", ".join(f"{o['name']} {o['width']}x{o['height']}" for o in r["outputs"])
+                print(f"{r['status']:9} {r['input']} -> {outs or '-'} ({r['timings']['total']:.1f} ms)")
+        print(f"{job_id} {status['state']}: {status['succeeded']} ok, {status['failed']} failed, "
+              f"{status['skipped']} skipped of {status['total']}")
+        return 0 if status["failed"] == 0 and status["state"] != "cancelled" else 1
+    except (RuntimeError, TimeoutError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    finally:
+        ctx.destroy(linger=0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
