@@ -4,10 +4,30 @@ import TesseraImaging
 import TesseraJobs
 import TesseraWire
 
+/// Replaces a job's inputs and output root (command-line overrides, relative to the current directory).
+struct JobOverrides: ParsableArguments {
+    @Option(name: .long, help: "Use these inputs instead of the job file's (repeatable).")
+    var input: [String] = []
+
+    @Option(name: .long, help: "Use this output root instead of the job file's.")
+    var output: String?
+
+    func apply(to spec: inout JobSpec) {
+        let cwd = FileManager.default.currentDirectoryPath
+        func absolute(_ p: String) -> String {
+            ((p.hasPrefix("/") ? p : cwd + "/" + p) as NSString).standardizingPath
+        }
+        if !input.isEmpty { spec.inputs = input.map { .path(absolute($0), patterns: [], recursive: true) } }
+        if let output { spec.output = absolute(output) }
+    }
+}
+
 /// Loads a job file or exits 2 with its validation error (file, line, field).
-func loadJob(_ path: String, presets: [String]) throws -> JobSpec {
+func loadJob(_ path: String, presets: [String], overrides: JobOverrides? = nil) throws -> JobSpec {
     do {
-        return try JobFile.load(path: path, catalog: try loadCatalog(presets))
+        var spec = try JobFile.load(path: path, catalog: try loadCatalog(presets))
+        overrides?.apply(to: &spec)
+        return spec
     } catch let e as JobError {
         warn("error: \(e)")
         throw Exit.usage
@@ -52,10 +72,11 @@ struct Submit: ParsableCommand {
     @Flag(help: "Wait for the job to end (exit 1 if any task failed).")
     var wait = false
 
+    @OptionGroup var overrides: JobOverrides
     @OptionGroup var target: CoordinatorOption
 
     func run() throws {
-        let spec = try loadJob(job, presets: presets)
+        let spec = try loadJob(job, presets: presets, overrides: overrides)
         let client = target.client
         let reply = try clientCall { try client.submit(spec) }
         if json { printJSONLine(reply) } else { print(reply.job) }

@@ -37,6 +37,7 @@ struct Run: ParsableCommand {
     @Flag(help: "Send image bytes inside messages, as workers without shared storage do.")
     var inline = false
 
+    @OptionGroup var overrides: JobOverrides
     @OptionGroup var log: LogOptions
 
     func validate() throws {
@@ -44,7 +45,7 @@ struct Run: ParsableCommand {
     }
 
     func run() throws {
-        var spec = try loadJob(job, presets: presets)
+        var spec = try loadJob(job, presets: presets, overrides: overrides)
         if inline { spec.options.inline = true }
         let journalPath = journal ?? spec.output + "/.tessera/journal.sqlite"
         try FileManager.default.createDirectory(atPath: (journalPath as NSString).deletingLastPathComponent,
