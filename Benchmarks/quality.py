@@ -34,10 +34,11 @@ def linear_to_srgb(a):
     return np.where(a <= 0.0031308, a * 12.92, 1.055 * np.power(a, 1 / 2.4) - 0.055) * 255.0
 
 
-def load_source(path):
+def load_source(path, orient=True):
     im = Image.open(path)
     icc = im.info.get("icc_profile")
-    im = ImageOps.exif_transpose(im)
+    if orient:
+        im = ImageOps.exif_transpose(im)
     if im.mode not in ("RGB", "L"):
         im = im.convert("RGB")
     if icc and im.mode == "RGB":
@@ -74,22 +75,24 @@ def ssim_channel(x, y):
     return float(m.mean())
 
 
-def compare(out_path, ref_cache, src_path, cache_dir):
+def compare(out_path, ref_cache, src_path, cache_dir, orient=True):
+    """SSIM and PSNR of one output against the gold reference at the output's size.
+    orient=False compares with an unrotated gold (for tools that ignore EXIF orientation)."""
     out = Image.open(out_path).convert("RGB")
     size = out.size
-    key = (src_path, size)
+    key = (src_path, size, orient)
     if key not in ref_cache:
         cached = None
         if cache_dir:
             stem = os.path.splitext(os.path.basename(src_path))[0]
-            cached = os.path.join(cache_dir, f"{stem}_{size[0]}x{size[1]}.png")
+            cached = os.path.join(cache_dir, f"{stem}_{size[0]}x{size[1]}{'' if orient else '_raw'}.png")
             if os.path.exists(cached):
                 ref_cache[key] = np.asarray(Image.open(cached).convert("RGB"), dtype=np.float64)
         if key not in ref_cache:
-            if src_path not in ref_cache:
+            if (src_path, orient) not in ref_cache:
                 ref_cache.clear()  # keep one decoded source in memory
-                ref_cache[src_path] = load_source(src_path)
-            g = gold(ref_cache[src_path], size)
+                ref_cache[(src_path, orient)] = load_source(src_path, orient)
+            g = gold(ref_cache[(src_path, orient)], size)
             ref_cache[key] = g
             if cached:
                 os.makedirs(cache_dir, exist_ok=True)
