@@ -324,6 +324,7 @@ int ts_jpeg_encode(const uint8_t *pixels, int width, int height, size_t stride,
         }
     }
     c->optimize_coding = params->optimize ? TRUE : FALSE;
+    c->restart_interval = (unsigned int)(params->restart_interval > 0 ? params->restart_interval : 0);
     if (params->progressive) jpeg_simple_progression(c);
     jpeg_start_compress(c, TRUE);
     if (app1 && app1_len) jpeg_write_marker(c, JPEG_APP0 + 1, app1, app1_len);

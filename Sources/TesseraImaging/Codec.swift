@@ -3,10 +3,11 @@ public enum Codec {
     /// Encodes gray or RGB pixels as JPEG (libjpeg), with optional ICC profile and
     /// EXIF payload ("Exif\0\0" + TIFF, as `Exif.build` makes).
     public static func encodeJPEG(_ image: PixelBuffer, quality: Int = 90, subsampling: ChromaSubsampling = .auto,
-                                  progressive: Bool = false, optimize: Bool = true,
+                                  progressive: Bool = false, optimize: Bool = true, restartInterval: Int = 0,
                                   icc: [UInt8]? = nil, exif: [UInt8]? = nil) throws -> [UInt8] {
         try JPEGEncoder.encode(image, .init(quality: quality, progressive: progressive, optimize: optimize,
-                                            subsampling: subsampling), icc: icc, exif: exif)
+                                            subsampling: subsampling, restartInterval: restartInterval),
+                               icc: icc, exif: exif)
     }
 
     /// Encodes gray, RGB or RGBA pixels as PNG (libpng).

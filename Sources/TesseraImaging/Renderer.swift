@@ -10,6 +10,9 @@ public struct RenderOptions: Sendable, Equatable {
     public var correctPNGGamma = true
     /// libjpeg's fast integer IDCT and plain upsampling (slightly lower quality).
     public var fastDecode = false
+    /// Decode progressive JPEGs planned at 1/8 scale from their DC scans alone
+    /// (same luma as libjpeg, a fraction of the time and memory).
+    public var progressiveDC = true
 
     public init() {}
 }
@@ -49,10 +52,22 @@ public struct SourceSummary: Sendable {
     public let hadGPS: Bool
 }
 
+/// How a source's pixels were obtained.
+public enum DecodePath: String, Sendable, Codable {
+    /// libjpeg, scaled DCT decoding.
+    case jpeg
+    /// A progressive JPEG at 1/8 from its DC scans (and 2×2 chroma): libjpeg's pixels, without its AC work.
+    case progressiveDC = "progressive-dc"
+    /// The EXIF-embedded thumbnail (fast mode only).
+    case exifThumbnail = "exif-thumbnail"
+    case png
+}
+
 /// The result of rendering one source to one or more outputs.
 public struct RenderResult: Sendable {
     public let source: SourceSummary
     public let outputs: [RenderedOutput]
+    public let decodePath: DecodePath
     /// The DCT scale used, in eighths (8 = full size).
     public let scaleEighths: Int
     public let decodedSize: Size
@@ -114,8 +129,8 @@ public enum Renderer {
             timings.encode += t.encode
         }
         timings.total = clock.elapsed
-        return RenderResult(source: stage.summary, outputs: outputs, scaleEighths: stage.scaleEighths,
-                            decodedSize: stage.decodedSize, timings: timings)
+        return RenderResult(source: stage.summary, outputs: outputs, decodePath: stage.decodePath,
+                            scaleEighths: stage.scaleEighths, decodedSize: stage.decodedSize, timings: timings)
     }
 
     /// The pixels of one recipe's output, before encoding: oriented, resized,
@@ -141,6 +156,7 @@ public enum Renderer {
         var scaleEighths: Int
         var decodedSize: Size
         var timings: StageTimings
+        var decodePath: DecodePath
     }
 
     /// Steps 1-3 and the pixel part of 4: header, plans, one streaming decode into a
@@ -218,7 +234,8 @@ public enum Renderer {
                                     convertedToSRGB: converted, hadGPS: source.exif?.hasGPS ?? false)
         return Stage(summary: summary, images: images, finishTimes: finishTimes, profile: profile,
                      copyright: source.exif?.copyright, scaleEighths: source.scaleEighths, decodedSize: decoded,
-                     timings: timings)
+                     timings: timings,
+                     decodePath: source.format == .png ? .png : source.usedDCScans ? .progressiveDC : .jpeg)
     }
 
     static func resolveFormat(_ f: OutputFormat, source: ImageFormat) -> ImageFormat {

@@ -75,6 +75,8 @@ public struct TaskRecord: Sendable, Codable {
     public var sourceHeight: Int?
     /// DCT scale used, in eighths (8 = full size; 8 for PNG).
     public var scaleEighths: Int?
+    /// How the pixels were obtained: jpeg, progressive-dc, exif-thumbnail, png.
+    public var decodePath: String?
     public var outputs: [OutputRecord] = []
     public var timings = TaskTimings()
     /// Peak resident memory of the process while it ran the task, when measured.
@@ -161,6 +163,7 @@ public enum TaskExecutor {
                 record.sourceWidth = result.source.storedSize.width
                 record.sourceHeight = result.source.storedSize.height
                 record.scaleEighths = result.scaleEighths
+                record.decodePath = result.decodePath.rawValue
                 record.timings.decode = result.timings.decode * 1000
                 record.timings.resize = result.timings.resize * 1000
                 record.timings.finish = result.timings.finish * 1000

@@ -53,6 +53,9 @@ struct Render: ParsableCommand {
     @Flag(help: ArgumentHelp("Use libjpeg's fast IDCT and plain upsampling.", visibility: .hidden))
     var fastDecode = false
 
+    @Flag(help: ArgumentHelp("Decode progressive JPEGs fully even at 1/8 scale.", visibility: .hidden))
+    var noProgressiveDc = false
+
     @OptionGroup var limits: LimitOptions
 
     func validate() throws {
@@ -89,6 +92,7 @@ struct Render: ParsableCommand {
         options.limits = limits.limits
         options.strict = !lenient
         options.fastDecode = fastDecode
+        options.progressiveDC = !noProgressiveDc
         if let r = dctResidual { options.scalePolicy.minimumResidual = r }
         if let s = dctScales {
             options.scalePolicy.preferredEighths = s.split(separator: ",").compactMap { Int($0) }.sorted()

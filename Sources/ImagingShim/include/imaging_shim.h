@@ -65,6 +65,7 @@ typedef struct {
     int progressive;
     int optimize;      ///< optimised Huffman tables
     int subsampling;   ///< 0 = 4:2:0, 1 = 4:2:2, 2 = 4:4:4
+    int restart_interval; ///< MCUs between restart markers (0: none)
 } ts_jpeg_enc_params;
 
 /// One-shot encode of 1 (gray) or 3 (RGB) channel 8-bit pixels to memory.

@@ -16,6 +16,7 @@ enum JPEGEncoder {
         var progressive: Bool
         var optimize: Bool
         var subsampling: ChromaSubsampling
+        var restartInterval = 0
     }
 
     /// Encodes gray or RGB pixels, attaching an ICC profile and an EXIF payload
@@ -31,7 +32,8 @@ enum JPEGEncoder {
         }
         var params = ts_jpeg_enc_params(quality: Int32(max(1, min(100, s.quality))),
                                         progressive: s.progressive ? 1 : 0,
-                                        optimize: s.optimize ? 1 : 0, subsampling: sub)
+                                        optimize: s.optimize ? 1 : 0, subsampling: sub,
+                                        restart_interval: Int32(s.restartInterval))
         var out: UnsafeMutablePointer<UInt8>?
         var outLen: UInt = 0
         var message = [CChar](repeating: 0, count: 256)

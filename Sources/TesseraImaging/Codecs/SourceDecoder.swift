@@ -28,6 +28,9 @@ final class SourceDecoder {
 
     private let jpeg: JPEGDecoder?
     private let png: PNGDecoder?
+    private let bytes: UnsafeRawBufferPointer
+    /// Whether the 1/8 image came from the DC scans alone (progressive JPEG).
+    private(set) var usedDCScans = false
     private let options: RenderOptions
     private(set) var decodedSize = Size(width: 0, height: 0)
     private(set) var channels = 0
@@ -47,6 +50,7 @@ final class SourceDecoder {
 
     init(bytes: UnsafeRawBufferPointer, options: RenderOptions) throws {
         self.options = options
+        self.bytes = bytes
         guard bytes.count > 0 else { throw ImagingError(.empty, "the file is empty (0 bytes)") }
         try options.limits.checkInput(bytes: bytes.count)
         guard let format = ImageFormat.sniff(bytes) else {
@@ -79,6 +83,17 @@ final class SourceDecoder {
 
     /// Starts decoding at `scaleEighths`/8 (JPEG only; PNG always decodes at 1).
     func start(scaleEighths requested: Int, maxBatchRows: Int) throws {
+        if jpeg != nil, let h = jpegHeader, requested == 1, options.progressiveDC, ProgressiveDC.applies(to: h),
+           let image = try? ProgressiveDC.decode(bytes, header: h) {
+            // Only the DC scans matter at 1/8: libjpeg never starts (nor allocates its
+            // whole-image coefficient buffer). Anything unexpected fell back to libjpeg.
+            usedDCScans = true
+            decodedSize = Size(width: image.width, height: image.height)
+            channels = image.channels
+            scaleEighths = 1
+            whole = image
+            return
+        }
         if let jpeg, let h = jpegHeader {
             let layout: JPEGDecoder.OutputLayout
             switch h.colorSpace {
@@ -122,7 +137,11 @@ final class SourceDecoder {
         guard remaining > 0 else { return 0 }
         let want = min(maxRows, remaining)
         var n = want
-        if let jpeg {
+        if let whole {
+            for r in 0..<want {
+                (buffer + r * stride).update(from: whole.row(rowsRead + r), count: whole.stride)
+            }
+        } else if let jpeg {
             if cmyk {
                 precondition(want <= scratchRows)
                 let scratchStride = decodedSize.width * 4
@@ -132,10 +151,6 @@ final class SourceDecoder {
                 }
             } else {
                 n = try jpeg.read(into: buffer, stride: stride, maxRows: want)
-            }
-        } else if let whole {
-            for r in 0..<want {
-                (buffer + r * stride).update(from: whole.row(rowsRead + r), count: whole.stride)
             }
         } else if let png {
             try png.read(into: buffer, stride: stride, rows: want)

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The marker segments of a JPEG file, parsed without decoding: what `inspect`
 /// reports and what lossless strip filters. Entropy-coded data stays attached to
 /// the SOS segment that precedes it.
@@ -62,18 +64,17 @@ struct JPEGSegments {
             var scan: Range<Int>? = nil
             if marker == 0xDA {
                 let dataStart = pos
+                let base = bytes.baseAddress!
                 while true {
-                    guard pos + 1 < n else {
+                    // Jump to the next 0xFF (memchr), then see whether it starts a marker.
+                    guard pos < n, let hit = memchr(base + pos, 0xFF, n - pos) else {
                         throw ImagingError(.truncated, "truncated JPEG (scan data has no end)")
                     }
-                    if bytes[pos] == 0xFF {
-                        let next = bytes[pos + 1]
-                        if next != 0x00 && !(0xD0...0xD7).contains(next) && next != 0xFF { break }
-                        if next == 0xFF { pos += 1; continue }
-                        pos += 2
-                    } else {
-                        pos += 1
-                    }
+                    pos = base.distance(to: UnsafeRawPointer(hit))
+                    guard pos + 1 < n else { throw ImagingError(.truncated, "truncated JPEG (scan data has no end)") }
+                    let next = bytes[pos + 1]
+                    if next != 0x00 && !(0xD0...0xD7).contains(next) && next != 0xFF { break }
+                    pos += next == 0xFF ? 1 : 2
                 }
                 scan = dataStart..<pos
             }
