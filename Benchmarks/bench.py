@@ -85,7 +85,7 @@ def tools(tessera, bareloop, work):
         with open(path, "w") as f:
             json.dump({"format": "tessera.recipe", "version": 1, "name": "bench",
                        "operations": [{"op": "resize", "width": w, "height": h, "mode": "fit"}],
-                       "output": {"format": "jpeg", "quality": 0.8}}, f)
+                       "output": {"format": "jpeg", "quality": 0.8, "optimize": False}}, f)
         return path
 
     def job(w, h, src, out):

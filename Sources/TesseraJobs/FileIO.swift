@@ -34,6 +34,32 @@ public enum FileIO {
         return bytes
     }
 
+    /// Maps a file read-only (no copy; pages come from the page cache as they are
+    /// touched). Refuses non-regular files and files over `limit` before mapping.
+    /// A file truncated by another process while mapped would fault: inputs are
+    /// expected not to change while a job runs (as for every image tool).
+    public static func map(_ path: String, limit: Int) throws -> MappedFile {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            let code = errno
+            throw JobError(code == ENOENT || code == ENOTDIR || code == EACCES ? .inputNotFound : .readFailed,
+                           String(cString: strerror(code)), file: path)
+        }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw JobError(.readFailed, String(cString: strerror(errno)), file: path) }
+        guard (st.st_mode & S_IFMT) == S_IFREG else { throw JobError(.inputNotFound, "not a regular file", file: path) }
+        let size = Int(st.st_size)
+        guard size <= limit else {
+            throw JobError(.inputTooLarge, "file is \(size) bytes, over the input limit of \(limit)", file: path)
+        }
+        guard size > 0 else { return MappedFile(base: nil, count: 0) }
+        guard let p = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), p != MAP_FAILED else {
+            throw JobError(.readFailed, String(cString: strerror(errno)), file: path)
+        }
+        return MappedFile(base: p, count: size)
+    }
+
     /// Writes `bytes` to `path` atomically, creating parent directories.
     public static func writeAtomically(_ bytes: [UInt8], to path: String) throws {
         let dir = (path as NSString).deletingLastPathComponent
@@ -63,4 +89,20 @@ public enum FileIO {
         guard rename(tmp, path) == 0 else { throw JobError(.writeFailed, String(cString: strerror(errno)), file: path) }
         ok = true
     }
+}
+
+/// A read-only memory map of a whole file, unmapped when released.
+public final class MappedFile: @unchecked Sendable {
+    private let base: UnsafeMutableRawPointer?
+    public let count: Int
+
+    init(base: UnsafeMutableRawPointer?, count: Int) {
+        self.base = base
+        self.count = count
+        if let base, count > 0 { madvise(base, count, MADV_SEQUENTIAL) }
+    }
+
+    deinit { if let base, count > 0 { munmap(base, count) } }
+
+    public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
 }

@@ -109,6 +109,7 @@ public enum TaskExecutor {
     public static func run(_ task: RenderTask, options: RenderOptions = RenderOptions()) -> TaskRecord {
         var job = JobOptions()
         job.strict = options.strict
+        job.incremental = false
         job.maxInputMB = max(1, options.limits.maxInputBytes >> 20)
         let exec = ExecutableJob(kind: .thumbnail, outputs: task.outputs,
                                  templates: task.outputs.map { _ in task.naming.template },
@@ -140,81 +141,88 @@ public enum TaskExecutor {
                 return outcome
             }
             let options = renderOptions ?? job.options.renderOptions
-            let bytes = try inlineInput ?? FileIO.read(input.path, limit: options.limits.maxInputBytes)
-            record.bytesIn = bytes.count
-            outcome.inputHash = XXH64.hash(bytes)
-            record.timings.read = ms(clock.now - start)
-            if job.options.incremental, let expected = expectedHash, expected == outcome.inputHash {
-                record.status = .skipped
-                record.timings.total = ms(clock.now - start)
-                outcome.record = record
-                return outcome
-            }
-            var files: [(name: String, relative: String, bytes: [UInt8], size: Size?, format: ImageFormat, quality: Int?)] = []
-            switch job.kind {
-            case .thumbnail, .recompress:
-                let result: RenderResult
-                do {
-                    result = try Renderer.render(bytes, recipes: job.outputs.map(\.recipe), options: options)
-                } catch let e as ImagingError {
-                    throw e.naming(input.path)
+            // Inline bytes as they came; files mapped, not copied.
+            func body(_ bytes: UnsafeRawBufferPointer) throws {
+                record.bytesIn = bytes.count
+                // The content hash is only needed for incremental reruns.
+                if job.options.incremental { outcome.inputHash = XXH64.hash(bytes) }
+                record.timings.read = ms(clock.now - start)
+                if job.options.incremental, let expected = expectedHash, expected == outcome.inputHash {
+                    record.status = .skipped
+                    return
                 }
-                record.sourceFormat = result.source.format.rawValue
-                record.sourceWidth = result.source.storedSize.width
-                record.sourceHeight = result.source.storedSize.height
-                record.scaleEighths = result.scaleEighths
-                record.decodePath = result.decodePath.rawValue
-                record.timings.decode = result.timings.decode * 1000
-                record.timings.resize = result.timings.resize * 1000
-                record.timings.finish = result.timings.finish * 1000
-                record.timings.encode = result.timings.encode * 1000
-                for (i, out) in result.outputs.enumerated() {
-                    let naming = OutputNaming(root: job.outputRoot, template: job.templates[i])
-                    let rel = try naming.relativePath(for: input, preset: job.outputs[i].name, format: out.format)
-                    files.append((job.outputs[i].name, rel, out.bytes, out.size, out.format, out.jpegQuality))
-                }
-            case .strip:
-                let t0 = clock.now
-                let result: StripResult
-                do { result = try LosslessStrip.strip(bytes, options: job.strip) } catch let e as ImagingError {
-                    throw e.naming(input.path)
-                }
-                record.sourceFormat = result.format.rawValue
-                record.timings.encode = ms(clock.now - t0)
-                let naming = OutputNaming(root: job.outputRoot, template: job.templates.first ?? OutputNaming.single)
-                let rel = try naming.relativePath(for: input, preset: "strip", format: result.format)
-                files.append(("strip", rel, result.bytes, nil, result.format, nil))
-            case .noop:
-                break
-            }
-            guard Set(files.map(\.relative)).count == files.count else {
-                throw JobError(.outputCollision, "two outputs would be written to the same path (\(files.map(\.relative).joined(separator: ", ")))",
-                               file: input.path)
-            }
-            let writeStart = clock.now
-            if returnInline {
-                outcome.inlineOutputs = files.map { ($0.relative, $0.bytes) }
-            } else {
-                var written: [String] = []
-                for f in files {
+                var files: [(name: String, relative: String, bytes: [UInt8], size: Size?, format: ImageFormat, quality: Int?)] = []
+                switch job.kind {
+                case .thumbnail, .recompress:
+                    let result: RenderResult
                     do {
-                        let path = try OutputNaming.confine(f.relative, under: job.outputRoot)
-                        try FileIO.writeAtomically(f.bytes, to: path)
-                        written.append(path)
-                    } catch {
-                        // All of a task's outputs or none: remove what this task already wrote.
-                        for done in written { unlink(done) }
-                        throw error
+                        result = try Renderer.render(bytes: bytes, recipes: job.outputs.map(\.recipe), options: options)
+                    } catch let e as ImagingError {
+                        throw e.naming(input.path)
+                    }
+                    record.sourceFormat = result.source.format.rawValue
+                    record.sourceWidth = result.source.storedSize.width
+                    record.sourceHeight = result.source.storedSize.height
+                    record.scaleEighths = result.scaleEighths
+                    record.decodePath = result.decodePath.rawValue
+                    record.timings.decode = result.timings.decode * 1000
+                    record.timings.resize = result.timings.resize * 1000
+                    record.timings.finish = result.timings.finish * 1000
+                    record.timings.encode = result.timings.encode * 1000
+                    for (i, out) in result.outputs.enumerated() {
+                        let naming = OutputNaming(root: job.outputRoot, template: job.templates[i])
+                        let rel = try naming.relativePath(for: input, preset: job.outputs[i].name, format: out.format)
+                        files.append((job.outputs[i].name, rel, out.bytes, out.size, out.format, out.jpegQuality))
+                    }
+                case .strip:
+                    let t0 = clock.now
+                    let result: StripResult
+                    do { result = try LosslessStrip.strip(Array(bytes), options: job.strip) } catch let e as ImagingError {
+                        throw e.naming(input.path)
+                    }
+                    record.sourceFormat = result.format.rawValue
+                    record.timings.encode = ms(clock.now - t0)
+                    let naming = OutputNaming(root: job.outputRoot, template: job.templates.first ?? OutputNaming.single)
+                    let rel = try naming.relativePath(for: input, preset: "strip", format: result.format)
+                    files.append(("strip", rel, result.bytes, nil, result.format, nil))
+                case .noop:
+                    break
+                }
+                guard Set(files.map(\.relative)).count == files.count else {
+                    throw JobError(.outputCollision, "two outputs would be written to the same path (\(files.map(\.relative).joined(separator: ", ")))",
+                                   file: input.path)
+                }
+                let writeStart = clock.now
+                if returnInline {
+                    outcome.inlineOutputs = files.map { ($0.relative, $0.bytes) }
+                } else {
+                    var written: [String] = []
+                    for f in files {
+                        do {
+                            let path = try OutputNaming.confine(f.relative, under: job.outputRoot)
+                            try FileIO.writeAtomically(f.bytes, to: path)
+                            written.append(path)
+                        } catch {
+                            // All of a task's outputs or none: remove what this task already wrote.
+                            for done in written { unlink(done) }
+                            throw error
+                        }
                     }
                 }
+                for f in files {
+                    record.outputs.append(.init(name: f.name, path: returnInline ? f.relative : job.outputRoot + "/" + f.relative,
+                                                format: f.format.rawValue, width: f.size?.width ?? 0,
+                                                height: f.size?.height ?? 0, bytes: f.bytes.count, jpegQuality: f.quality))
+                }
+                record.timings.write = ms(clock.now - writeStart)
+                record.status = .succeeded
             }
-            for f in files {
-                record.outputs.append(.init(name: f.name, path: returnInline ? f.relative : job.outputRoot + "/" + f.relative,
-                                            format: f.format.rawValue, width: f.size?.width ?? 0,
-                                            height: f.size?.height ?? 0, bytes: f.bytes.count, jpegQuality: f.quality))
+            if let inlineInput {
+                try inlineInput.withUnsafeBytes { try body($0) }
+            } else {
+                let mapped = try FileIO.map(input.path, limit: options.limits.maxInputBytes)
+                try withExtendedLifetime(mapped) { try body(mapped.bytes) }
             }
-            record.timings.write = ms(clock.now - writeStart)
-            record.status = .succeeded
         } catch let e as ImagingError {
             record.error = .init(code: e.code.rawValue, message: e.description)
         } catch var e as JobError {

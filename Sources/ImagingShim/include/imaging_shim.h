@@ -119,4 +119,37 @@ void ts_free(void *p);
 #ifdef __cplusplus
 }
 #endif
+
+// MARK: - Resampling kernels (SIMD, chosen at run time: AVX2+FMA where the CPU has it, else SSE2)
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// 8-bit gray/RGB/RGBA (straight alpha) -> 4 floats per pixel in linear light through
+/// `lut` (256 entries); RGBA is premultiplied, gray goes to lane 0, alpha lane is 1 without alpha.
+void ts_linearise_row(const uint8_t *src, int width, int channels, const float *lut, float *dst);
+
+/// Horizontal taps: out[x] (4 floats) = sum over k < lengths[x] of
+/// weights[x * max_taps + k] * in[starts[x] + k] (4 floats). `expanded` holds each weight
+/// repeated 4 times (count * max_taps * 4 floats).
+void ts_filter_h(const float *in, float *out, int count, int max_taps, const int32_t *starts,
+                 const int32_t *lengths, const float *expanded);
+
+/// `ts_filter_h` on two rows at once (each weight load serves both).
+void ts_filter_h2(const float *in0, const float *in1, float *out0, float *out1, int count, int max_taps,
+                  const int32_t *starts, const int32_t *lengths, const float *expanded);
+
+/// Vertical taps and conversion to 8-bit: for each of `width` pixels, sum w[k] * rows[k]
+/// (4 floats per pixel), then linear -> sRGB through `lut` (65536 entries, index
+/// round(v * 65535) of v clamped to 0...1), unpremultiplying when `channels` is 4.
+void ts_filter_v_out(const float *const *rows, const float *w, int taps, int width, int channels,
+                     const uint8_t *lut, uint8_t *out);
+
+/// 1 when the AVX2+FMA kernels are in use.
+int ts_kernels_avx2(void);
+
+#ifdef __cplusplus
+}
+#endif
+
 #endif

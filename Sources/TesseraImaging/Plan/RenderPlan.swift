@@ -7,11 +7,11 @@
 /// the output is used, so a downscale never decodes full size when a scaled
 /// decode covers it. See docs/decisions/001-dct-scale.md for the measurements.
 public struct DecodeScalePolicy: Sendable, Equatable, Codable {
-    public var preferredEighths: [Int] = [1, 2, 4]
+    public var preferredEighths: [Int] = [1, 2, 3, 4]
     public var fallbackEighths: [Int] = [5, 6, 7]
     public var minimumResidual: Double = 1.5
 
-    public init(preferredEighths: [Int] = [1, 2, 4], fallbackEighths: [Int] = [5, 6, 7],
+    public init(preferredEighths: [Int] = [1, 2, 3, 4], fallbackEighths: [Int] = [5, 6, 7],
                 minimumResidual: Double = 1.5) {
         self.preferredEighths = preferredEighths
         self.fallbackEighths = fallbackEighths

@@ -1,3 +1,4 @@
+import ImagingShim
 import Foundation
 
 /// The filter a resampler uses.
@@ -43,6 +44,8 @@ struct FilterTaps {
     let starts: UnsafeMutablePointer<Int32>
     let lengths: UnsafeMutablePointer<Int32>
     let weights: UnsafeMutablePointer<Float>  // count * maxTaps
+    /// Each weight four times over (for the horizontal kernel), when asked for.
+    private(set) var expanded: UnsafeMutablePointer<Float>?
 
     /// Taps mapping the span `origin ..< origin+span` of an input of `inputSize`
     /// samples onto `outputSize` samples (the geometry Pillow and libvips use:
@@ -58,6 +61,7 @@ struct FilterTaps {
         starts = .allocate(capacity: outputSize)
         lengths = .allocate(capacity: outputSize)
         weights = .allocate(capacity: outputSize * maxTaps)
+        weights.initialize(repeating: 0, count: outputSize * maxTaps)
         var raw = [Double](repeating: 0, count: maxTaps)
         for i in 0..<outputSize {
             let center = origin + (Double(i) + 0.5) * scale
@@ -89,10 +93,21 @@ struct FilterTaps {
         }
     }
 
+    /// Fills `expanded`: the horizontal kernel multiplies a pixel's 4 lanes by one weight.
+    mutating func expand() {
+        let e = UnsafeMutablePointer<Float>.allocate(capacity: count * maxTaps * 4)
+        for i in 0..<(count * maxTaps) {
+            let w = weights[i]
+            e[4 * i] = w; e[4 * i + 1] = w; e[4 * i + 2] = w; e[4 * i + 3] = w
+        }
+        expanded = e
+    }
+
     func deallocate() {
         starts.deallocate()
         lengths.deallocate()
         weights.deallocate()
+        expanded?.deallocate()
     }
 
     /// Whether this is a pure copy of `outputSize` samples starting at an integer offset.
@@ -119,12 +134,14 @@ final class Resampler {
     let passthrough: Bool
     private let passX: Int, passY: Int
 
-    private let h: FilterTaps
+    private var h: FilterTaps
     private let v: FilterTaps
     private let ringRows: Int
-    private let ring: UnsafeMutablePointer<SIMD4<Float>>
-    private let linearRow: UnsafeMutablePointer<SIMD4<Float>>
-    private let rowPointers: UnsafeMutablePointer<UnsafePointer<SIMD4<Float>>>
+    /// Horizontally filtered rows, 4 floats per output pixel, `ringRows` of them.
+    private let ring: UnsafeMutablePointer<Float>
+    /// The current input row in linear light, 4 floats per pixel.
+    private let linearRow: UnsafeMutablePointer<Float>
+    private let rowPointers: UnsafeMutablePointer<UnsafePointer<Float>?>
     private var nextOutputRow = 0
     private var nextInputRow = 0
     private let firstNeededRow: Int
@@ -149,10 +166,12 @@ final class Resampler {
         passY = Int(v.starts[0])
         var maxLen = 1
         for i in 0..<v.count { maxLen = max(maxLen, Int(v.lengths[i])) }
-        ringRows = passthrough ? 1 : maxLen
-        ring = .allocate(capacity: passthrough ? 1 : ringRows * outputSize.width)
-        linearRow = .allocate(capacity: passthrough ? 1 : inputWidth)
+        // One spare ring row: two rows are filtered before the first of them is emitted.
+        ringRows = passthrough ? 1 : maxLen + 1
+        ring = .allocate(capacity: passthrough ? 1 : ringRows * outputSize.width * 4)
+        linearRow = .allocate(capacity: passthrough ? 1 : inputWidth * 8)
         rowPointers = .allocate(capacity: ringRows)
+        if !passthrough { h.expand() }
         firstNeededRow = Int(v.starts[0])
         lastNeededRow = Int(v.starts[v.count - 1] + v.lengths[v.count - 1]) - 1
     }
@@ -169,102 +188,66 @@ final class Resampler {
 
     /// Feeds `count` input rows starting at the next expected row.
     func consume(_ rows: UnsafePointer<UInt8>, stride: Int, count: Int) {
-        for i in 0..<count {
+        var i = 0
+        while i < count {
             let y = nextInputRow
-            nextInputRow += 1
-            if y < firstNeededRow || y > lastNeededRow { continue }
+            if y < firstNeededRow || y > lastNeededRow {
+                nextInputRow += 1
+                i += 1
+                continue
+            }
             let src = rows + i * stride
             if passthrough {
                 let oy = y - passY
                 (output.row(oy)).update(from: src + passX * inputChannels, count: output.stride)
                 nextOutputRow = oy + 1
+                nextInputRow += 1
+                i += 1
                 continue
             }
-            linearise(src)
-            filterRow(into: ring + (y % ringRows) * output.width)
-            while nextOutputRow < v.count {
-                let start = Int(v.starts[nextOutputRow])
-                let length = Int(v.lengths[nextOutputRow])
-                guard start + length - 1 <= y else { break }
-                emitRow(nextOutputRow, start: start, length: length)
-                nextOutputRow += 1
+            // Two needed rows at once when they are there (the kernel shares weight loads).
+            let rowFloats = output.width * 4
+            if i + 1 < count && y + 1 <= lastNeededRow {
+                let second = linearRow + inputWidth * 4
+                ts_linearise_row(src, Int32(inputWidth), Int32(inputChannels), SRGB.toLinear, linearRow)
+                ts_linearise_row(src + stride, Int32(inputWidth), Int32(inputChannels), SRGB.toLinear, second)
+                ts_filter_h2(linearRow, second, ring + (y % ringRows) * rowFloats, ring + ((y + 1) % ringRows) * rowFloats,
+                             Int32(h.count), Int32(h.maxTaps), h.starts, h.lengths, h.expanded)
+                nextInputRow += 2
+                i += 2
+                emitReady(upTo: y)      // rows for y complete before y+1 overwrote nothing they need
+                emitReady(upTo: y + 1)
+                continue
             }
+            ts_linearise_row(src, Int32(inputWidth), Int32(inputChannels), SRGB.toLinear, linearRow)
+            ts_filter_h(linearRow, ring + (y % ringRows) * rowFloats, Int32(h.count), Int32(h.maxTaps),
+                        h.starts, h.lengths, h.expanded)
+            nextInputRow += 1
+            i += 1
+            emitReady(upTo: y)
         }
     }
 
-    /// 8-bit sRGB (straight alpha) -> linear light, premultiplied, one SIMD4 per pixel.
+    /// Emits every output row whose input rows have all arrived by row `y`.
     @inline(__always)
-    private func linearise(_ src: UnsafePointer<UInt8>) {
-        let lut = SRGB.toLinear
-        let dst = linearRow
-        let n = inputWidth
-        switch inputChannels {
-        case 1:
-            for x in 0..<n { dst[x] = SIMD4(lut[Int(src[x])], 0, 0, 1) }
-        case 3:
-            var s = src
-            for x in 0..<n {
-                dst[x] = SIMD4(lut[Int(s[0])], lut[Int(s[1])], lut[Int(s[2])], 1)
-                s += 3
-            }
-        default:
-            var s = src
-            for x in 0..<n {
-                let a = Float(s[3]) * (1 / 255)
-                dst[x] = SIMD4(lut[Int(s[0])] * a, lut[Int(s[1])] * a, lut[Int(s[2])] * a, a)
-                s += 4
-            }
+    private func emitReady(upTo y: Int) {
+        while nextOutputRow < v.count {
+            let start = Int(v.starts[nextOutputRow])
+            let length = Int(v.lengths[nextOutputRow])
+            guard start + length - 1 <= y else { break }
+            emitRow(nextOutputRow, start: start, length: length)
+            nextOutputRow += 1
         }
     }
 
-    @inline(__always)
-    private func filterRow(into dst: UnsafeMutablePointer<SIMD4<Float>>) {
-        let src = UnsafePointer(linearRow)
-        let taps = h.maxTaps
-        for x in 0..<h.count {
-            let start = Int(h.starts[x])
-            let length = Int(h.lengths[x])
-            let w = h.weights + x * taps
-            let p = src + start
-            var acc = SIMD4<Float>(repeating: 0)
-            for k in 0..<length { acc.addProduct(w[k], p[k]) }
-            dst[x] = acc
-        }
-    }
-
+    /// Vertical pass and conversion to 8-bit sRGB (straight alpha), in the C kernel.
     private func emitRow(_ oy: Int, start: Int, length: Int) {
         let width = output.width
         for k in 0..<length {
-            rowPointers[k] = UnsafePointer(ring + ((start + k) % ringRows) * width)
+            rowPointers[k] = UnsafePointer(ring + ((start + k) % ringRows) * width * 4)
         }
-        let w = v.weights + oy * v.maxTaps
-        let out = output.row(oy)
-        let encode = SRGB.fromLinear
-        for x in 0..<width {
-            var acc = SIMD4<Float>(repeating: 0)
-            for k in 0..<length { acc.addProduct(w[k], rowPointers[k][x]) }
-            switch inputChannels {
-            case 1:
-                out[x] = encode[lutIndex(acc[0])]
-            case 3:
-                let o = out + x * 3
-                o[0] = encode[lutIndex(acc[0])]
-                o[1] = encode[lutIndex(acc[1])]
-                o[2] = encode[lutIndex(acc[2])]
-            default:
-                let a = acc[3] >= 0 ? min(acc[3], 1) : 0
-                let o = out + x * 4
-                if a < 1 / 512 {
-                    o[0] = 0; o[1] = 0; o[2] = 0; o[3] = 0
-                    continue
-                }
-                let inv = 1 / a
-                o[0] = encode[lutIndex(acc[0] * inv)]
-                o[1] = encode[lutIndex(acc[1] * inv)]
-                o[2] = encode[lutIndex(acc[2] * inv)]
-                o[3] = UInt8(a * 255 + 0.5)
-            }
-        }
+        ts_filter_v_out(rowPointers, v.weights + oy * v.maxTaps, Int32(length), Int32(width), Int32(inputChannels),
+                        SRGB.fromLinear, output.row(oy))
     }
 }
 

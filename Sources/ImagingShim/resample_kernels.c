@@ -1,0 +1,273 @@
+// Resampling kernels: the three loops where the pixels are (see Steps/Resample.swift for
+// the planning around them). C because Swift can neither target an instruction set per
+// function nor choose one at run time; these use AVX2+FMA when the CPU has them and SSE2
+// (every x86-64) otherwise. Non-x86 builds get the plain C versions.
+#include "imaging_shim.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define TS_X86 1
+#endif
+
+void ts_linearise_row(const uint8_t *src, int width, int channels, const float *lut, float *dst) {
+    switch (channels) {
+    case 1:
+        for (int x = 0; x < width; x++) {
+            dst[4 * x] = lut[src[x]];
+            dst[4 * x + 1] = 0;
+            dst[4 * x + 2] = 0;
+            dst[4 * x + 3] = 1;
+        }
+        break;
+    case 3:
+        for (int x = 0; x < width; x++, src += 3) {
+            dst[4 * x] = lut[src[0]];
+            dst[4 * x + 1] = lut[src[1]];
+            dst[4 * x + 2] = lut[src[2]];
+            dst[4 * x + 3] = 1;
+        }
+        break;
+    default:
+        for (int x = 0; x < width; x++, src += 4) {
+            float a = src[3] * (1.0f / 255);
+            dst[4 * x] = lut[src[0]] * a;
+            dst[4 * x + 1] = lut[src[1]] * a;
+            dst[4 * x + 2] = lut[src[2]] * a;
+            dst[4 * x + 3] = a;
+        }
+    }
+}
+
+// MARK: - CPU dispatch
+
+#ifdef TS_X86
+static int ts_level = -1;
+
+int ts_kernels_avx2(void) {
+    if (ts_level < 0) {
+        __builtin_cpu_init();
+        ts_level = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    }
+    return ts_level;
+}
+#else
+int ts_kernels_avx2(void) { return 0; }
+#endif
+
+// MARK: - Horizontal
+
+static void filter_h_generic(const float *in, float *out, int count, int max_taps, const int32_t *starts,
+                             const int32_t *lengths, const float *expanded) {
+#ifdef TS_X86
+    for (int x = 0; x < count; x++) {
+        const float *p = in + 4 * starts[x];
+        const float *w = expanded + (size_t)x * max_taps * 4;
+        int n = lengths[x], k = 0;
+        __m128 a0 = _mm_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (; k + 4 <= n; k += 4) {
+            a0 = _mm_add_ps(a0, _mm_mul_ps(_mm_loadu_ps(w + 4 * k), _mm_loadu_ps(p + 4 * k)));
+            a1 = _mm_add_ps(a1, _mm_mul_ps(_mm_loadu_ps(w + 4 * k + 4), _mm_loadu_ps(p + 4 * k + 4)));
+            a2 = _mm_add_ps(a2, _mm_mul_ps(_mm_loadu_ps(w + 4 * k + 8), _mm_loadu_ps(p + 4 * k + 8)));
+            a3 = _mm_add_ps(a3, _mm_mul_ps(_mm_loadu_ps(w + 4 * k + 12), _mm_loadu_ps(p + 4 * k + 12)));
+        }
+        for (; k < n; k++) a0 = _mm_add_ps(a0, _mm_mul_ps(_mm_loadu_ps(w + 4 * k), _mm_loadu_ps(p + 4 * k)));
+        _mm_storeu_ps(out + 4 * x, _mm_add_ps(_mm_add_ps(a0, a1), _mm_add_ps(a2, a3)));
+    }
+#else
+    for (int x = 0; x < count; x++) {
+        const float *p = in + 4 * starts[x];
+        const float *w = expanded + (size_t)x * max_taps * 4;
+        float a[4] = {0, 0, 0, 0};
+        for (int k = 0; k < lengths[x]; k++)
+            for (int c = 0; c < 4; c++) a[c] += w[4 * k] * p[4 * k + c];
+        memcpy(out + 4 * x, a, sizeof a);
+    }
+#endif
+}
+
+#ifdef TS_X86
+__attribute__((target("avx2,fma")))
+static void filter_h_avx2(const float *in, float *out, int count, int max_taps, const int32_t *starts,
+                          const int32_t *lengths, const float *expanded) {
+    for (int x = 0; x < count; x++) {
+        const float *p = in + 4 * starts[x];
+        const float *w = expanded + (size_t)x * max_taps * 4;
+        int n = lengths[x], k = 0;
+        // Two taps per 256-bit register, two registers in flight.
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+        for (; k + 4 <= n; k += 4) {
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + 4 * k), _mm256_loadu_ps(p + 4 * k), a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + 4 * k + 8), _mm256_loadu_ps(p + 4 * k + 8), a1);
+        }
+        if (k + 2 <= n) {
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + 4 * k), _mm256_loadu_ps(p + 4 * k), a0);
+            k += 2;
+        }
+        __m256 s = _mm256_add_ps(a0, a1);
+        __m128 r = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+        if (k < n) r = _mm_fmadd_ps(_mm_loadu_ps(w + 4 * k), _mm_loadu_ps(p + 4 * k), r);
+        _mm_storeu_ps(out + 4 * x, r);
+    }
+}
+#endif
+
+#ifdef TS_X86
+/// Two rows at once: each weight load serves both.
+__attribute__((target("avx2,fma")))
+static void filter_h2_avx2(const float *in0, const float *in1, float *out0, float *out1, int count, int max_taps,
+                           const int32_t *starts, const int32_t *lengths, const float *expanded) {
+    for (int x = 0; x < count; x++) {
+        const float *p = in0 + 4 * starts[x], *q = in1 + 4 * starts[x];
+        const float *w = expanded + (size_t)x * max_taps * 4;
+        int n = lengths[x], k = 0;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+        for (; k + 4 <= n; k += 4) {
+            __m256 w0 = _mm256_loadu_ps(w + 4 * k), w1 = _mm256_loadu_ps(w + 4 * k + 8);
+            a0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(p + 4 * k), a0);
+            a1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(p + 4 * k + 8), a1);
+            b0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(q + 4 * k), b0);
+            b1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(q + 4 * k + 8), b1);
+        }
+        if (k + 2 <= n) {
+            __m256 w0 = _mm256_loadu_ps(w + 4 * k);
+            a0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(p + 4 * k), a0);
+            b0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(q + 4 * k), b0);
+            k += 2;
+        }
+        __m256 sa = _mm256_add_ps(a0, a1), sb = _mm256_add_ps(b0, b1);
+        __m128 ra = _mm_add_ps(_mm256_castps256_ps128(sa), _mm256_extractf128_ps(sa, 1));
+        __m128 rb = _mm_add_ps(_mm256_castps256_ps128(sb), _mm256_extractf128_ps(sb, 1));
+        if (k < n) {
+            __m128 wk = _mm_loadu_ps(w + 4 * k);
+            ra = _mm_fmadd_ps(wk, _mm_loadu_ps(p + 4 * k), ra);
+            rb = _mm_fmadd_ps(wk, _mm_loadu_ps(q + 4 * k), rb);
+        }
+        _mm_storeu_ps(out0 + 4 * x, ra);
+        _mm_storeu_ps(out1 + 4 * x, rb);
+    }
+}
+#endif
+
+void ts_filter_h2(const float *in0, const float *in1, float *out0, float *out1, int count, int max_taps,
+                  const int32_t *starts, const int32_t *lengths, const float *expanded) {
+#ifdef TS_X86
+    if (ts_kernels_avx2()) {
+        filter_h2_avx2(in0, in1, out0, out1, count, max_taps, starts, lengths, expanded);
+        return;
+    }
+#endif
+    filter_h_generic(in0, out0, count, max_taps, starts, lengths, expanded);
+    filter_h_generic(in1, out1, count, max_taps, starts, lengths, expanded);
+}
+
+void ts_filter_h(const float *in, float *out, int count, int max_taps, const int32_t *starts,
+                 const int32_t *lengths, const float *expanded) {
+#ifdef TS_X86
+    if (ts_kernels_avx2()) {
+        filter_h_avx2(in, out, count, max_taps, starts, lengths, expanded);
+        return;
+    }
+#endif
+    filter_h_generic(in, out, count, max_taps, starts, lengths, expanded);
+}
+
+// MARK: - Vertical and output
+
+static inline int ts_lut_index(float v) {
+    // Clamp to 0...1 (NaN -> 0), then round to 16 bits.
+    if (!(v > 0)) return 0;
+    if (v >= 1) return 65535;
+    return (int)(v * 65535.0f + 0.5f);
+}
+
+static void convert_out(const float *acc, int width, int channels, const uint8_t *lut, uint8_t *out) {
+    switch (channels) {
+    case 1:
+        for (int x = 0; x < width; x++) out[x] = lut[ts_lut_index(acc[4 * x])];
+        break;
+    case 3:
+        for (int x = 0; x < width; x++, out += 3) {
+            out[0] = lut[ts_lut_index(acc[4 * x])];
+            out[1] = lut[ts_lut_index(acc[4 * x + 1])];
+            out[2] = lut[ts_lut_index(acc[4 * x + 2])];
+        }
+        break;
+    default:
+        for (int x = 0; x < width; x++, out += 4) {
+            float a = acc[4 * x + 3];
+            a = a > 0 ? (a < 1 ? a : 1) : 0;
+            if (a < 1.0f / 512) {
+                out[0] = out[1] = out[2] = out[3] = 0;
+                continue;
+            }
+            float inv = 1 / a;
+            out[0] = lut[ts_lut_index(acc[4 * x] * inv)];
+            out[1] = lut[ts_lut_index(acc[4 * x + 1] * inv)];
+            out[2] = lut[ts_lut_index(acc[4 * x + 2] * inv)];
+            out[3] = (uint8_t)(a * 255 + 0.5f);
+        }
+    }
+}
+
+#define TS_CHUNK 256  // floats per pass: the partial sums stay in L1
+
+/// acc = (accumulate ? acc : 0) + sum of w[k] * rows[k].
+static void filter_v_generic(const float *const *rows, const float *w, int taps, int n, float *acc, int accumulate) {
+    for (int i0 = 0; i0 < n; i0 += TS_CHUNK) {
+        int end = i0 + TS_CHUNK < n ? i0 + TS_CHUNK : n;
+        for (int i = i0; i < end; i++) acc[i] = (accumulate ? acc[i] : 0) + w[0] * rows[0][i];
+        for (int k = 1; k < taps; k++) {
+            const float *r = rows[k];
+            float wk = w[k];
+            for (int i = i0; i < end; i++) acc[i] += wk * r[i];
+        }
+    }
+}
+
+#ifdef TS_X86
+__attribute__((target("avx2,fma")))
+static void filter_v_avx2(const float *const *rows, const float *w, int taps, int n, float *acc, int accumulate) {
+    int i = 0;
+    // Each 8-float column runs through every tap in a register.
+    for (; i + 16 <= n; i += 16) {
+        __m256 a0 = accumulate ? _mm256_loadu_ps(acc + i) : _mm256_setzero_ps();
+        __m256 a1 = accumulate ? _mm256_loadu_ps(acc + i + 8) : _mm256_setzero_ps();
+        for (int k = 0; k < taps; k++) {
+            __m256 wk = _mm256_set1_ps(w[k]);
+            a0 = _mm256_fmadd_ps(wk, _mm256_loadu_ps(rows[k] + i), a0);
+            a1 = _mm256_fmadd_ps(wk, _mm256_loadu_ps(rows[k] + i + 8), a1);
+        }
+        _mm256_storeu_ps(acc + i, a0);
+        _mm256_storeu_ps(acc + i + 8, a1);
+    }
+    for (; i < n; i++) {
+        float a = accumulate ? acc[i] : 0;
+        for (int k = 0; k < taps; k++) a += w[k] * rows[k][i];
+        acc[i] = a;
+    }
+}
+#endif
+
+void ts_filter_v_out(const float *const *rows, const float *w, int taps, int width, int channels,
+                     const uint8_t *lut, uint8_t *out) {
+    float acc[4 * 1024];
+    // Slices of 1024 pixels keep the accumulator on the stack; taps in groups of 64.
+    for (int x0 = 0; x0 < width; x0 += 1024) {
+        int n = (width - x0 < 1024 ? width - x0 : 1024);
+        const float *slice[64];
+        for (int k0 = 0; k0 < taps; k0 += 64) {
+            int t = taps - k0 < 64 ? taps - k0 : 64;
+            for (int k = 0; k < t; k++) slice[k] = rows[k0 + k] + 4 * x0;
+#ifdef TS_X86
+            if (ts_kernels_avx2())
+                filter_v_avx2(slice, w + k0, t, 4 * n, acc, k0 > 0);
+            else
+#endif
+                filter_v_generic(slice, w + k0, t, 4 * n, acc, k0 > 0);
+        }
+        convert_out(acc, n, channels, lut, out + (size_t)x0 * channels);
+    }
+}
