@@ -100,6 +100,8 @@ def tools(tessera, bareloop, work):
     return [
         Tool("tessera render", lambda w, h, src, files, out: [[tessera, "render", src, "--recipe", recipe(w, h), "-o", out,
                                                                "-t", "1", "--quiet"]]),
+        Tool("tessera render --fast", lambda w, h, src, files, out: [[tessera, "render", src, "--recipe", recipe(w, h),
+                                                                      "-o", out, "-t", "1", "--quiet", "--fast"]]),
         Tool("tessera run (1 worker)", lambda w, h, src, files, out: [[tessera, "run", job(w, h, src, out), "--workers", "1",
                                                                        "--journal", out + ".sqlite", "--json"]]),
         Tool("tessera run (2 workers)", lambda w, h, src, files, out: [[tessera, "run", job(w, h, src, out), "--workers", "2",
@@ -151,6 +153,8 @@ def main():
     ap.add_argument("--install-peers", action="store_true", help="apt-get install libvips-tools imagemagick graphicsmagick")
     ap.add_argument("--tools", help="comma-separated substrings of tool names to run")
     ap.add_argument("--no-quality", action="store_true")
+    ap.add_argument("--subset", choices=["all", "exif-thumbnail"], default="all",
+                    help="exif-thumbnail: only photos that embed an EXIF thumbnail (for fast mode)")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     args = ap.parse_args()
     if args.install_peers:
@@ -167,8 +171,13 @@ def main():
     os.makedirs(src)
     photos = os.path.abspath(args.photos)
     for name in sorted(os.listdir(photos)):
-        if name.lower().endswith((".jpg", ".jpeg")):
-            os.symlink(os.path.join(photos, name), os.path.join(src, name))
+        if not name.lower().endswith((".jpg", ".jpeg")):
+            continue
+        if args.subset == "exif-thumbnail":
+            info = json.loads(sh([tessera, "inspect", "--json", os.path.join(photos, name)]))["info"]
+            if not info.get("exifThumbnailBytes"):
+                continue
+        os.symlink(os.path.join(photos, name), os.path.join(src, name))
     files = [os.path.join(src, n) for n in sorted(os.listdir(src))]
     from PIL import Image
     megapixels = sum(Image.open(f).size[0] * Image.open(f).size[1] for f in files) / 1e6
@@ -176,6 +185,8 @@ def main():
     if args.tools:
         wanted = [t.strip().lower() for t in args.tools.split(",")]
         all_tools = [t for t in all_tools if t.name == "tessera render" or any(w in t.name.lower() for w in wanted)]
+    else:
+        all_tools = [t for t in all_tools if "--fast" not in t.name]  # fast mode is its own comparison
     def available(t):
         cmd = t.build(1, 1, src, files, work)[0]
         exe = cmd[3] if cmd[0] == "env" else cmd[0]
@@ -185,7 +196,8 @@ def main():
     info = machine()
     print(f"{len(files)} JPEGs, {megapixels:.0f} MP, from {photos}; {info['cpu']}, {info['cores']} cores", file=sys.stderr)
 
-    results = {"machine": info, "photos": photos, "images": len(files), "megapixels": megapixels, "targets": []}
+    results = {"machine": info, "photos": photos, "subset": args.subset, "images": len(files),
+               "megapixels": megapixels, "targets": []}
     for target in args.targets.split(","):
         w, h = (int(x) for x in (target.split("x") if "x" in target else (target, target)))
         rows = {t.name: {"seconds": [], "rss_kb": []} for t in all_tools}
@@ -233,7 +245,7 @@ def main():
         results["targets"].append(entry)
 
     os.makedirs(args.out, exist_ok=True)
-    stem = os.path.join(args.out, f"{info['date']}-{info['host']}")
+    stem = os.path.join(args.out, f"{info['date']}-{info['host']}" + ("-exif-thumbnail" if args.subset != "all" else ""))
     with open(stem + ".json", "w") as f:
         json.dump(results, f, indent=1)
     with open(stem + ".md", "w") as f:
@@ -247,7 +259,8 @@ def main():
 def markdown(res):
     m = res["machine"]
     lines = [f"# Tessera vs peers — {m['date']}", "",
-             f"{res['images']} JPEG photos ({res['megapixels']:.0f} MP) from `{res['photos']}`; quality 80; "
+             f"{res['images']} JPEG photos ({res['megapixels']:.0f} MP) from `{res['photos']}`"
+             + (" (only those with an EXIF thumbnail)" if res.get("subset") == "exif-thumbnail" else "") + "; quality 80; "
              f"median of {len(res['targets'][0]['tools'][0]['runs_seconds'])} interleaved runs (min–max in brackets); "
              f"single-threaded unless the tool says 2.", "",
              f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, Linux {m['kernel']}, host {m['host']}. "

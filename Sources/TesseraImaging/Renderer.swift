@@ -10,9 +10,14 @@ public struct RenderOptions: Sendable, Equatable {
     public var correctPNGGamma = true
     /// libjpeg's fast integer IDCT and plain upsampling (slightly lower quality).
     public var fastDecode = false
-    /// Decode progressive JPEGs planned at 1/8 scale from their DC scans alone
-    /// (same luma as libjpeg, a fraction of the time and memory).
+    /// Decode progressive JPEGs planned at 1/8 scale from their DC scans (and the AC
+    /// scans of 2x2-IDCT chroma): libjpeg's exact pixels, a fraction of its time and memory.
     public var progressiveDC = true
+    /// Fast delivery (like a photo library's fast-format request): small outputs come
+    /// from the EXIF-embedded thumbnail when it has the image's aspect ratio and covers
+    /// them; progressive JPEGs at 1/8 use their DC scans only (chroma interpolated).
+    /// Each result reports the path taken. Off by default: it can lower quality.
+    public var fastMode = false
 
     public init() {}
 }
@@ -58,9 +63,18 @@ public enum DecodePath: String, Sendable, Codable {
     case jpeg
     /// A progressive JPEG at 1/8 from its DC scans (and 2×2 chroma): libjpeg's pixels, without its AC work.
     case progressiveDC = "progressive-dc"
+    /// Fast mode: a progressive JPEG at 1/8 from its DC scans only, chroma interpolated.
+    case progressiveDCOnly = "progressive-dc-only"
     /// The EXIF-embedded thumbnail (fast mode only).
     case exifThumbnail = "exif-thumbnail"
     case png
+}
+
+extension SourceSummary {
+    func replacingStoredSize(_ size: Size) -> SourceSummary {
+        SourceSummary(format: format, storedSize: size, orientation: orientation, iccName: iccName,
+                      convertedToSRGB: convertedToSRGB, hadGPS: hadGPS)
+    }
 }
 
 /// The result of rendering one source to one or more outputs.
@@ -170,6 +184,35 @@ public enum Renderer {
             OutputPlan(recipe: $0, storedSize: source.storedSize, exifOrientation: source.orientation,
                        policy: options.scalePolicy)
         }
+        // Fast mode: the embedded thumbnail, when it can stand in for the image. Anything
+        // wrong with the thumbnail falls back to the image itself.
+        if options.fastMode, source.format == .jpeg, let thumb = source.exif?.thumbnail,
+           ExifThumbnail.usable(thumb, for: source.storedSize, plans: plans) {
+            let main = source
+            if let stage = try? thumb.withUnsafeBytes({ raw -> Stage in
+                var o = options
+                o.fastMode = false
+                let t = try SourceDecoder(bytes: raw, options: o)
+                guard t.format == .jpeg, ExifThumbnail.matches(t.storedSize, main.storedSize) else {
+                    throw ImagingError(.corrupt, "unusable EXIF thumbnail")
+                }
+                t.inherit(from: main)  // the image's orientation, profile and metadata
+                let thumbPlans = recipes.map {
+                    OutputPlan(recipe: $0, storedSize: t.storedSize, exifOrientation: t.orientation, policy: o.scalePolicy)
+                }
+                var stage = try decodeAndFinish(source: t, plans: thumbPlans, recipes: recipes, options: o, clock: clock)
+                stage.decodePath = .exifThumbnail
+                stage.summary = stage.summary.replacingStoredSize(main.storedSize)
+                return stage
+            }) {
+                return stage
+            }
+        }
+        return try decodeAndFinish(source: source, plans: plans, recipes: recipes, options: options, clock: clock)
+    }
+
+    private static func decodeAndFinish(source: SourceDecoder, plans: [OutputPlan], recipes: [Recipe],
+                                        options: RenderOptions, clock: Stopwatch) throws -> Stage {
         let scale = source.format == .jpeg ? plans.map(\.minimumScaleEighths).max()! : 8
         for plan in plans { try options.limits.checkDimensions(plan.outputSize) }
 
@@ -235,7 +278,8 @@ public enum Renderer {
         return Stage(summary: summary, images: images, finishTimes: finishTimes, profile: profile,
                      copyright: source.exif?.copyright, scaleEighths: source.scaleEighths, decodedSize: decoded,
                      timings: timings,
-                     decodePath: source.format == .png ? .png : source.usedDCScans ? .progressiveDC : .jpeg)
+                     decodePath: source.format == .png ? .png
+                        : source.usedDCScans ? (options.fastMode ? .progressiveDCOnly : .progressiveDC) : .jpeg)
     }
 
     static func resolveFormat(_ f: OutputFormat, source: ImageFormat) -> ImageFormat {

@@ -257,7 +257,7 @@ public enum JobFile {
 
         func options(_ n: Node) throws -> JobOptions {
             let m = try mapping(n, "options", allowed: ["maxMegapixels", "maxInputMB", "strict", "maxAttempts",
-                                                        "timeout", "inline", "incremental"])
+                                                        "timeout", "inline", "incremental", "fast"])
             var o = JobOptions()
             if let v = m["maxMegapixels"] { o.maxMegapixels = try double(v, "options.maxMegapixels") }
             if let v = m["maxInputMB"] { o.maxInputMB = try int(v, "options.maxInputMB") }
@@ -266,6 +266,7 @@ public enum JobFile {
             if let v = m["timeout"] { o.timeout = try double(v, "options.timeout") }
             if let v = m["inline"] { o.inline = try bool(v, "options.inline") }
             if let v = m["incremental"] { o.incremental = try bool(v, "options.incremental") }
+            if let v = m["fast"] { o.fast = try bool(v, "options.fast") }
             guard o.maxMegapixels > 0 else { throw error(m["maxMegapixels"], "options.maxMegapixels", "must be positive") }
             guard (1...100).contains(o.maxAttempts) else { throw error(m["maxAttempts"], "options.maxAttempts", "expected 1...100") }
             guard o.timeout > 0 else { throw error(m["timeout"], "options.timeout", "must be positive seconds") }

@@ -109,10 +109,12 @@ public struct JobOptions: Codable, Sendable, Equatable {
     public var inline = false
     /// Skip inputs whose content and recipe are unchanged since their outputs were made.
     public var incremental = true
+    /// Fast delivery mode (EXIF thumbnails, DC-only progressive decodes).
+    public var fast = false
 
     public init() {}
 
-    enum CodingKeys: String, CodingKey { case maxMegapixels, maxInputMB, strict, maxAttempts, timeout, inline, incremental }
+    enum CodingKeys: String, CodingKey { case maxMegapixels, maxInputMB, strict, maxAttempts, timeout, inline, incremental, fast }
 
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -124,6 +126,7 @@ public struct JobOptions: Codable, Sendable, Equatable {
         timeout = try c.decodeIfPresent(Double.self, forKey: .timeout) ?? d.timeout
         inline = try c.decodeIfPresent(Bool.self, forKey: .inline) ?? d.inline
         incremental = try c.decodeIfPresent(Bool.self, forKey: .incremental) ?? d.incremental
+        fast = try c.decodeIfPresent(Bool.self, forKey: .fast) ?? d.fast
     }
 
     /// The render options these limits mean.
@@ -132,6 +135,7 @@ public struct JobOptions: Codable, Sendable, Equatable {
         o.limits.maxPixels = Int(maxMegapixels * 1_000_000)
         o.limits.maxInputBytes = maxInputMB << 20
         o.strict = strict
+        o.fastMode = fast
         return o
     }
 }
@@ -212,11 +216,12 @@ public struct ExecutableJob: Codable, Sendable, Equatable {
             var templates: [String]
             var strip: StripOptions
             var strict: Bool
+            var fast: Bool
         }
         let e = JSONEncoder()
         e.outputFormatting = [.sortedKeys]
         let data = (try? e.encode(Key(kind: kind, outputs: outputs, templates: templates, strip: strip,
-                                      strict: options.strict))) ?? Data()
+                                      strict: options.strict, fast: options.fast))) ?? Data()
         return XXH64.hash(Array(data))
     }
 }

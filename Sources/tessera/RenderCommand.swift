@@ -43,6 +43,9 @@ struct Render: ParsableCommand {
     @Flag(help: "Render damaged files as far as they decode instead of failing them.")
     var lenient = false
 
+    @Flag(help: "Fast delivery: EXIF thumbnails for small outputs, DC-only progressive decodes (records say which).")
+    var fast = false
+
     @Option(help: ArgumentHelp("Decode a JPEG at a DCT scale leaving at least this resize factor for the resampler.",
                                visibility: .hidden))
     var dctResidual: Double?
@@ -92,6 +95,7 @@ struct Render: ParsableCommand {
         options.limits = limits.limits
         options.strict = !lenient
         options.fastDecode = fastDecode
+        options.fastMode = fast
         options.progressiveDC = !noProgressiveDc
         if let r = dctResidual { options.scalePolicy.minimumResidual = r }
         if let s = dctScales {

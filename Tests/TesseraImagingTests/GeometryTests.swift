@@ -45,7 +45,7 @@ final class GeometryTests: XCTestCase {
     }
 
     /// A thumbnail never costs a full-size decode: the smallest DCT scale that still
-    /// leaves the resampler room (1.5x) is used, and several outputs share the largest.
+    /// leaves the resampler room (1.35x) is used, and several outputs share the largest.
     func testThumbnailsUseScaledDecoding() throws {
         let source = try Codec.encodeJPEG(Fixtures.noise(width: 4000, height: 3000), quality: 80)
         let favicon = try Renderer.render(source, recipes: [recipe([fit(64, 64)])])
@@ -63,10 +63,12 @@ final class GeometryTests: XCTestCase {
         let portrait = try Renderer.render(tagged, recipes: [recipe([fit(1280, 720)])])
         XCTAssertEqual(portrait.outputs[0].size, Size(width: 540, height: 720))
         XCTAssertLessThan(portrait.scaleEighths, 8)
-        // 4/8 would leave only 1.48x for a 1024-wide output of a 3024-wide source:
-        // 5/8 is used rather than a full-size decode.
+        // A 1024-wide output of a 3024-wide source: 3/8 leaves only 1.11x, 4/8 leaves 1.48x.
         let phone = try Codec.encodeJPEG(Fixtures.noise(width: 3024, height: 4032), quality: 80)
-        XCTAssertEqual(try Renderer.render(phone, recipes: [recipe([fit(1024, nil)])]).scaleEighths, 5)
+        XCTAssertEqual(try Renderer.render(phone, recipes: [recipe([fit(1024, nil)])]).scaleEighths, 4)
+        // 1024 of 2000: 4/8 does not cover it; 5/8 leaves 1.22x; 6/8 (1.46x) is used, not a full decode.
+        let wide = try Codec.encodeJPEG(Fixtures.noise(width: 2000, height: 1500), quality: 80)
+        XCTAssertEqual(try Renderer.render(wide, recipes: [recipe([fit(1024, nil)])]).scaleEighths, 6)
         // Where even 7/8 cannot leave 1.5x, the smallest covering scale is used.
         let small = try Codec.encodeJPEG(Fixtures.noise(width: 1100, height: 800), quality: 80)
         XCTAssertEqual(try Renderer.render(small, recipes: [recipe([fit(1000, nil)])]).scaleEighths, 8)

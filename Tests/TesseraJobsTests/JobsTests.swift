@@ -128,7 +128,7 @@ final class TaskExecutorTests: XCTestCase {
         XCTAssertEqual(record.status, .succeeded, "\(String(describing: record.error))")
         XCTAssertEqual(tmp.files(under: "out"), ["photo-favicon.jpg", "photo-thumbnail.jpg", "photo-widget.jpg"])
         XCTAssertEqual(record.outputs.map { "\($0.width)x\($0.height)" }, ["960x720", "64x64", "1024x768"])
-        XCTAssertEqual(record.scaleEighths, 7)  // widget 1024 of 2000: 7/8 is the first to leave 1.5x
+        XCTAssertEqual(record.scaleEighths, 6)  // widget 1024 of 2000: 6/8 is the first to leave 1.35x
         XCTAssertGreaterThan(record.timings.decode, 0)
         XCTAssertGreaterThan(record.timings.total, record.timings.decode)
         XCTAssertEqual(record.bytesIn, try FileIO.read(path, limit: 1 << 30).count)

@@ -64,7 +64,9 @@ enum ProgressiveDC {
                                  41, 34, 27, 20, 13, 6, 7, 14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15,
                                  23, 30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63]
 
-    static func decode(_ bytes: UnsafeRawBufferPointer, header: JPEGHeader) throws -> PixelBuffer {
+    /// - Parameter exact: false (fast mode) keeps only DC for every component and
+    ///   interpolates subsampled chroma: faster, not libjpeg's pixels.
+    static func decode(_ bytes: UnsafeRawBufferPointer, header: JPEGHeader, exact: Bool = true) throws -> PixelBuffer {
         let parsed = try JPEGSegments(bytes)
         var quant = [[Int32]?](repeating: nil, count: 4)
         var dcTables = [HuffmanTable?](repeating: nil, count: 4)
@@ -127,7 +129,7 @@ enum ProgressiveDC {
                     var ssize = 1
                     while ssize < 8 && (hmax % (c.h * ssize * 2)) == 0 && (vmax % (c.v * ssize * 2)) == 0 { ssize *= 2 }
                     guard ssize <= 2 else { throw Unsupported(reason: "component scaled \(ssize)x") }
-                    c.scaled = ssize
+                    c.scaled = exact ? ssize : 1
                     c.allocate(blocksX: mcusX * c.h, blocksY: mcusY * c.v)
                 }
             case 0xDD:  // DRI
@@ -176,7 +178,8 @@ enum ProgressiveDC {
             }
         }
         guard !components.isEmpty, components.allSatisfy(\.latched) else { throw Unsupported(reason: "no scans") }
-        return try image(components, width: width, height: height, hmax: hmax, vmax: vmax, header: header)
+        return try image(components, width: width, height: height, hmax: hmax, vmax: vmax, header: header,
+                         interpolate: !exact)
     }
 
     // MARK: Scans (ports of jdphuff.c)
@@ -378,7 +381,7 @@ enum ProgressiveDC {
     }
 
     private static func image(_ comps: [Component], width: Int, height: Int, hmax: Int, vmax: Int,
-                              header: JPEGHeader) throws -> PixelBuffer {
+                              header: JPEGHeader, interpolate: Bool) throws -> PixelBuffer {
         let ow = (width + 7) / 8, oh = (height + 7) / 8
         // Each component's samples after its reduced IDCT, replicated up to the output grid.
         var planes: [[UInt8]] = []
@@ -413,9 +416,28 @@ enum ProgressiveDC {
                 continue
             }
             var up = [UInt8](repeating: 0, count: ow * oh)
-            for y in 0..<oh {
-                let sy = min(y / fy, sh - 1)
-                for x in 0..<ow { up[y * ow + x] = samples[sy * sw + min(x / fx, sw - 1)] }
+            if interpolate {
+                // Fast mode: centred linear interpolation (sharper than replication).
+                let used = (sw: min(sw, (ow + fx - 1) / fx), sh: min(sh, (oh + fy - 1) / fy))
+                for y in 0..<oh {
+                    let syf = max(0, (Double(y) + 0.5) / Double(fy) - 0.5)
+                    let y0 = min(Int(syf), used.sh - 1), y1 = min(y0 + 1, used.sh - 1)
+                    let wy = syf - Double(y0)
+                    for x in 0..<ow {
+                        let sxf = max(0, (Double(x) + 0.5) / Double(fx) - 0.5)
+                        let x0 = min(Int(sxf), used.sw - 1), x1 = min(x0 + 1, used.sw - 1)
+                        let wx = sxf - Double(x0)
+                        let top = Double(samples[y0 * sw + x0]) * (1 - wx) + Double(samples[y0 * sw + x1]) * wx
+                        let bottom = Double(samples[y1 * sw + x0]) * (1 - wx) + Double(samples[y1 * sw + x1]) * wx
+                        up[y * ow + x] = UInt8(clamping: Int((top * (1 - wy) + bottom * wy).rounded()))
+                    }
+                }
+            } else {
+                // libjpeg at this scale: replication (no fancy upsampling).
+                for y in 0..<oh {
+                    let sy = min(y / fy, sh - 1)
+                    for x in 0..<ow { up[y * ow + x] = samples[sy * sw + min(x / fx, sw - 1)] }
+                }
             }
             planes.append(up)
             strides.append(ow)

@@ -21,8 +21,9 @@ public enum ImageFormat: String, Codable, Sendable {
 final class SourceDecoder {
     let format: ImageFormat
     let storedSize: Size
-    let exif: ExifSummary?
-    let iccProfile: [UInt8]?
+    private(set) var exif: ExifSummary?
+    private(set) var iccProfile: [UInt8]?
+    private var orientationOverride: Orientation?
     private(set) var jpegHeader: JPEGHeader?
     private(set) var pngHeader: PNGHeader?
 
@@ -46,7 +47,14 @@ final class SourceDecoder {
     // Interlaced PNG: decoded whole, then served row by row.
     private var whole: PixelBuffer?
 
-    var orientation: Orientation { Orientation(exif: exif?.orientation ?? 1) }
+    var orientation: Orientation { orientationOverride ?? Orientation(exif: exif?.orientation ?? 1) }
+
+    /// Stands in for `main` (an EXIF thumbnail): its orientation, ICC profile and EXIF apply.
+    func inherit(from main: SourceDecoder) {
+        orientationOverride = main.orientation
+        iccProfile = main.iccProfile
+        exif = main.exif
+    }
 
     init(bytes: UnsafeRawBufferPointer, options: RenderOptions) throws {
         self.options = options
@@ -83,8 +91,9 @@ final class SourceDecoder {
 
     /// Starts decoding at `scaleEighths`/8 (JPEG only; PNG always decodes at 1).
     func start(scaleEighths requested: Int, maxBatchRows: Int) throws {
-        if jpeg != nil, let h = jpegHeader, requested == 1, options.progressiveDC, ProgressiveDC.applies(to: h),
-           let image = try? ProgressiveDC.decode(bytes, header: h) {
+        if jpeg != nil, let h = jpegHeader, requested == 1, options.progressiveDC || options.fastMode,
+           ProgressiveDC.applies(to: h),
+           let image = try? ProgressiveDC.decode(bytes, header: h, exact: !options.fastMode) {
             // Only the DC scans matter at 1/8: libjpeg never starts (nor allocates its
             // whole-image coefficient buffer). Anything unexpected fell back to libjpeg.
             usedDCScans = true

@@ -9,10 +9,10 @@
 public struct DecodeScalePolicy: Sendable, Equatable, Codable {
     public var preferredEighths: [Int] = [1, 2, 3, 4]
     public var fallbackEighths: [Int] = [5, 6, 7]
-    public var minimumResidual: Double = 1.5
+    public var minimumResidual: Double = 1.35
 
     public init(preferredEighths: [Int] = [1, 2, 3, 4], fallbackEighths: [Int] = [5, 6, 7],
-                minimumResidual: Double = 1.5) {
+                minimumResidual: Double = 1.35) {
         self.preferredEighths = preferredEighths
         self.fallbackEighths = fallbackEighths
         self.minimumResidual = minimumResidual
