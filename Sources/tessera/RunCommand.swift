@@ -22,6 +22,9 @@ struct Run: ParsableCommand {
     @Option(help: "Tasks each worker runs at once.")
     var concurrency: Int = 1
 
+    @Option(help: "Tasks each worker holds queued beyond --concurrency (0: none, so no worker sits on work another could start).")
+    var prefetch: Int = 0
+
     @Option(help: "SQLite journal.")
     var journal: String?
 
@@ -55,7 +58,8 @@ struct Run: ParsableCommand {
         let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
             ?? CommandLine.arguments[0]
         let pool = try LocalPool(journal: journalPath, workers: workers, executable: executable,
-                                 workerArguments: ["--concurrency", String(concurrency), "--log-level", "warning"],
+                                 workerArguments: ["--concurrency", String(concurrency), "--prefetch", String(prefetch),
+                                                   "--log-level", "warning"],
                                  logger: logger)
         let signals = onTermination { pool.coordinator.stop() }
         defer { _ = signals }
