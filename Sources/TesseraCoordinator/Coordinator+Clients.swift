@@ -119,17 +119,18 @@ final class CoordinatorMetrics {
     var poisoned = 0
     var workersLost = 0
     var malformed = 0
-    /// Task time in milliseconds (total) and per stage, as bucket counts.
-    var taskMilliseconds = Buckets()
-    var stageMilliseconds: [String: Double] = [:]
+    var zapRefused = 0
+    var failuresByCode: [String: Int] = [:]
+    /// Task time and per-stage time, milliseconds, as cumulative histograms.
+    var stages: [String: Buckets] = [:]
 
-    static let stages = ["queue_wait", "read", "decode", "resize", "finish", "encode", "write", "total"]
+    static let stageNames = ["queue_wait", "read", "decode", "resize", "finish", "encode", "write", "total"]
 
     func observe(_ r: TaskReport) {
-        taskMilliseconds.add(Double(r.timings[7]))
-        for (i, name) in CoordinatorMetrics.stages.enumerated() {
-            stageMilliseconds[name, default: 0] += Double(r.timings[i])
+        for (i, name) in CoordinatorMetrics.stageNames.enumerated() {
+            stages[name, default: Buckets()].add(Double(r.timings[i]))
         }
+        if r.status == .failed { failuresByCode[r.errorCode.isEmpty ? "unknown" : r.errorCode, default: 0] += 1 }
     }
 
     /// Cumulative histogram buckets (Prometheus style), milliseconds.

@@ -23,6 +23,13 @@ public struct CoordinatorConfig: Sendable {
     public var recoveryGrace = 3.0
     /// Largest message accepted from the network.
     public var maxMessageBytes = 600 << 20
+    /// CURVE: the coordinator's key pair; connections must present a key in `allowList`.
+    public var curve: CurveKeyPair?
+    /// A directory of `.pub` files or a file of keys (re-read every few seconds).
+    public var allowList: String?
+    /// Serve Prometheus metrics and /healthz on this port (nil: off; 0: any free port).
+    public var metricsPort: Int?
+    public var metricsAddress = "0.0.0.0"
 
     public init(endpoints: [String], journalPath: String) {
         self.endpoints = endpoints
@@ -59,13 +66,41 @@ public final class Coordinator: @unchecked Sendable {
     private var stopRequested = false
     private var boundEndpoints: [String] = []
     private let boundCondition = NSCondition()
+    private var zap: ZMQSocket?
+    var allow: AllowList?
+    private var http: HTTPEndpoint?
+    private let metricsLock = NSLock()
+    private var metricsText = ""
+    /// The port metrics are served on, once running.
+    public private(set) var metricsPort: Int?
 
     public init(config: CoordinatorConfig, logger: Logger = Logger(label: "tessera.coordinator")) throws {
         self.config = config
         self.logger = logger
         journal = try Journal(path: config.journalPath)
         epoch = try journal.nextEpoch()
+        if config.curve != nil {
+            guard let path = config.allowList else { throw KeyError("CURVE needs an allow-list of client keys (--allow)") }
+            allow = try AllowList(path: path)
+        }
         try recover()
+        if let port = config.metricsPort {
+            let h = try HTTPEndpoint(address: config.metricsAddress, port: port) { [weak self] path in
+                guard let self else { return (503, "text/plain", "stopping\n") }
+                switch path {
+                case "/metrics":
+                    self.metricsLock.lock()
+                    defer { self.metricsLock.unlock() }
+                    return (200, "text/plain; version=0.0.4", self.metricsText)
+                case "/healthz", "/readyz":
+                    return (200, "text/plain", "ok\n")
+                default:
+                    return (404, "text/plain", "see /metrics\n")
+                }
+            }
+            http = h
+            metricsPort = h.port
+        }
     }
 
     /// Rebuilds every unfinished job from the journal.
@@ -129,7 +164,18 @@ public final class Coordinator: @unchecked Sendable {
 
     /// Runs until `stop()` or a `shutdown` request.
     public func run() throws {
-        router = try ZMQSocket(context, .router)
+        if let curve = config.curve {
+            // The ZAP handler must exist, in this context, before any CURVE handshake.
+            let z = try ZMQSocket(context, .rep)
+            try z.bind("inproc://zeromq.zap.01")
+            zap = z
+            router = try ZMQSocket(context, .router)
+            try router.setCurveServer(secretKey: curve.secretKey)
+            try router.setZAPDomain("tessera")
+            logger.info("CURVE on: server key \(curve.publicKey), \(allow?.keys.count ?? 0) client keys allowed")
+        } else {
+            router = try ZMQSocket(context, .router)
+        }
         try router.setRouterMandatory(true)
         try router.setRouterHandover(true)
         try router.setHighWaterMarks(send: 100_000, receive: 100_000)
@@ -150,14 +196,22 @@ public final class Coordinator: @unchecked Sendable {
             try? journal.flush()
             router.close()
             control.close()
+            zap?.close()
+            http?.stop()
         }
         var poller = ZMQPoller()
         poller.add(router)
         poller.add(control)
+        if let zap { poller.add(zap) }
         var lastTimers = 0.0
+        var lastSlowTimers = 0.0
+        var lastAllowReload = monotonicNow()
         while !shouldStop {
             let readable = try poller.poll(timeoutMilliseconds: journal.hasPending ? 0 : 50)
             if readable[1] || shouldStop { break }
+            if readable.count > 2 && readable[2], let zap {
+                while let frames = try zap.receive(dontWait: true) { try zap.send(authenticate(frames)) }
+            }
             if readable[0] {
                 // Drain what is queued (bounded), so journal writes and acks batch under load.
                 var n = 0
@@ -171,9 +225,47 @@ public final class Coordinator: @unchecked Sendable {
                 timers(now: now)
                 lastTimers = now
             }
+            if now - lastSlowTimers >= 0.5 {
+                lastSlowTimers = now
+                if http != nil {
+                    let text = renderMetrics()
+                    metricsLock.lock()
+                    metricsText = text
+                    metricsLock.unlock()
+                }
+                if let allow, now - lastAllowReload >= 3 {
+                    lastAllowReload = now
+                    if let change = try? allow.reload() {
+                        logger.info("allow-list reloaded: \(allow.keys.count) keys (+\(change.added) -\(change.removed))")
+                    }
+                }
+            }
             dispatch(now: now)
             try commit()
         }
+    }
+
+    /// ZAP (RFC 27): answers a CURVE handshake; only allow-listed keys pass. Frames in:
+    /// version, request id, domain, address, identity, mechanism, credentials.
+    func authenticate(_ f: [[UInt8]]) -> [[UInt8]] {
+        guard f.count >= 6 else { return [Array("1.0".utf8), [], Array("400".utf8), Array("malformed".utf8), [], []] }
+        let address = String(decoding: f[3], as: UTF8.self)
+        let mechanism = String(decoding: f[5], as: UTF8.self)
+        var status = "400", text = "key not allowed", user = ""
+        if mechanism == "CURVE", f.count >= 7, let key = CurveKeys.z85(f[6]) {
+            if allow?.contains(key) == true {
+                status = "200"
+                text = "OK"
+                user = key
+            } else {
+                metrics.zapRefused += 1
+                logger.warning("refused CURVE key \(key.prefix(8)) (\(key)) from \(address): not in the allow-list")
+            }
+        } else {
+            metrics.zapRefused += 1
+            logger.warning("refused \(mechanism) connection from \(address): CURVE required")
+        }
+        return [f[0], f[1], Array(status.utf8), Array(text.utf8), Array(user.utf8), []]
     }
 
     /// Commits queued journal writes, then sends what waited for them (acks, replies).

@@ -17,17 +17,23 @@ public struct ClientTimeout: Error, CustomStringConvertible {
 public final class CoordinatorClient: @unchecked Sendable {
     public let endpoint: String
     public var timeout: Double
+    /// CURVE: this client's key pair and the coordinator's public key.
+    public var curve: (keys: CurveKeyPair, serverKey: String)?
     private let context = ZMQContext()
 
-    public init(endpoint: String, timeout: Double = 30) {
+    public init(endpoint: String, timeout: Double = 30, curve: (keys: CurveKeyPair, serverKey: String)? = nil) {
         self.endpoint = endpoint
         self.timeout = timeout
+        self.curve = curve
     }
 
     /// Sends one request and returns its reply; an `error` reply throws `ErrorReply`.
     public func request(_ e: Envelope, timeout: Double? = nil) throws -> Envelope {
         let socket = try ZMQSocket(context, .dealer)
         defer { socket.close() }
+        if let curve {
+            try socket.setCurveClient(publicKey: curve.keys.publicKey, secretKey: curve.keys.secretKey, serverKey: curve.serverKey)
+        }
         try socket.connect(endpoint)
         try socket.send(e.frames)
         var poller = ZMQPoller()

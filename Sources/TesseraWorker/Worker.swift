@@ -20,6 +20,10 @@ public struct WorkerConfig: Sendable {
     public var drainTimeout = 30.0
     /// Fault injection for tests: abort the process when an input path contains this.
     public var crashOnInputContaining: String?
+    /// CURVE: this worker's key pair and the coordinator's public key.
+    public var curve: (keys: CurveKeyPair, serverKey: String)?
+    /// Serve /healthz (loop alive), /readyz (coordinator heard recently) and /metrics.
+    public var metricsPort: Int?
 
     public init(endpoint: String, concurrency: Int = 1) {
         self.endpoint = endpoint
@@ -56,6 +60,9 @@ public final class Worker: @unchecked Sendable {
     private var lastSent = 0.0
     private var completedCount = 0
     public private(set) var peakRSS: UInt64 = 0
+    /// What the health endpoint reads (under `lock`).
+    private var health = (loop: 0.0, heard: 0.0, completed: 0, failed: 0, peak: UInt64(0))
+    private var http: HTTPEndpoint?
 
     public init(config: WorkerConfig, logger: Logger = Logger(label: "tessera.worker")) {
         self.config = config
@@ -76,15 +83,51 @@ public final class Worker: @unchecked Sendable {
 
     public func run() throws {
         let dealer = try ZMQSocket(context, .dealer)
+        if let curve = config.curve {
+            try dealer.setCurveClient(publicKey: curve.keys.publicKey, secretKey: curve.keys.secretKey,
+                                      serverKey: curve.serverKey)
+        }
         try dealer.setRoutingID(config.id)
         try dealer.setReconnect(initialMilliseconds: 100, maximumMilliseconds: 5000)
         try dealer.setHighWaterMarks(send: 10_000, receive: 10_000)
         try dealer.connect(config.endpoint)
         let results = try ZMQSocket(context, .pull)
         try results.bind(resultsEndpoint)
+        if let port = config.metricsPort {
+            http = try HTTPEndpoint(port: port) { [weak self] path in
+                guard let self else { return (503, "text/plain", "stopping\n") }
+                self.lock.lock()
+                let h = self.health, running = self.running.count, queued = self.queue.count
+                self.lock.unlock()
+                let now = monotonicSeconds()
+                switch path {
+                case "/healthz":  // the loop is turning
+                    return now - h.loop < 10 ? (200, "text/plain", "ok\n") : (503, "text/plain", "loop stalled\n")
+                case "/readyz":  // the coordinator answered recently
+                    let limit = max(5, 3 * self.config.heartbeatInterval)
+                    return now - h.heard < limit ? (200, "text/plain", "ok\n") : (503, "text/plain", "no coordinator\n")
+                case "/metrics":
+                    let l = "worker=\"\(self.config.id)\""
+                    return (200, "text/plain; version=0.0.4", """
+                        # TYPE tessera_worker_tasks_total counter
+                        tessera_worker_tasks_total{\(l),status="completed"} \(h.completed)
+                        tessera_worker_tasks_total{\(l),status="failed"} \(h.failed)
+                        # TYPE tessera_worker_tasks gauge
+                        tessera_worker_tasks{\(l),state="running"} \(running)
+                        tessera_worker_tasks{\(l),state="queued"} \(queued)
+                        # TYPE tessera_worker_peak_rss_bytes gauge
+                        tessera_worker_peak_rss_bytes{\(l)} \(h.peak)
+
+                        """)
+                default:
+                    return (404, "text/plain", "see /healthz, /readyz, /metrics\n")
+                }
+            }
+        }
         defer {
             dealer.close()
             results.close()
+            http?.stop()
         }
         var threads: [Thread] = []
         for n in 0..<config.concurrency {
@@ -110,6 +153,11 @@ public final class Worker: @unchecked Sendable {
         while true {
             let readable = try poller.poll(timeoutMilliseconds: 100)
             let now = monotonicSeconds()
+            lock.lock()
+            health.loop = now
+            health.heard = lastHeard
+            health.peak = peakRSS
+            lock.unlock()
             if readable[0] {
                 while let frames = try dealer.receive(dontWait: true) {
                     lastHeard = now
@@ -248,6 +296,10 @@ public final class Worker: @unchecked Sendable {
             unacked[r.ref] = (r, now)
             peakRSS = max(peakRSS, r.peakRSS)
         }
+        lock.lock()
+        health.completed += reports.count
+        health.failed += reports.filter { $0.status == .failed }.count
+        lock.unlock()
         completedCount += reports.count
         // Batches keep messages few when tasks are short.
         var i = 0

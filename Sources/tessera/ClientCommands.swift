@@ -77,7 +77,7 @@ struct Submit: ParsableCommand {
 
     func run() throws {
         let spec = try loadJob(job, presets: presets, overrides: overrides)
-        let client = target.client
+        let client = try target.client
         let reply = try clientCall { try client.submit(spec) }
         if json { printJSONLine(reply) } else { print(reply.job) }
         guard wait else { return }
@@ -99,7 +99,7 @@ struct Status: ParsableCommand {
     @OptionGroup var target: CoordinatorOption
 
     func run() throws {
-        let client = target.client
+        let client = try target.client
         let reply = try clientCall { try client.status(job: id) }
         if json {
             printJSONLine(reply)
@@ -122,7 +122,7 @@ struct Wait: ParsableCommand {
     @OptionGroup var target: CoordinatorOption
 
     func run() throws {
-        let client = target.client
+        let client = try target.client
         let end = try clientCall { try client.wait(job: id) }
         if json { printJSONLine(end) } else { print(describe(end)) }
         if end.failed > 0 || end.state == .cancelled { throw Exit.someFailed }
@@ -138,7 +138,7 @@ struct Cancel: ParsableCommand {
     @OptionGroup var target: CoordinatorOption
 
     func run() throws {
-        let client = target.client
+        let client = try target.client
         print(describe(try clientCall { try client.cancel(job: id) }))
     }
 }
@@ -155,7 +155,7 @@ struct Results: ParsableCommand {
     @OptionGroup var target: CoordinatorOption
 
     func run() throws {
-        let client = target.client
+        let client = try target.client
         let records = try clientCall { try client.results(job: id) }
         let bytes = csv
             ? RecordWriters.csv(records.compactMap { try? JSONDecoder().decode(TaskRecord.self, from: Data($0)) })

@@ -6,6 +6,41 @@ import TesseraJobs
 import TesseraWire
 import TesseraWorker
 
+/// CURVE keys for a connecting side (worker or client), and the --insecure escape.
+struct ClientKeys: ParsableArguments {
+    @Option(help: "This side's key pair (a .secret file from `tessera keygen`; default $TESSERA_CURVE_SECRET).")
+    var curveSecret: String? = ProcessInfo.processInfo.environment["TESSERA_CURVE_SECRET"]
+
+    @Option(help: "The coordinator's public key (.pub file; default $TESSERA_SERVER_KEY).")
+    var serverKey: String? = ProcessInfo.processInfo.environment["TESSERA_SERVER_KEY"]
+
+    @Flag(help: "Connect to a non-loopback endpoint without CURVE (unauthenticated, unencrypted).")
+    var insecure = false
+
+    /// The keys, after checking the endpoint policy; exits 2 with the reason otherwise.
+    func resolve(for endpoint: String) throws -> (keys: CurveKeyPair, serverKey: String)? {
+        var curve: (CurveKeyPair, String)?
+        do {
+            switch (curveSecret, serverKey) {
+            case let (secret?, server?): curve = (try CurveKeyPair.load(secretFile: secret), try CurveKeyPair.loadPublic(server))
+            case (nil, nil): curve = nil
+            default: throw KeyError("--curve-secret and --server-key go together")
+            }
+        } catch {
+            warn("error: \(error)")
+            throw Exit.usage
+        }
+        if let refusal = EndpointPolicy.check([endpoint], hasKeys: curve != nil, insecure: insecure) {
+            warn("error: \(refusal)")
+            throw Exit.usage
+        }
+        if insecure && curve == nil && !EndpointPolicy.isLocal(endpoint) {
+            warn("WARNING: --insecure: talking to \(endpoint) without authentication or encryption")
+        }
+        return curve
+    }
+}
+
 /// The coordinator endpoint clients use.
 struct CoordinatorOption: ParsableArguments {
     @Option(name: .long, help: "Coordinator endpoint (default: $TESSERA_COORDINATOR or tcp://127.0.0.1:5555).")
@@ -14,7 +49,11 @@ struct CoordinatorOption: ParsableArguments {
     @Option(help: "Seconds to wait for an answer.")
     var timeout: Double = 30
 
-    var client: CoordinatorClient { CoordinatorClient(endpoint: coordinator, timeout: timeout) }
+    @OptionGroup var keys: ClientKeys
+
+    var client: CoordinatorClient {
+        get throws { CoordinatorClient(endpoint: coordinator, timeout: timeout, curve: try keys.resolve(for: coordinator)) }
+    }
 }
 
 struct LogOptions: ParsableArguments {
@@ -56,12 +95,48 @@ struct CoordinatorCommand: ParsableCommand {
     @Option(help: "Fail a task as poison after it was running on this many workers that died or hung.")
     var poison: Int = 3
 
+    @Option(help: "The coordinator's key pair (.secret from `tessera keygen`): turns CURVE on.")
+    var curveSecret: String?
+
+    @Option(help: "Public keys allowed to connect: a directory of .pub files or a file of keys (re-read every 3 s).")
+    var allow: String?
+
+    @Flag(help: "Bind non-loopback TCP without CURVE (anyone who can reach the port can submit and take work).")
+    var insecure = false
+
+    @Option(help: "Serve Prometheus metrics and /healthz over HTTP on this port.")
+    var metricsPort: Int?
+
+    @Option(help: "Address for the metrics port.")
+    var metricsAddress: String = "0.0.0.0"
+
     @OptionGroup var log: LogOptions
 
     func run() throws {
         var config = CoordinatorConfig(endpoints: bind, journalPath: journal)
         config.workerTimeout = workerTimeout
         config.poisonThreshold = poison
+        config.metricsPort = metricsPort
+        config.metricsAddress = metricsAddress
+        do {
+            if let curveSecret {
+                config.curve = try CurveKeyPair.load(secretFile: curveSecret)
+                guard let allow else { throw KeyError("--curve-secret needs --allow (the client keys allowed in)") }
+                config.allowList = allow
+            } else if allow != nil {
+                throw KeyError("--allow needs --curve-secret")
+            }
+        } catch {
+            warn("error: \(error)")
+            throw Exit.usage
+        }
+        if let refusal = EndpointPolicy.check(bind, hasKeys: config.curve != nil, insecure: insecure) {
+            warn("error: \(refusal)")
+            throw Exit.usage
+        }
+        if insecure && config.curve == nil && bind.contains(where: { !EndpointPolicy.isLocal($0) }) {
+            warn("WARNING: --insecure: \(bind.joined(separator: ", ")) accepts anyone, unauthenticated and unencrypted")
+        }
         let coordinator = try Coordinator(config: config, logger: log.logger("tessera.coordinator"))
         let signals = onTermination { coordinator.stop() }
         defer { _ = signals }
@@ -96,10 +171,16 @@ struct WorkerCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Fault injection for tests: abort on inputs whose path contains this.", visibility: .hidden))
     var crashOn: String?
 
+    @Option(help: "Serve /healthz, /readyz and /metrics over HTTP on this port (for probes).")
+    var metricsPort: Int?
+
+    @OptionGroup var keys: ClientKeys
     @OptionGroup var log: LogOptions
 
     func run() throws {
         var config = WorkerConfig(endpoint: connect, concurrency: concurrency)
+        config.curve = try keys.resolve(for: connect)
+        config.metricsPort = metricsPort
         config.prefetch = prefetch
         config.inline = inline
         config.crashOnInputContaining = crashOn
@@ -115,5 +196,36 @@ struct WorkerCommand: ParsableCommand {
             }
         }
         try worker.run()
+    }
+}
+
+struct Keygen: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Write a CURVE key pair: NAME.pub (share it) and NAME.secret (mode 0600, keep it).",
+        discussion: """
+            The coordinator runs with --curve-secret coordinator.secret --allow DIR, where DIR holds
+            the .pub files of the workers and clients it accepts. Workers and clients run with
+            --curve-secret NAME.secret --server-key coordinator.pub.
+            """)
+
+    @Argument(help: "Name of the key files.")
+    var name: String
+
+    @Option(name: .shortAndLong, help: "Directory to write them in.")
+    var output: String = "."
+
+    @Flag(help: "Replace existing files.")
+    var force = false
+
+    func run() throws {
+        let pub = output + "/" + name + ".pub", sec = output + "/" + name + ".secret"
+        if !force && (FileManager.default.fileExists(atPath: pub) || FileManager.default.fileExists(atPath: sec)) {
+            warn("error: \(pub) or \(sec) exists (use --force to replace)")
+            throw Exit.usage
+        }
+        let pair = try CurveKeyPair.generate()
+        try pair.write(name: name, directory: output)
+        print("\(pub)  public key \(pair.publicKey)")
+        print("\(sec)  secret (mode 0600)")
     }
 }

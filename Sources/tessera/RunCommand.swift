@@ -40,6 +40,9 @@ struct Run: ParsableCommand {
     @Flag(help: "Send image bytes inside messages, as workers without shared storage do.")
     var inline = false
 
+    @Option(help: "Serve the coordinator's Prometheus metrics on this port while the job runs.")
+    var metricsPort: Int?
+
     @OptionGroup var overrides: JobOverrides
     @OptionGroup var log: LogOptions
 
@@ -60,7 +63,7 @@ struct Run: ParsableCommand {
         let pool = try LocalPool(journal: journalPath, workers: workers, executable: executable,
                                  workerArguments: ["--concurrency", String(concurrency), "--prefetch", String(prefetch),
                                                    "--log-level", "warning"],
-                                 logger: logger)
+                                 configure: { $0.metricsPort = metricsPort }, logger: logger)
         let signals = onTermination { pool.coordinator.stop() }
         defer { _ = signals }
         let client = CoordinatorClient(endpoint: pool.endpoint, timeout: 60)

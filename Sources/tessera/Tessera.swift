@@ -9,7 +9,7 @@ struct Tessera: ParsableCommand {
         version: "0.1.0",
         subcommands: [Render.self, Run.self, Strip.self, Inspect.self, Presets.self,
                       Submit.self, Status.self, Wait.self, Cancel.self, Results.self,
-                      CoordinatorCommand.self, WorkerCommand.self]
+                      CoordinatorCommand.self, WorkerCommand.self, Keygen.self]
     )
 
     /// Like `ParsableCommand.main()`, but usage errors exit with 2 (the documented code)

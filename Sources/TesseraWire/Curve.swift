@@ -1,0 +1,151 @@
+import CZMQ
+import Foundation
+
+/// A CURVE key pair as Z85 text, stored as two files: `NAME.pub` (the public key, to
+/// share) and `NAME.secret` (public and secret keys, mode 0600).
+public struct CurveKeyPair: Sendable, Equatable {
+    public let publicKey: String
+    public let secretKey: String
+
+    public static func generate() throws -> CurveKeyPair {
+        let (p, s) = try CurveKeys.generate()
+        return CurveKeyPair(publicKey: p, secretKey: s)
+    }
+
+    /// A short, stable id for logs: the first 8 characters of the public key.
+    public var keyID: String { String(publicKey.prefix(8)) }
+
+    /// Writes `NAME.pub` (0644) and `NAME.secret` (0600, created with that mode).
+    public func write(name: String, directory: String) throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let pub = directory + "/" + name + ".pub"
+        let sec = directory + "/" + name + ".secret"
+        try (publicKey + "\n").write(toFile: pub, atomically: true, encoding: .utf8)
+        unlink(sec)
+        let fd = open(sec, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw KeyError("cannot create \(sec): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        let text = "public \(publicKey)\nsecret \(secretKey)\n"
+        guard Glibc.write(fd, text, text.utf8.count) == text.utf8.count else { throw KeyError("cannot write \(sec)") }
+    }
+
+    /// Reads a `.secret` file; refuses one that others can read.
+    public static func load(secretFile path: String) throws -> CurveKeyPair {
+        var st = stat()
+        guard stat(path, &st) == 0 else { throw KeyError("\(path): no such key file") }
+        guard st.st_mode & 0o077 == 0 else {
+            throw KeyError("\(path): secret key file is readable by others (mode \(String(st.st_mode & 0o777, radix: 8))); chmod 600 it")
+        }
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        var pub: String?, sec: String?
+        for line in text.split(whereSeparator: \.isNewline) {
+            let parts = line.split(separator: " ", maxSplits: 1).map(String.init)
+            guard parts.count == 2 else { continue }
+            if parts[0] == "public" { pub = parts[1].trimmingCharacters(in: .whitespaces) }
+            if parts[0] == "secret" { sec = parts[1].trimmingCharacters(in: .whitespaces) }
+        }
+        guard let sec, sec.count == 40 else { throw KeyError("\(path): no 40-character Z85 secret key") }
+        let derived = try CurveKeys.publicKey(fromSecret: sec)
+        if let pub, pub != derived { throw KeyError("\(path): public key does not match the secret key") }
+        return CurveKeyPair(publicKey: derived, secretKey: sec)
+    }
+
+    /// Reads a public key file (`.pub`: one Z85 key).
+    public static func loadPublic(_ path: String) throws -> String {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw KeyError("\(path): cannot read") }
+        let key = text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+            .first { !$0.isEmpty && !$0.hasPrefix("#") } ?? ""
+        guard key.count == 40, CurveKeys.isZ85(key) else { throw KeyError("\(path): not a 40-character Z85 public key") }
+        return key
+    }
+}
+
+public struct KeyError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+extension CurveKeys {
+    static func isZ85(_ s: String) -> Bool {
+        let alphabet = Set("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#")
+        return s.allSatisfy { alphabet.contains($0) }
+    }
+
+    /// Z85 text of a 32-byte binary key (`zmq_z85_encode`).
+    public static func z85(_ key: [UInt8]) -> String? {
+        guard key.count == 32 else { return nil }
+        var out = [CChar](repeating: 0, count: 41)
+        return key.withUnsafeBufferPointer { zmq_z85_encode(&out, $0.baseAddress, 32) } == nil ? nil : String(cString: out)
+    }
+}
+
+/// The public keys allowed to connect: a directory of `.pub` files, or one file with a
+/// key per line (`#` comments). Re-read when it changes, so keys are added and revoked
+/// without a restart.
+public final class AllowList: @unchecked Sendable {
+    public let path: String
+    public private(set) var keys: Set<String> = []
+    private var signature = ""
+
+    public init(path: String) throws {
+        self.path = path
+        guard try reload() != nil || !keys.isEmpty || FileManager.default.fileExists(atPath: path) else {
+            throw KeyError("\(path): no such allow-list")
+        }
+    }
+
+    public func contains(_ key: String) -> Bool { keys.contains(key) }
+
+    /// Re-reads when anything changed; returns (added, removed) when it did.
+    @discardableResult
+    public func reload() throws -> (added: Int, removed: Int)? {
+        var isDir: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDir) else { return nil }
+        var files = [path]
+        if isDir.boolValue {
+            files = ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [])
+                .filter { $0.hasSuffix(".pub") }.sorted().map { path + "/" + $0 }
+        }
+        let sig = files.map { f -> String in
+            var st = stat()
+            _ = stat(f, &st)
+            return "\(f):\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec):\(st.st_size)"
+        }.joined(separator: "|")
+        guard sig != signature else { return nil }
+        signature = sig
+        var next = Set<String>()
+        for f in files {
+            guard let text = try? String(contentsOfFile: f, encoding: .utf8) else { continue }
+            for line in text.split(whereSeparator: \.isNewline) {
+                let key = line.trimmingCharacters(in: .whitespaces)
+                if key.count == 40 && !key.hasPrefix("#") && CurveKeys.isZ85(key) { next.insert(key) }
+            }
+        }
+        let change = (next.subtracting(keys).count, keys.subtracting(next).count)
+        keys = next
+        return change
+    }
+}
+
+/// Which endpoints may run without CURVE: loopback TCP and `ipc://`/`inproc://`.
+public enum EndpointPolicy {
+    public static func isLocal(_ endpoint: String) -> Bool {
+        if endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("inproc://") { return true }
+        guard endpoint.hasPrefix("tcp://") else { return false }
+        var host = String(endpoint.dropFirst(6))
+        if let semicolon = host.lastIndex(of: ";") { host = String(host[host.index(after: semicolon)...]) }
+        if host.hasPrefix("[") {
+            host = String(host.dropFirst().prefix { $0 != "]" })
+        } else if let colon = host.lastIndex(of: ":") {
+            host = String(host[..<colon])
+        }
+        return host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    }
+
+    /// The refusal for a non-local endpoint without keys (nil when allowed).
+    public static func check(_ endpoints: [String], hasKeys: Bool, insecure: Bool) -> String? {
+        let exposed = endpoints.filter { !isLocal($0) }
+        guard !exposed.isEmpty, !hasKeys, !insecure else { return nil }
+        return "\(exposed.joined(separator: ", ")) is not loopback: CURVE keys are required (--curve-secret, and --allow or --server-key); pass --insecure to run unauthenticated and unencrypted anyway"
+    }
+}

@@ -1,0 +1,146 @@
+import Foundation
+import TesseraImaging
+import TesseraJobs
+import TesseraWire
+import XCTest
+
+/// CURVE authentication, the endpoint policy, key files, and the metrics endpoint.
+final class ClusterSecurityTests: XCTestCase {
+    func tessera(_ args: [String]) throws -> (status: Int32, out: String, err: String) {
+        let p = Process()
+        p.executableURL = Cluster.binary
+        p.arguments = args
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        let o = out.fileHandleForReading.readDataToEndOfFile(), e = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+    }
+
+    func httpGet(_ url: String) throws -> String {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = ["python3", "-c", "import urllib.request,sys; print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())", url]
+        let out = Pipe()
+        p.standardOutput = out
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    func testKeygenWritesPrivateSecretsAndLoads() throws {
+        let c = try Cluster()
+        let r = try tessera(["keygen", "node", "-o", c.dir + "/keys"])
+        XCTAssertEqual(r.status, 0, r.err)
+        var st = stat()
+        XCTAssertEqual(stat(c.dir + "/keys/node.secret", &st), 0)
+        XCTAssertEqual(st.st_mode & 0o777, 0o600)
+        let pair = try CurveKeyPair.load(secretFile: c.dir + "/keys/node.secret")
+        XCTAssertEqual(try CurveKeyPair.loadPublic(c.dir + "/keys/node.pub"), pair.publicKey)
+        XCTAssertEqual(try tessera(["keygen", "node", "-o", c.dir + "/keys"]).status, 2, "no silent overwrite")
+        chmod(c.dir + "/keys/node.secret", 0o644)
+        XCTAssertThrowsError(try CurveKeyPair.load(secretFile: c.dir + "/keys/node.secret"), "readable by others")
+    }
+
+    func testNonLoopbackNeedsKeysOrInsecure() throws {
+        XCTAssertTrue(EndpointPolicy.isLocal("tcp://127.0.0.1:5555"))
+        XCTAssertTrue(EndpointPolicy.isLocal("tcp://localhost:5555"))
+        XCTAssertTrue(EndpointPolicy.isLocal("tcp://[::1]:5555"))
+        XCTAssertTrue(EndpointPolicy.isLocal("ipc:///tmp/x.sock"))
+        XCTAssertFalse(EndpointPolicy.isLocal("tcp://*:5555"))
+        XCTAssertFalse(EndpointPolicy.isLocal("tcp://10.0.0.5:5555"))
+        XCTAssertFalse(EndpointPolicy.isLocal("tcp://coordinator:5555"))
+        let c = try Cluster()
+        let refused = try tessera(["coordinator", "--bind", "tcp://*:0", "--journal", c.dir + "/j.sqlite"])
+        XCTAssertEqual(refused.status, 2)
+        XCTAssertTrue(refused.err.contains("CURVE keys are required"), refused.err)
+        let worker = try tessera(["worker", "--connect", "tcp://10.255.255.1:5555"])
+        XCTAssertEqual(worker.status, 2)
+        XCTAssertTrue(worker.err.contains("--insecure"), worker.err)
+    }
+
+    /// CURVE on: allowed worker and client work; an unknown worker gets nothing and an
+    /// unknown client cannot submit; adding the key to the allow-list lets it in, no restart.
+    func testCurveAllowListAndMetrics() throws {
+        let c = try Cluster()
+        for name in ["coordinator", "good", "client", "stranger"] {
+            XCTAssertEqual(try tessera(["keygen", name, "-o", c.dir + "/keys"]).status, 0)
+        }
+        try FileManager.default.createDirectory(atPath: c.dir + "/allow", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: c.dir + "/keys/good.pub", toPath: c.dir + "/allow/good.pub")
+        try FileManager.default.copyItem(atPath: c.dir + "/keys/client.pub", toPath: c.dir + "/allow/client.pub")
+        let port = 40000 + Int(getpid() % 20000)
+        let endpoint = "tcp://127.0.0.1:\(port)"
+        let coordinator = try Cluster.spawn(["coordinator", "--bind", endpoint, "--journal", c.journal,
+                                             "--curve-secret", c.dir + "/keys/coordinator.secret", "--allow", c.dir + "/allow",
+                                             "--metrics-port", "0", "--metrics-address", "127.0.0.1"],
+                                            log: c.dir + "/coordinator.log")
+        c.coordinator = coordinator
+        let server = c.dir + "/keys/coordinator.pub"
+        let client = CoordinatorClient(endpoint: endpoint, timeout: 10,
+                                       curve: (try CurveKeyPair.load(secretFile: c.dir + "/keys/client.secret"),
+                                               try CurveKeyPair.loadPublic(server)))
+        var up = false
+        for _ in 0..<100 where !up {
+            up = (try? client.ping()) != nil
+            if !up { usleep(50_000) }
+        }
+        XCTAssertTrue(up, c.logs())
+        _ = try c.makeImages(20, width: 320, height: 240)
+        c.workers.append(try Cluster.spawn(["worker", "--connect", endpoint, "--curve-secret", c.dir + "/keys/stranger.secret",
+                                            "--server-key", server], log: c.dir + "/stranger.log"))
+        c.workers.append(try Cluster.spawn(["worker", "--connect", endpoint, "--curve-secret", c.dir + "/keys/good.secret",
+                                            "--server-key", server], log: c.dir + "/good.log"))
+        let job = try client.submit(try c.job(presets: ["favicon"])).job
+        let end = try client.wait(job: job)
+        XCTAssertEqual(end.succeeded, 20)
+        let records = try client.results(job: job).map { try JSONDecoder().decode(TaskRecord.self, from: Data($0)) }
+        XCTAssertEqual(Set(records.compactMap(\.worker).map { $0.split(separator: "@").first! }).count, 1, "only the good worker ran tasks")
+        XCTAssertEqual(try client.status().workers, 1)
+        let log = try String(contentsOfFile: c.dir + "/coordinator.log", encoding: .utf8)
+        let strangerKey = try CurveKeyPair.loadPublic(c.dir + "/keys/stranger.pub")
+        XCTAssertTrue(log.contains("refused CURVE key \(strangerKey.prefix(8))"), log)
+        // Clients without keys, or with unknown ones, get no answer.
+        let plain = CoordinatorClient(endpoint: endpoint, timeout: 2)
+        XCTAssertThrowsError(try plain.submit(try c.job(presets: ["favicon"])))
+        let stranger = CoordinatorClient(endpoint: endpoint, timeout: 2,
+                                         curve: (try CurveKeyPair.load(secretFile: c.dir + "/keys/stranger.secret"),
+                                                 try CurveKeyPair.loadPublic(server)))
+        XCTAssertThrowsError(try stranger.status())
+        // Metrics: the port is in the log line... read it from the coordinator's log.
+        // Allow the stranger: within a few seconds it is in, without a restart.
+        try FileManager.default.copyItem(atPath: c.dir + "/keys/stranger.pub", toPath: c.dir + "/allow/stranger.pub")
+        var admitted = false
+        for _ in 0..<100 where !admitted {
+            admitted = (try? stranger.status().workers) == 2
+            if !admitted { usleep(100_000) }
+        }
+        XCTAssertTrue(admitted, "allow-list reloaded")
+    }
+
+    func testMetricsEndpointShowsTheQueue() throws {
+        let c = try Cluster()
+        _ = try c.makeImages(30, width: 800, height: 600)
+        let port = 30000 + Int(getpid() % 9000)
+        c.coordinatorArguments = ["--metrics-port", "\(port)", "--metrics-address", "127.0.0.1"]
+        try c.startCoordinator()
+        let job = try c.client.submit(try c.job(presets: ["thumbnail"])).job
+        usleep(700_000)
+        let before = try httpGet("http://127.0.0.1:\(port)/metrics")
+        XCTAssertTrue(before.contains("tessera_queue_depth_total 30"), before)
+        XCTAssertTrue(before.contains("tessera_queue_depth{job=\"\(job)\""), before)
+        try c.startWorker()
+        _ = try c.client.wait(job: job)
+        usleep(700_000)
+        let after = try httpGet("http://127.0.0.1:\(port)/metrics")
+        XCTAssertTrue(after.contains("tessera_queue_depth_total 0"), after)
+        XCTAssertTrue(after.contains("tessera_tasks_completed_total{status=\"succeeded\"} 30"), after)
+        XCTAssertTrue(after.contains("tessera_task_duration_milliseconds_count 30"), after)
+        XCTAssertTrue(after.contains("tessera_stage_duration_milliseconds_bucket{stage=\"decode\",le=\"+Inf\"} 30"), after)
+        XCTAssertTrue(after.contains("tessera_worker_peak_rss_bytes{"), after)
+        XCTAssertEqual(try httpGet("http://127.0.0.1:\(port)/healthz").trimmingCharacters(in: .whitespacesAndNewlines), "ok")
+    }
+}
