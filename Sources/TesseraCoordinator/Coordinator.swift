@@ -180,6 +180,8 @@ public final class Coordinator: @unchecked Sendable {
         try router.setRouterHandover(true)
         try router.setHighWaterMarks(send: 100_000, receive: 100_000)
         try router.setMaxMessageSize(config.maxMessageBytes)
+        // Connections that went silent (a cut link, a frozen host) are closed by libzmq.
+        try router.setConnectionHeartbeat(intervalMilliseconds: 2000, timeoutMilliseconds: 10_000)
         control = try ZMQSocket(context, .pair)
         try control.bind(controlEndpoint)
         var bound: [String] = []

@@ -34,14 +34,27 @@ public final class CoordinatorClient: @unchecked Sendable {
         if let curve {
             try socket.setCurveClient(publicKey: curve.keys.publicKey, secretKey: curve.keys.secretKey, serverKey: curve.serverKey)
         }
+        // A refused handshake is reported at once instead of as a time-out.
+        let monitor = try ZMQMonitor(context, watching: socket, events: .handshakeFailed)
+        defer { monitor.close() }
         try socket.connect(endpoint)
         try socket.send(e.frames)
         var poller = ZMQPoller()
         poller.add(socket)
+        poller.add(monitor.socket)
         let limit = timeout ?? self.timeout
-        guard try poller.poll(timeoutMilliseconds: Int(limit * 1000))[0], let frames = try socket.receive() else {
-            throw ClientTimeout(endpoint: endpoint, seconds: limit)
+        let deadline = Date().addingTimeInterval(limit)
+        var frames: [[UInt8]]?
+        while frames == nil {
+            let left = deadline.timeIntervalSinceNow
+            guard left > 0 else { throw ClientTimeout(endpoint: endpoint, seconds: limit) }
+            let readable = try poller.poll(timeoutMilliseconds: Int(left * 1000) + 1)
+            if readable[1], let event = try monitor.next() {
+                throw AuthenticationRefused(endpoint: endpoint, keyID: curve?.keys.keyID, event: event)
+            }
+            if readable[0] { frames = try socket.receive(dontWait: true) }
         }
+        guard let frames else { throw ClientTimeout(endpoint: endpoint, seconds: limit) }
         let reply = try Envelope(frames: frames)
         if reply.type == MessageType.error { throw try reply.decode(ErrorReply.self) }
         return reply

@@ -65,6 +65,29 @@ public struct KeyError: Error, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
+/// The coordinator refused our CURVE handshake: our key is not in its allow-list (ZAP
+/// status 400), or the server key we were given is not the coordinator's.
+public struct AuthenticationRefused: Error, CustomStringConvertible {
+    public let endpoint: String
+    /// Nil when this side had no keys.
+    public let keyID: String?
+    public let event: ZMQEvent
+    public init(endpoint: String, keyID: String?, event: ZMQEvent) {
+        self.endpoint = endpoint
+        self.keyID = keyID
+        self.event = event
+    }
+    public var description: String {
+        guard let keyID else {
+            return "\(endpoint) refused the connection: the coordinator requires CURVE keys (--curve-secret and --server-key)"
+        }
+        if event.kind.contains(.handshakeFailedAuth) {
+            return "\(endpoint) refused this key (\(keyID)…, ZAP status \(event.value)): it is not in the coordinator's allow-list"
+        }
+        return "CURVE handshake with \(endpoint) failed (key \(keyID)…): is --server-key the coordinator's public key?"
+    }
+}
+
 extension CurveKeys {
     static func isZ85(_ s: String) -> Bool {
         let alphabet = Set("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#")

@@ -186,6 +186,52 @@ public final class ZMQSocket: @unchecked Sendable {
     }
 }
 
+/// A socket event (`zmq_socket_monitor`): what happened, its value (an errno, a ZAP
+/// status code such as 400, or a descriptor) and the endpoint it happened on.
+public struct ZMQEvent: Sendable, Equatable {
+    public struct Kind: OptionSet, Sendable {
+        public let rawValue: Int32
+        public init(rawValue: Int32) { self.rawValue = rawValue }
+        public static let connected = Kind(rawValue: ZMQ_EVENT_CONNECTED)
+        public static let disconnected = Kind(rawValue: ZMQ_EVENT_DISCONNECTED)
+        public static let handshakeSucceeded = Kind(rawValue: ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+        /// The ZAP handler refused the peer (or the server refused us): `value` is the status code.
+        public static let handshakeFailedAuth = Kind(rawValue: ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        /// Wrong keys or a peer speaking another mechanism.
+        public static let handshakeFailedProtocol = Kind(rawValue: ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
+        public static let handshakeFailedNoDetail = Kind(rawValue: ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+        public static let handshakeFailed: Kind = [.handshakeFailedAuth, .handshakeFailedProtocol, .handshakeFailedNoDetail]
+    }
+    public let kind: Kind
+    public let value: UInt32
+    public let endpoint: String
+}
+
+/// Receives the events of one socket over an inproc PAIR socket.
+public final class ZMQMonitor: @unchecked Sendable {
+    public let socket: ZMQSocket
+
+    /// Starts monitoring `target` for `events` (`zmq_socket_monitor`).
+    public init(_ context: ZMQContext, watching target: ZMQSocket, events: ZMQEvent.Kind) throws {
+        let address = "inproc://monitor-\(UInt64.random(in: 0...UInt64.max))"
+        guard zmq_socket_monitor(target.handle, address, events.rawValue) == 0 else { throw ZMQError.current }
+        socket = try ZMQSocket(context, .pair)
+        try socket.connect(address)
+    }
+
+    /// The next event, or nil when none is waiting (`dontWait`).
+    public func next(dontWait: Bool = true) throws -> ZMQEvent? {
+        guard let frames = try socket.receive(dontWait: dontWait) else { return nil }
+        guard frames.count >= 2, frames[0].count >= 6 else { return nil }
+        let f = frames[0]
+        let kind = Int32(UInt16(f[0]) | UInt16(f[1]) << 8)  // native (little-endian) byte order
+        let value = UInt32(f[2]) | UInt32(f[3]) << 8 | UInt32(f[4]) << 16 | UInt32(f[5]) << 24
+        return ZMQEvent(kind: ZMQEvent.Kind(rawValue: kind), value: value, endpoint: String(decoding: frames[1], as: UTF8.self))
+    }
+
+    public func close() { socket.close() }
+}
+
 /// Waits for several sockets at once (`zmq_poll`).
 public struct ZMQPoller {
     private var items: [zmq_pollitem_t] = []

@@ -81,16 +81,30 @@ public final class Worker: @unchecked Sendable {
 
     // MARK: Loop
 
-    public func run() throws {
+    /// The DEALER to the coordinator, with a monitor for refused CURVE handshakes.
+    private func connect() throws -> (ZMQSocket, ZMQMonitor?) {
         let dealer = try ZMQSocket(context, .dealer)
+        var monitor: ZMQMonitor?
         if let curve = config.curve {
             try dealer.setCurveClient(publicKey: curve.keys.publicKey, secretKey: curve.keys.secretKey,
                                       serverKey: curve.serverKey)
+            monitor = try ZMQMonitor(context, watching: dealer, events: [.handshakeFailed, .handshakeSucceeded])
         }
         try dealer.setRoutingID(config.id)
         try dealer.setReconnect(initialMilliseconds: 100, maximumMilliseconds: 5000)
         try dealer.setHighWaterMarks(send: 10_000, receive: 10_000)
+        // A cut link shows as a silent connection: ZMTP heartbeats notice and reconnect.
+        try dealer.setConnectionHeartbeat(intervalMilliseconds: 1000, timeoutMilliseconds: 5000)
         try dealer.connect(config.endpoint)
+        return (dealer, monitor)
+    }
+
+    public func run() throws {
+        var (dealer, monitor) = try connect()
+        defer { monitor?.close() }
+        /// After a refused handshake libzmq gives the connection up: a new socket is made then.
+        var refusedBackoff = 0.0
+        var reconnectAt: Double?
         let results = try ZMQSocket(context, .pull)
         try results.bind(resultsEndpoint)
         if let port = config.metricsPort {
@@ -147,6 +161,7 @@ public final class Worker: @unchecked Sendable {
         var poller = ZMQPoller()
         poller.add(dealer)
         poller.add(results)
+        if let monitor { poller.add(monitor.socket) }
         var draining = false
         var drainStarted = 0.0
         logger.info("worker \(config.id) connecting to \(config.endpoint), \(config.concurrency) threads, credit \(credit)")
@@ -165,6 +180,32 @@ public final class Worker: @unchecked Sendable {
                 }
             }
             if readable[1] { while try results.receive(dontWait: true) != nil {} }
+            if readable.count > 2 && readable[2] {
+                while let event = try monitor?.next() {
+                    if event.kind.contains(.handshakeSucceeded) {
+                        if refusedBackoff > 0 { logger.info("coordinator at \(config.endpoint) accepted this worker's key") }
+                        refusedBackoff = 0
+                    } else if reconnectAt == nil {
+                        refusedBackoff = min(10, max(2, refusedBackoff * 2))
+                        reconnectAt = now + refusedBackoff
+                        let why = event.kind.contains(.handshakeFailedAuth)
+                            ? "refused this worker's key \(config.curve?.keys.keyID ?? "")… (ZAP \(event.value)): add its .pub to the coordinator's allow-list"
+                            : "CURVE handshake failed: check --server-key"
+                        logger.error("coordinator at \(config.endpoint) \(why); retrying in \(Int(refusedBackoff)) s")
+                    }
+                }
+            }
+            if let at = reconnectAt, now >= at {
+                reconnectAt = nil
+                monitor?.close()
+                dealer.close()
+                (dealer, monitor) = try connect()
+                poller = ZMQPoller()
+                poller.add(dealer)
+                poller.add(results)
+                if let monitor { poller.add(monitor.socket) }
+                try sendHello(dealer)
+            }
             flushOutbox(dealer, now: now)
             // Drain: stop taking tasks, hand back the queued ones, finish, wait for acks.
             lock.lock()
@@ -180,7 +221,7 @@ public final class Worker: @unchecked Sendable {
                 awaitingBytes.removeAll()
                 parked.removeAll()
                 logger.info("draining: handing back \(returned.count) queued tasks")
-                try? dealer.send(Envelope(MessageType.bye, json: WorkerBye(returned: returned)).frames)
+                _ = try? dealer.send(Envelope(MessageType.bye, json: WorkerBye(returned: returned)).frames, dontWait: true)
             }
             if draining {
                 lock.lock()
@@ -188,7 +229,7 @@ public final class Worker: @unchecked Sendable {
                 lock.unlock()
                 if (!busy && unacked.isEmpty) || now - drainStarted > config.drainTimeout {
                     if !unacked.isEmpty { logger.warning("exiting with \(unacked.count) unacknowledged reports") }
-                    try? dealer.send(Envelope(MessageType.bye, json: WorkerBye(returned: [])).frames)
+                    _ = try? dealer.send(Envelope(MessageType.bye, json: WorkerBye(returned: [])).frames, dontWait: true)
                     logger.info("drained after \(completedCount) tasks")
                     return
                 }
@@ -275,8 +316,9 @@ public final class Worker: @unchecked Sendable {
 
     private func send(_ dealer: ZMQSocket, _ e: Envelope, now: Double) {
         do {
-            try dealer.send(e.frames)
-            lastSent = now
+            // Never block the loop: with no connection the message is dropped, and
+            // heartbeats, hellos and unacknowledged reports are sent again anyway.
+            if try dealer.send(e.frames, dontWait: true) { lastSent = now }
         } catch {
             logger.error("send failed: \(error)")
         }

@@ -45,6 +45,9 @@ func clientCall<T>(_ body: () throws -> T) throws -> T {
     } catch let e as ClientTimeout {
         warn("error: \(e)")
         throw ExitCode(3)
+    } catch let e as AuthenticationRefused {
+        warn("error: \(e)")
+        throw ExitCode(4)
     }
 }
 
