@@ -13,7 +13,7 @@ repeats=${3:-3}
 tessera=$PWD/.build/release/tessera
 [ -x "$tessera" ] || swift build -c release >/dev/null
 work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 now() { date +%s.%N; }
 
 for name in coordinator worker client; do "$tessera" keygen "$name" -o "$work/keys" >/dev/null; done

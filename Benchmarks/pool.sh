@@ -11,7 +11,7 @@ noop_tasks=${2:-200000}
 tessera=$PWD/.build/release/tessera
 [ -x "$tessera" ] || swift build -c release >/dev/null
 work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 now() { date +%s.%N; }
 peak_kb() { awk '/VmHWM/ {print $2}' "/proc/$1/status"; }
 
