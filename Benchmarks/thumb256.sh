@@ -13,7 +13,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/src"
 for f in "$src"/*.jpg "$src"/*.jpeg; do [ -e "$f" ] && ln -s "$(realpath "$f")" "$work/src/"; done
-n=$(ls "$work/src" | wc -l)
+n=$(find "$work/src" -mindepth 1 -maxdepth 1 | wc -l)
 printf '{"format":"tessera.recipe","version":1,"operations":[{"op":"resize","width":%d,"height":%d}],"output":{"format":"jpeg","quality":%s}}\n' \
     "$size" "$size" "0.$q" > "$work/recipe.json"
 tessera=.build/release/tessera
@@ -23,7 +23,7 @@ run() { # command... ; prints wall seconds and peak RSS (kB)
     tail -1 "$work/time"
 }
 declare -A secs rss
-for i in 1 2 3; do
+for _ in 1 2 3; do
     rm -rf "$work/tess" "$work/vips"; mkdir -p "$work/vips"
     read -r s m < <(run $tessera render "$work/src" --recipe "$work/recipe.json" -o "$work/tess" -t 1 --quiet)
     secs[tessera]+="$s "; rss[tessera]+="$m "
