@@ -47,7 +47,7 @@ final class Cluster {
         p.arguments = args
         p.standardInput = FileHandle.nullDevice
         p.standardOutput = FileHandle.nullDevice
-        FileManager.default.createFile(atPath: log, contents: nil)
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
         p.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
         try p.run()
         return p

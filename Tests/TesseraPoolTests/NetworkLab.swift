@@ -66,7 +66,7 @@ final class NetworkLab {
         p.arguments = ["ip", "netns", "exec", hosts[host]!.namespace] + command
         p.standardInput = FileHandle.nullDevice
         p.standardOutput = FileHandle.nullDevice
-        FileManager.default.createFile(atPath: log, contents: nil)
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
         p.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
         try p.run()
         processes.append(p)
