@@ -61,6 +61,11 @@ struct ts_jpeg_dec {
     int created, started;
     const uint8_t *data;
     size_t size;
+    // Split source (ts_jpeg_dec_set_body): `data` is a header, `body` the entropy data after it.
+    struct jpeg_source_mgr split;
+    const uint8_t *body;
+    size_t body_size;
+    int body_given;
 };
 
 static void ts_progress(j_common_ptr cinfo) {
@@ -106,13 +111,87 @@ void ts_jpeg_dec_destroy(ts_jpeg_dec *d) {
 
 const char *ts_jpeg_dec_message(const ts_jpeg_dec *d) { return d->err.message; }
 
+// MARK: Split source: a header buffer, then a body buffer, then a fake EOI (as jpeg_mem_src).
+
+static const JOCTET ts_fake_eoi[2] = {0xFF, JPEG_EOI};
+
+static void ts_split_init(j_decompress_ptr c) { (void)c; }
+
+static boolean ts_split_fill(j_decompress_ptr c) {
+    ts_jpeg_dec *d = (ts_jpeg_dec *)((char *)c - offsetof(ts_jpeg_dec, cinfo));
+    if (!d->body_given && d->body_size > 0) {
+        d->body_given = 1;
+        d->split.next_input_byte = d->body;
+        d->split.bytes_in_buffer = d->body_size;
+        return TRUE;
+    }
+    WARNMS(c, JWRN_JPEG_EOF);
+    d->split.next_input_byte = ts_fake_eoi;
+    d->split.bytes_in_buffer = 2;
+    return TRUE;
+}
+
+static void ts_split_skip(j_decompress_ptr c, long n) {
+    ts_jpeg_dec *d = (ts_jpeg_dec *)((char *)c - offsetof(ts_jpeg_dec, cinfo));
+    if (n <= 0) return;
+    while ((size_t)n > d->split.bytes_in_buffer) {
+        n -= (long)d->split.bytes_in_buffer;
+        ts_split_fill(c);
+    }
+    d->split.next_input_byte += n;
+    d->split.bytes_in_buffer -= (size_t)n;
+}
+
+static void ts_split_term(j_decompress_ptr c) { (void)c; }
+
+void ts_jpeg_dec_set_body(ts_jpeg_dec *d, const uint8_t *body, size_t size) {
+    d->body = body;
+    d->body_size = size;
+}
+
+long ts_jpeg_dec_input_offset(const ts_jpeg_dec *d) {
+    if (d->body) return -1;
+    return (long)(d->cinfo.src->next_input_byte - d->data);
+}
+
+long ts_jpeg_nth_restart(const uint8_t *data, size_t size, size_t start, long n) {
+    if (n <= 0) return (long)start;
+    long seen = 0;
+    const uint8_t *p = data + start, *end = data + size;
+    while (p + 1 < end) {
+        const uint8_t *ff = memchr(p, 0xFF, (size_t)(end - p) - 1);
+        if (!ff) return -1;
+        uint8_t m = ff[1];
+        if (m >= 0xD0 && m <= 0xD7) {
+            if (++seen == n) return (long)(ff + 2 - data);
+            p = ff + 2;
+        } else if (m == 0x00 || m == 0xFF) {
+            p = ff + 1;
+        } else {
+            return -1;  // another marker (EOI, DNL, a second scan): not a single restart-coded scan
+        }
+    }
+    return -1;
+}
+
 int ts_jpeg_dec_read_header(ts_jpeg_dec *d, ts_jpeg_header *out) {
     if (setjmp(d->err.jump)) return -1;
     if (d->size == 0) {
         snprintf(d->err.message, sizeof d->err.message, "empty input");
         return -1;
     }
-    jpeg_mem_src(&d->cinfo, d->data, (unsigned long)d->size);
+    if (d->body) {
+        d->split.init_source = ts_split_init;
+        d->split.fill_input_buffer = ts_split_fill;
+        d->split.skip_input_data = ts_split_skip;
+        d->split.resync_to_restart = jpeg_resync_to_restart;
+        d->split.term_source = ts_split_term;
+        d->split.next_input_byte = d->data;
+        d->split.bytes_in_buffer = d->size;
+        d->cinfo.src = &d->split;
+    } else {
+        jpeg_mem_src(&d->cinfo, d->data, (unsigned long)d->size);
+    }
     jpeg_save_markers(&d->cinfo, JPEG_APP0 + 1, 0xFFFF);
     jpeg_save_markers(&d->cinfo, JPEG_APP0 + 2, 0xFFFF);
     if (jpeg_read_header(&d->cinfo, TRUE) != JPEG_HEADER_OK) {
@@ -137,6 +216,7 @@ int ts_jpeg_dec_read_header(ts_jpeg_dec *d, ts_jpeg_header *out) {
         out->v_samp[i] = c->comp_info[i].v_samp_factor;
     }
     out->restart_interval = (int)c->restart_interval;
+    out->comps_in_scan = c->comps_in_scan;
     return 0;
 }
 

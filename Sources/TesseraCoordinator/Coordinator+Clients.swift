@@ -16,10 +16,12 @@ extension Coordinator {
         }
         let clock = ContinuousClock()
         let start = clock.now
-        let inputs: [InputFile]
+        var inputs: [InputFile]
         do { inputs = try JobPlanner.inputs(of: spec) } catch let error as JobError {
             throw ErrorReply(code: error.code.rawValue, message: error.description)
         }
+        // A tiles job: every input becomes the parts (bands, tail) of its pyramid.
+        if spec.kind == .tiles { inputs = TilePlanner.plan(spec, inputs: inputs) }
         let id = "j-" + String(UInt64.random(in: 0...UInt64.max) & 0xFFFF_FFFF_FFFF, radix: 36)
         let submitted = Date().timeIntervalSince1970
         let (seq, first) = try journal.insertJob(id: id, spec: spec, inputs: inputs, submitted: submitted)

@@ -109,7 +109,7 @@ public final class Coordinator: @unchecked Sendable {
         for row in rows {
             let taskRows = try journal.tasks(ofJob: row.id)
             let job = ActiveJob(id: row.id, seq: row.seq, spec: row.spec, firstTask: row.firstTask,
-                                inputs: taskRows.map { InputFile(path: $0.path, root: $0.root) },
+                                inputs: taskRows.map { InputFile(path: $0.path, root: $0.root, part: $0.part) },
                                 submitted: row.submitted)
             job.state = .running
             for (i, t) in taskRows.enumerated() {
@@ -445,9 +445,9 @@ public final class Coordinator: @unchecked Sendable {
                 metrics.observe(r)
                 if r.status == .succeeded, job.spec.options.incremental, job.spec.kind != .noop, r.inputHash != 0 {
                     let outputs = outputPaths(record, root: job.spec.output)
-                    journal.append(.rendition(path: job.tasks[i].input.path, recipe: job.recipeHash,
+                    journal.append(.rendition(path: job.tasks[i].input.key, recipe: job.recipeHash,
                                               inputHash: r.inputHash, outputs: outputs))
-                    job.renditions[job.tasks[i].input.path] = (r.inputHash, outputs)
+                    job.renditions[job.tasks[i].input.key] = (r.inputHash, outputs)
                 }
             case .failed:
                 metrics.observe(r)
@@ -692,7 +692,7 @@ public final class Coordinator: @unchecked Sendable {
 
     func assignment(_ job: ActiveJob, _ i: Int, ref: TaskRef, inline: [UInt8]?) -> TaskAssignment {
         var expected: UInt64?
-        if job.spec.options.incremental, let r = job.renditions[job.tasks[i].input.path],
+        if job.spec.options.incremental, let r = job.renditions[job.tasks[i].input.key],
            !r.outputs.isEmpty, r.outputs.allSatisfy({ access($0, F_OK) == 0 }) {
             expected = r.hash
         }

@@ -41,6 +41,7 @@ final class Journal {
         var id: UInt64
         var path: String
         var root: String
+        var part: String
         var attempts: Int
         var crashes: Int
         var notBefore: Double
@@ -80,6 +81,10 @@ final class Journal {
                   PRIMARY KEY (path, recipe)) WITHOUT ROWID;
                 """)
         }
+        migrator.registerMigration("v2-parts") { db in
+            // Tile tasks: the piece of the input a task makes (a pyramid part).
+            try db.execute(sql: "ALTER TABLE tasks ADD COLUMN part TEXT NOT NULL DEFAULT ''")
+        }
         try migrator.migrate(db)
     }
 
@@ -105,9 +110,9 @@ final class Journal {
                 VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)
                 """, arguments: [id, seq, spec.name, spec.kind.rawValue, spec.priority, specJSON, inputs.count,
                                  Int64(first), submitted])
-            let insert = try db.cachedStatement(sql: "INSERT INTO tasks (id, job, path, root) VALUES (?, ?, ?, ?)")
+            let insert = try db.cachedStatement(sql: "INSERT INTO tasks (id, job, path, root, part) VALUES (?, ?, ?, ?, ?)")
             for (i, input) in inputs.enumerated() {
-                try insert.execute(arguments: [Int64(first) + Int64(i), id, input.path, input.root])
+                try insert.execute(arguments: [Int64(first) + Int64(i), id, input.path, input.root, input.part])
             }
             return (seq, first)
         }
@@ -142,12 +147,12 @@ final class Journal {
         try db.read { db in
             var rows: [TaskRow] = []
             let cursor = try Row.fetchCursor(db, sql: """
-                SELECT t.id, t.path, t.root, t.attempts, t.crashes, t.not_before, r.status
+                SELECT t.id, t.path, t.root, t.attempts, t.crashes, t.not_before, r.status, t.part
                 FROM tasks t LEFT JOIN results r ON r.task = t.id WHERE t.job = ? ORDER BY t.id
                 """, arguments: [job])
             while let r = try cursor.next() {
                 let status: Int? = r[6]
-                rows.append(TaskRow(id: UInt64(r[0] as Int64), path: r[1], root: r[2], attempts: r[3], crashes: r[4],
+                rows.append(TaskRow(id: UInt64(r[0] as Int64), path: r[1], root: r[2], part: r[7], attempts: r[3], crashes: r[4],
                                     notBefore: r[5], result: status.flatMap(ResultStatus.init(rawValue:))))
             }
             return rows

@@ -57,7 +57,9 @@ final class ActiveJob {
         self.id = id
         self.seq = seq
         self.spec = spec
-        exec = spec.executable
+        var exec = spec.executable
+        exec.createdAt = submitted
+        self.exec = exec
         let e = JSONEncoder()
         e.outputFormatting = [.sortedKeys]
         execJSON = (try? e.encode(JobAnnouncement(job: id, spec: exec))) ?? Data()

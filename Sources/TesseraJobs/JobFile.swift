@@ -104,7 +104,7 @@ public enum JobFile {
 
         mutating func job(_ root: Node) throws -> JobSpec {
             let m = try mapping(root, "", allowed: ["name", "kind", "priority", "inputs", "output", "outputs",
-                                                    "presets", "strip", "options"])
+                                                    "presets", "strip", "tiles", "options"])
             guard let nameNode = m["name"] else { throw error(root, "name", "missing (every job needs a name)") }
             let name = try string(nameNode, "name")
             var kind = JobKind.thumbnail
@@ -145,8 +145,11 @@ public enum JobFile {
                 guard !outputs.isEmpty else {
                     throw error(m["outputs"] ?? root, "outputs", "a \(kind.rawValue) job needs at least one output (a preset or recipe)")
                 }
-            case .strip, .noop:
+            case .strip, .noop, .tiles:
                 break
+            }
+            guard m["tiles"] == nil || kind == .tiles else {
+                throw error(m["tiles"], "tiles", "only a tiles job (kind: tiles) takes tile settings")
             }
             var names = Set<String>()
             for (i, o) in outputs.enumerated() where !names.insert(o.name).inserted {
@@ -155,7 +158,12 @@ public enum JobFile {
             var spec = JobSpec(name: name, kind: kind, inputs: inputs, output: output, outputs: outputs)
             if let p = m["priority"] { spec.priority = try int(p, "priority") }
             if let s = m["strip"] { spec.strip = try stripOptions(s) }
+            if kind == .tiles { spec.tiles = try tileSettings(m["tiles"]) }
             if let o = m["options"] { spec.options = try options(o) }
+            // A pyramid never holds the whole image: tiles jobs take any size JPEG allows.
+            if kind == .tiles && m["options"]?.mapping?["maxMegapixels"] == nil {
+                spec.options.maxMegapixels = JobOptions.tilesMaxMegapixels
+            }
             return spec
         }
 
@@ -253,6 +261,50 @@ public enum JobFile {
                 s.orientation = h
             }
             return s
+        }
+
+        /// The `tiles:` section (every field optional: `vips dzsave`'s defaults).
+        func tileSettings(_ n: Node?) throws -> TileSettings {
+            guard let n else { return TileSettings() }
+            let m = try mapping(n, "tiles", allowed: ["layout", "tileSize", "overlap", "format", "quality",
+                                                      "background", "baseURI", "viewer", "memoryBudgetMB"])
+            var layout = TileLayout.deepzoom
+            if let v = m["layout"] {
+                let s = try string(v, "tiles.layout")
+                guard let l = TileLayout(rawValue: s) else {
+                    throw error(v, "tiles.layout", "expected one of \(TileLayout.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(s)\"")
+                }
+                layout = l
+            }
+            var t = TileSettings(layout: layout, tileSize: try m["tileSize"].map { try int($0, "tiles.tileSize") },
+                                 overlap: try m["overlap"].map { try int($0, "tiles.overlap") })
+            if let v = m["format"] {
+                let s = try string(v, "tiles.format")
+                guard let f = ImageFormat(rawValue: s == "jpg" ? "jpeg" : s) else {
+                    throw error(v, "tiles.format", "expected jpeg or png, got \"\(s)\"")
+                }
+                t.format = f
+            }
+            if let v = m["quality"] {
+                // 0.75 (as recipes write it) or 75 (as dzsave's Q).
+                let q = try double(v, "tiles.quality")
+                t.quality = q <= 1 ? Int((q * 100).rounded()) : Int(q)
+            }
+            if let v = m["background"] {
+                guard let list = v.sequence, list.count == 3 else { throw error(v, "tiles.background", "expected [r, g, b]") }
+                t.background = try list.enumerated().map { i, c in
+                    let x = try int(c, "tiles.background[\(i)]")
+                    guard (0...255).contains(x) else { throw error(c, "tiles.background[\(i)]", "expected 0...255") }
+                    return UInt8(x)
+                }
+            }
+            if let v = m["baseURI"] { t.baseURI = try string(v, "tiles.baseURI") }
+            if let v = m["viewer"] { t.viewer = try bool(v, "tiles.viewer") }
+            if let v = m["memoryBudgetMB"] { t.memoryBudgetMB = try int(v, "tiles.memoryBudgetMB") }
+            do { try t.validate() } catch let e as ImagingError {
+                throw error(n, "", e.reason)
+            }
+            return t
         }
 
         func options(_ n: Node) throws -> JobOptions {

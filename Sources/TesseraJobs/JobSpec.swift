@@ -9,6 +9,8 @@ public enum JobKind: String, Codable, Sendable, CaseIterable {
     case strip
     /// Re-encode to a preset or byte budget.
     case recompress
+    /// Tile pyramids (Deep Zoom, IIIF) of large images, split into bands over the pool.
+    case tiles
     /// Do nothing (measures the coordinator and wire, not imaging).
     case noop
 }
@@ -98,6 +100,8 @@ public struct OutputSpec: Codable, Sendable, Equatable {
 /// Per-job limits and policies.
 public struct JobOptions: Codable, Sendable, Equatable {
     public var maxMegapixels: Double = 100
+    /// The default for tiles jobs: 65,535² pixels, the largest JPEG.
+    public static let tilesMaxMegapixels = 4295.0
     public var maxInputMB: Int = 512
     /// Fail damaged files instead of rendering what decodes.
     public var strict = true
@@ -152,10 +156,13 @@ public struct JobSpec: Codable, Sendable, Equatable {
     public var output: String
     public var outputs: [OutputSpec] = []
     public var strip = StripOptions()
+    /// The pyramid settings of a `tiles` job.
+    public var tiles: TileSettings?
     public var options = JobOptions()
 
     public init(name: String, kind: JobKind = .thumbnail, priority: Int = 0, inputs: [InputSource], output: String,
-                outputs: [OutputSpec] = [], strip: StripOptions = StripOptions(), options: JobOptions = JobOptions()) {
+                outputs: [OutputSpec] = [], strip: StripOptions = StripOptions(), tiles: TileSettings? = nil,
+                options: JobOptions = JobOptions()) {
         self.name = name
         self.kind = kind
         self.priority = priority
@@ -163,10 +170,11 @@ public struct JobSpec: Codable, Sendable, Equatable {
         self.output = output
         self.outputs = outputs
         self.strip = strip
+        self.tiles = tiles
         self.options = options
     }
 
-    enum CodingKeys: String, CodingKey { case name, kind, priority, inputs, output, outputs, strip, options }
+    enum CodingKeys: String, CodingKey { case name, kind, priority, inputs, output, outputs, strip, tiles, options }
 
     /// JSON jobs (from scripts) take the same shorthand and defaults as job files.
     public init(from decoder: Decoder) throws {
@@ -178,6 +186,14 @@ public struct JobSpec: Codable, Sendable, Equatable {
         output = try c.decode(String.self, forKey: .output)
         outputs = try c.decodeIfPresent([OutputSpec].self, forKey: .outputs) ?? []
         strip = try c.decodeIfPresent(StripOptions.self, forKey: .strip) ?? StripOptions()
+        tiles = try c.decodeIfPresent(TileSettings.self, forKey: .tiles)
+        if kind == .tiles {
+            let t = tiles ?? TileSettings()
+            do { try t.validate() } catch let e as ImagingError {
+                throw DecodingError.dataCorruptedError(forKey: .tiles, in: c, debugDescription: e.reason)
+            }
+            tiles = t
+        }
         options = try c.decodeIfPresent(JobOptions.self, forKey: .options) ?? JobOptions()
     }
 
@@ -185,7 +201,8 @@ public struct JobSpec: Codable, Sendable, Equatable {
     public var executable: ExecutableJob {
         ExecutableJob(kind: kind, outputs: outputs.map { RenderTask.Output(name: $0.name, recipe: $0.recipe) },
                       templates: outputs.map { $0.path ?? defaultTemplate },
-                      outputRoot: output, strip: strip, options: options)
+                      outputRoot: output, strip: strip, tiles: kind == .tiles ? (tiles ?? TileSettings()) : nil,
+                      options: options)
     }
 
     /// `{dir}/{stem}.{ext}` for one output, `{dir}/{stem}-{preset}.{ext}` for several;
@@ -203,7 +220,22 @@ public struct ExecutableJob: Codable, Sendable, Equatable {
     public var templates: [String]
     public var outputRoot: String
     public var strip: StripOptions
+    public var tiles: TileSettings?
     public var options: JobOptions
+    /// When the job was submitted (seconds since 1970): a retried tile task keeps the
+    /// tiles written since then. Not part of the recipe hash.
+    public var createdAt: Double?
+
+    public init(kind: JobKind, outputs: [RenderTask.Output], templates: [String], outputRoot: String,
+                strip: StripOptions, tiles: TileSettings? = nil, options: JobOptions) {
+        self.kind = kind
+        self.outputs = outputs
+        self.templates = templates
+        self.outputRoot = outputRoot
+        self.strip = strip
+        self.tiles = tiles
+        self.options = options
+    }
 
     /// A stable hash of everything that shapes the outputs (recipes, templates, kind,
     /// strip options, limits) and the renderer version: the "recipe version" of
@@ -215,12 +247,13 @@ public struct ExecutableJob: Codable, Sendable, Equatable {
             var outputs: [RenderTask.Output]
             var templates: [String]
             var strip: StripOptions
+            var tiles: TileSettings?
             var strict: Bool
             var fast: Bool
         }
         let e = JSONEncoder()
         e.outputFormatting = [.sortedKeys]
-        let data = (try? e.encode(Key(kind: kind, outputs: outputs, templates: templates, strip: strip,
+        let data = (try? e.encode(Key(kind: kind, outputs: outputs, templates: templates, strip: strip, tiles: tiles,
                                       strict: options.strict, fast: options.fast))) ?? Data()
         return XXH64.hash(Array(data))
     }

@@ -85,8 +85,10 @@ public struct TaskRecord: Sendable, Codable {
     /// then the process peak over the task's run (an upper bound), not the task's own.
     public var peakRSSShared: Bool?
     public var worker: String?
+    /// What a tile task made (tiles jobs).
+    public var tiles: TileWork?
 
-    public var bytesOut: Int { outputs.reduce(0) { $0 + $1.bytes } }
+    public var bytesOut: Int { outputs.reduce(0) { $0 + $1.bytes } + (tiles?.bytes ?? 0) }
 }
 
 /// What running one task produced, beyond its record.
@@ -185,6 +187,11 @@ public enum TaskExecutor {
                     let naming = OutputNaming(root: job.outputRoot, template: job.templates.first ?? OutputNaming.single)
                     let rel = try naming.relativePath(for: input, preset: "strip", format: result.format)
                     files.append(("strip", rel, result.bytes, nil, result.format, nil))
+                case .tiles:
+                    try runTiles(job, input: input, bytes: bytes, options: options, returnInline: returnInline,
+                                 record: &record, outcome: &outcome)
+                    record.status = .succeeded
+                    return
                 case .noop:
                     break
                 }
@@ -236,5 +243,55 @@ public enum TaskExecutor {
         record.timings.total = ms(clock.now - start)
         outcome.record = record
         return outcome
+    }
+
+    /// A `tiles` task: one part of one pyramid.
+    static func runTiles(_ job: ExecutableJob, input: InputFile, bytes: UnsafeRawBufferPointer, options: RenderOptions,
+                         returnInline: Bool, record: inout TaskRecord, outcome: inout TaskOutcome) throws {
+        guard let settings = job.tiles else { throw JobError(.invalidJob, "a tiles job without tile settings") }
+        guard let part = PyramidPart(input.part) else {
+            throw JobError(.invalidJob, "task names no pyramid part (\"\(input.part)\")", file: input.path)
+        }
+        let clock = ContinuousClock()
+        let t0 = clock.now
+        var limits = TilePlanner.limits(job.options)
+        limits.maxInputBytes = options.limits.maxInputBytes
+        let info: TileSourceInfo
+        do { info = try TileSourceInfo.probe(bytes, limits: limits) } catch let e as ImagingError { throw e.naming(input.path) }
+        record.sourceFormat = info.format.rawValue
+        record.sourceWidth = info.width
+        record.sourceHeight = info.height
+        let name = TilePlanner.pyramidName(input)
+        var renderer = TileRenderer(settings: settings, info: info, name: name)
+        renderer.limits = limits
+        renderer.strict = job.options.strict
+        let writer = returnInline ? nil : try TileWriter(root: job.outputRoot, name: name, resumeAfter: job.createdAt)
+        var inline: [(path: String, bytes: [UInt8])] = []
+        var writeTime = Duration.zero
+        let work: TileWork
+        do {
+            work = try renderer.render(bytes, part: part, exists: { writer?.exists($0) ?? false }) { path, data in
+                if let writer {
+                    let w0 = clock.now
+                    try writer.write(path, data)
+                    writeTime += clock.now - w0
+                } else {
+                    inline.append((path, data))
+                }
+            }
+        } catch let e as ImagingError {
+            // The input's fault: no attempt will do better, so leave no tiles of this part behind.
+            writer?.removeWritten()
+            throw e.naming(input.path)
+        }
+        outcome.inlineOutputs = inline
+        record.tiles = work
+        record.scaleEighths = work.decode.scaleEighths
+        record.decodePath = info.format == .jpeg ? "jpeg-\(work.decode.seek)" : "png-\(work.decode.seek)"
+        func ms(_ d: Duration) -> Double { Double(d.components.seconds) * 1000 + Double(d.components.attoseconds) / 1e15 }
+        record.timings.decode = work.decodeSeconds * 1000
+        record.timings.encode = work.encodeSeconds * 1000
+        record.timings.write = ms(writeTime)
+        record.timings.finish = max(0, ms(clock.now - t0) - record.timings.decode - record.timings.encode - record.timings.write)
     }
 }

@@ -185,6 +185,11 @@ public struct TaskAssignment: Equatable, Sendable {
                 w.u32(UInt32.max)
             }
         }
+        // Parts (tile tasks) follow the task list, so readers that predate them still parse it.
+        if tasks.contains(where: { !$0.input.part.isEmpty }) {
+            w.u32(UInt32(tasks.count))
+            for t in tasks { w.string(t.input.part) }
+        }
         return Envelope(MessageType.tasks, body: w.bytes, payloads: payloads)
     }
 
@@ -192,7 +197,7 @@ public struct TaskAssignment: Equatable, Sendable {
         var r = BinaryReader(e.body)
         let n = Int(try r.u32())
         guard n <= e.body.count / 20 else { throw WireError("tasks claims \(n) entries") }
-        return try (0..<n).map { _ in
+        var tasks: [TaskAssignment] = try (0..<n).map { _ in
             let ref = TaskRef(task: try r.u64(), attempt: try r.u32())
             let job = try r.string(), path = try r.string(), root = try r.string()
             let hash = try r.u64()
@@ -206,6 +211,11 @@ public struct TaskAssignment: Equatable, Sendable {
             return TaskAssignment(ref: ref, job: job, input: InputFile(path: path, root: root),
                                   expectedHash: hash == 0 ? nil : hash, inlineInput: inline, leaseSeconds: lease)
         }
+        if !r.isAtEnd {
+            guard Int(try r.u32()) == n else { throw WireError("tasks: part list does not match the task list") }
+            for i in 0..<n { tasks[i].input = tasks[i].input.with(part: try r.string()) }
+        }
+        return tasks
     }
 }
 

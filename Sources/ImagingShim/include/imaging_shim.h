@@ -29,6 +29,7 @@ typedef struct {
     int max_h_samp, max_v_samp;
     int h_samp[4], v_samp[4];
     int restart_interval;
+    int comps_in_scan;       ///< components in the first scan (== num_components: interleaved)
 } ts_jpeg_header;
 
 /// Output pixel layouts the decoder can produce.
@@ -42,6 +43,16 @@ ts_jpeg_dec *ts_jpeg_dec_create(const uint8_t *data, size_t size, int strict,
 void ts_jpeg_dec_destroy(ts_jpeg_dec *d);
 const char *ts_jpeg_dec_message(const ts_jpeg_dec *d);
 
+/// Makes the decoder read `data` (then a header) followed by `body` (entropy-coded data),
+/// without copying either: how a band decode starts at a restart marker. Call before
+/// `ts_jpeg_dec_read_header`; `body` must outlive the decoder.
+void ts_jpeg_dec_set_body(ts_jpeg_dec *d, const uint8_t *body, size_t size);
+/// After `ts_jpeg_dec_read_header` of a single-buffer decoder: the offset of the first byte
+/// after the header (for a baseline file, the start of its entropy-coded data).
+long ts_jpeg_dec_input_offset(const ts_jpeg_dec *d);
+/// The offset just after the `n`th restart marker (RST0-7) in entropy-coded data starting at
+/// `start`, or -1 when there are fewer, or another marker comes first.
+long ts_jpeg_nth_restart(const uint8_t *data, size_t size, size_t start, long n);
 /// Wraps `jpeg_read_header`, saving APP1 and APP2 markers.
 int ts_jpeg_dec_read_header(ts_jpeg_dec *d, ts_jpeg_header *out);
 /// The EXIF payload of the first APP1 "Exif\0\0" marker (pointer into the decoder), or NULL.

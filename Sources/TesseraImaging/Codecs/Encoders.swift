@@ -23,6 +23,14 @@ enum JPEGEncoder {
     /// ("Exif\0\0" + TIFF) when given.
     static func encode(_ image: PixelBuffer, _ s: Settings, icc: [UInt8]? = nil, exif: [UInt8]? = nil) throws -> [UInt8] {
         precondition(image.layout != .rgba, "flatten alpha before JPEG encoding")
+        return try encode(UnsafePointer(image.base), width: image.width, height: image.height, stride: image.stride,
+                          channels: image.channels, s, icc: icc, exif: exif)
+    }
+
+    /// Encodes a window of a larger buffer (a tile of a band) without copying it.
+    static func encode(_ pixels: UnsafePointer<UInt8>, width: Int, height: Int, stride: Int, channels: Int,
+                       _ s: Settings, icc: [UInt8]? = nil, exif: [UInt8]? = nil) throws -> [UInt8] {
+        precondition(channels == 1 || channels == 3, "flatten alpha before JPEG encoding")
         let sub: Int32
         switch s.subsampling {
         case .auto: sub = s.quality >= 90 ? 2 : 0
@@ -39,8 +47,8 @@ enum JPEGEncoder {
         var message = [CChar](repeating: 0, count: 256)
         let rc = withOptionalBytes(icc) { iccPtr, iccLen in
             withOptionalBytes(exif) { exifPtr, exifLen in
-                ts_jpeg_encode(image.base, Int32(image.width), Int32(image.height), image.stride,
-                               Int32(image.channels), &params, iccPtr, UInt32(iccLen), exifPtr, UInt32(exifLen),
+                ts_jpeg_encode(pixels, Int32(width), Int32(height), stride,
+                               Int32(channels), &params, iccPtr, UInt32(iccLen), exifPtr, UInt32(exifLen),
                                &out, &outLen, &message, message.count)
             }
         }
@@ -55,12 +63,18 @@ enum JPEGEncoder {
 /// PNG encoding through libpng (`ts_png_encode`).
 enum PNGEncoder {
     static func encode(_ image: PixelBuffer, compressionLevel: Int, icc: [UInt8]? = nil) throws -> [UInt8] {
+        try encode(UnsafePointer(image.base), width: image.width, height: image.height, stride: image.stride,
+                   channels: image.channels, compressionLevel: compressionLevel, icc: icc)
+    }
+
+    static func encode(_ pixels: UnsafePointer<UInt8>, width: Int, height: Int, stride: Int, channels: Int,
+                       compressionLevel: Int, icc: [UInt8]? = nil) throws -> [UInt8] {
         var out: UnsafeMutablePointer<UInt8>?
         var outLen = 0
         var message = [CChar](repeating: 0, count: 256)
         let rc = withOptionalBytes(icc) { iccPtr, iccLen in
-            ts_png_encode(image.base, Int32(image.width), Int32(image.height), image.stride,
-                          Int32(image.channels), Int32(max(0, min(9, compressionLevel))),
+            ts_png_encode(pixels, Int32(width), Int32(height), stride,
+                          Int32(channels), Int32(max(0, min(9, compressionLevel))),
                           iccPtr, UInt32(iccLen), &out, &outLen, &message, message.count)
         }
         guard rc == 0, let out else {

@@ -13,6 +13,9 @@ struct JPEGHeader {
     var adobeTransform: Int?       // nil without an Adobe APP14 marker
     var samplingFactors: [(h: Int, v: Int)]
     var restartInterval: Int
+    /// Components in the first scan (all of them: one interleaved scan, as baseline files have).
+    var componentsInFirstScan: Int = 0
+    var maxSampling: (h: Int, v: Int) = (1, 1)
 
     /// "4:2:0" and friends, or the raw factors when unusual.
     var subsampling: String {
@@ -39,8 +42,9 @@ final class JPEGDecoder {
     private let handle: OpaquePointer
     private(set) var header: JPEGHeader
 
-    /// Reads the header. `bytes` must outlive the decoder.
-    init(bytes: UnsafeRawBufferPointer, limits: Limits, strict: Bool = true) throws {
+    /// Reads the header. `bytes` must outlive the decoder. With `body`, `bytes` is only a
+    /// header and the entropy-coded data comes from `body` (which must outlive it too).
+    init(bytes: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer? = nil, limits: Limits, strict: Bool = true) throws {
         guard let base = bytes.baseAddress, bytes.count > 0 else {
             throw ImagingError(.empty, "the file is empty")
         }
@@ -50,6 +54,9 @@ final class JPEGDecoder {
             throw ImagingError(.limitExceeded, "cannot allocate a JPEG decoder")
         }
         handle = h
+        if let body, let b = body.baseAddress {
+            ts_jpeg_dec_set_body(h, b.assumingMemoryBound(to: UInt8.self), body.count)
+        }
         var raw = ts_jpeg_header()
         guard ts_jpeg_dec_read_header(h, &raw) == 0 else {
             let error = JPEGDecoder.error(message: String(cString: ts_jpeg_dec_message(h)))
@@ -69,10 +76,17 @@ final class JPEGDecoder {
             progressive: raw.progressive != 0, arithmetic: raw.arith_code != 0,
             precision: Int(raw.data_precision),
             adobeTransform: raw.saw_adobe_marker != 0 ? Int(raw.adobe_transform) : nil,
-            samplingFactors: factors, restartInterval: Int(raw.restart_interval))
+            samplingFactors: factors, restartInterval: Int(raw.restart_interval),
+            componentsInFirstScan: Int(raw.comps_in_scan), maxSampling: (Int(raw.max_h_samp), Int(raw.max_v_samp)))
     }
 
     deinit { ts_jpeg_dec_destroy(handle) }
+
+    /// After the header: the offset of the entropy-coded data of a single-scan file.
+    var entropyOffset: Int? {
+        let o = ts_jpeg_dec_input_offset(handle)
+        return o >= 0 ? o : nil
+    }
 
     /// The EXIF payload (TIFF structure, without the "Exif\0\0" prefix), if any.
     var exif: [UInt8]? {

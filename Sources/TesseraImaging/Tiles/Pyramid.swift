@@ -1,0 +1,275 @@
+import Foundation
+
+/// How a tile pyramid is laid out on disk.
+public enum TileLayout: String, Sendable, Codable, CaseIterable {
+    /// Deep Zoom: `NAME.dzi` + `NAME_files/LEVEL/COL_ROW.EXT`, level 0 is 1×1, tiles overlap.
+    case deepzoom
+    /// IIIF Image API 2 level 0: `NAME/info.json` + `NAME/x,y,w,h/w,/0/default.EXT`.
+    case iiif
+    /// IIIF Image API 3 level 0: the same with `w,h` sizes and a v3 `info.json`.
+    case iiif3
+}
+
+/// What a tile pyramid is made of (the `tiles:` section of a job).
+public struct TileSettings: Sendable, Codable, Equatable {
+    public var layout: TileLayout = .deepzoom
+    /// Tile edge in pixels, without overlap (Deep Zoom's default 254, IIIF's 256).
+    public var tileSize: Int
+    /// Pixels each tile shares with its neighbours on every inner edge (Deep Zoom only).
+    public var overlap: Int
+    /// `jpeg` or `png` tiles.
+    public var format: ImageFormat = .jpeg
+    /// JPEG quality 1...100 (dzsave's default 75).
+    public var quality: Int = 75
+    /// Colour under transparent pixels when tiles are JPEG (RGB).
+    public var background: [UInt8] = [255, 255, 255]
+    /// IIIF `id` prefix; the pyramid's name is appended.
+    public var baseURI: String = "https://example.com/iiif"
+    /// Write `NAME.html`, a self-contained pan/zoom viewer (Deep Zoom).
+    public var viewer: Bool = true
+    /// Memory one task may use, in MB: band heights and tile sizes are checked against it.
+    public var memoryBudgetMB: Int = 256
+
+    public init(layout: TileLayout = .deepzoom, tileSize: Int? = nil, overlap: Int? = nil) {
+        self.layout = layout
+        self.tileSize = tileSize ?? (layout == .deepzoom ? 254 : 256)
+        self.overlap = overlap ?? (layout == .deepzoom ? 1 : 0)
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case layout, tileSize, overlap, format, quality, background, baseURI, viewer, memoryBudgetMB
+    }
+
+    /// JSON jobs take the same defaults as job files.
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(layout: try c.decodeIfPresent(TileLayout.self, forKey: .layout) ?? .deepzoom,
+                  tileSize: try c.decodeIfPresent(Int.self, forKey: .tileSize),
+                  overlap: try c.decodeIfPresent(Int.self, forKey: .overlap))
+        format = try c.decodeIfPresent(ImageFormat.self, forKey: .format) ?? format
+        quality = try c.decodeIfPresent(Int.self, forKey: .quality) ?? quality
+        background = try c.decodeIfPresent([UInt8].self, forKey: .background) ?? background
+        baseURI = try c.decodeIfPresent(String.self, forKey: .baseURI) ?? baseURI
+        viewer = try c.decodeIfPresent(Bool.self, forKey: .viewer) ?? viewer
+        memoryBudgetMB = try c.decodeIfPresent(Int.self, forKey: .memoryBudgetMB) ?? memoryBudgetMB
+    }
+
+    public func validate() throws {
+        guard (16...4096).contains(tileSize) else {
+            throw ImagingError(.invalidRecipe, "tiles.tileSize must be 16...4096, got \(tileSize)")
+        }
+        guard overlap >= 0, overlap <= tileSize / 2 else {
+            throw ImagingError(.invalidRecipe, "tiles.overlap must be 0...\(tileSize / 2), got \(overlap)")
+        }
+        guard layout == .deepzoom || overlap == 0 else {
+            throw ImagingError(.invalidRecipe, "IIIF tiles do not overlap: tiles.overlap must be 0")
+        }
+        guard format == .jpeg || format == .png else {
+            throw ImagingError(.invalidRecipe, "tiles.format must be jpeg or png, got \(format.rawValue)")
+        }
+        guard (1...100).contains(quality) else {
+            throw ImagingError(.invalidRecipe, "tiles.quality must be 1...100, got \(quality)")
+        }
+        guard background.count == 3 else {
+            throw ImagingError(.invalidRecipe, "tiles.background must be 3 values (RGB)")
+        }
+        guard memoryBudgetMB >= 32 else {
+            throw ImagingError(.invalidRecipe, "tiles.memoryBudgetMB must be at least 32")
+        }
+    }
+
+    /// The file suffix of tiles.
+    public var suffix: String { format == .png ? "png" : "jpg" }
+}
+
+/// The geometry of a pyramid: level sizes, tile grids and tile rectangles, exactly as
+/// `vips dzsave` lays them out. Levels are counted by shrink `k` (level size is the
+/// source size divided by 2^k, rounded up), so `k = 0` is full resolution; Deep Zoom
+/// numbers the same level `maxLevel - k`.
+public struct PyramidGeometry: Sendable, Equatable {
+    public let width: Int
+    public let height: Int
+    public let tileSize: Int
+    public let overlap: Int
+    public let layout: TileLayout
+
+    public init(width: Int, height: Int, settings: TileSettings) {
+        self.width = width
+        self.height = height
+        tileSize = settings.tileSize
+        overlap = settings.overlap
+        layout = settings.layout
+    }
+
+    /// Deep Zoom's highest level number: ceil(log2(max(width, height))).
+    public var maxLevel: Int {
+        var n = 0
+        while (1 << n) < max(width, height) { n += 1 }
+        return n
+    }
+
+    /// Shrinks written: Deep Zoom goes down to 1×1; IIIF stops at the first level that
+    /// fits in one tile.
+    public var levelCount: Int {
+        switch layout {
+        case .deepzoom:
+            return maxLevel + 1
+        case .iiif, .iiif3:
+            var k = 0
+            while true {
+                let s = levelSize(k)
+                if s.width <= tileSize && s.height <= tileSize { return k + 1 }
+                k += 1
+            }
+        }
+    }
+
+    public func levelSize(_ k: Int) -> Size {
+        Size(width: (width + (1 << k) - 1) >> k, height: (height + (1 << k) - 1) >> k)
+    }
+
+    public func columns(_ k: Int) -> Int { (levelSize(k).width + tileSize - 1) / tileSize }
+    public func rows(_ k: Int) -> Int { (levelSize(k).height + tileSize - 1) / tileSize }
+
+    /// A tile's pixels in level-`k` coordinates: [x0, x1) × [y0, y1), overlap included.
+    public func tile(_ k: Int, column c: Int, row r: Int) -> (x: Range<Int>, y: Range<Int>) {
+        let s = levelSize(k)
+        func span(_ i: Int, _ n: Int) -> Range<Int> {
+            let lo = max(0, i * tileSize - (i > 0 ? overlap : 0))
+            let hi = min(n, (i + 1) * tileSize + overlap)
+            return lo..<hi
+        }
+        return (span(c, s.width), span(r, s.height))
+    }
+
+    /// Level-`k` rows that tile rows `rows` need.
+    public func rowSpan(_ k: Int, tileRows rows: Range<Int>) -> Range<Int> {
+        tile(k, column: 0, row: rows.lowerBound).y.lowerBound..<tile(k, column: 0, row: rows.upperBound - 1).y.upperBound
+    }
+
+    public var tileCount: Int { (0..<levelCount).reduce(0) { $0 + columns($1) * rows($1) } }
+
+    /// The tile's path relative to the output root, for a pyramid called `name`.
+    public func path(name: String, k: Int, column c: Int, row r: Int, suffix: String) -> String {
+        switch layout {
+        case .deepzoom:
+            return "\(name)_files/\(maxLevel - k)/\(c)_\(r).\(suffix)"
+        case .iiif, .iiif3:
+            let t = tile(k, column: c, row: r)
+            let s = 1 << k
+            let last = k == levelCount - 1
+            // The smallest level is the whole image: region = full extent.
+            let rx = last ? 0 : t.x.lowerBound * s, ry = last ? 0 : t.y.lowerBound * s
+            let rw = last ? width : min(t.x.count * s, width - rx)
+            let rh = last ? height : min(t.y.count * s, height - ry)
+            let size = layout == .iiif ? "\(t.x.count)," : "\(t.x.count),\(t.y.count)"
+            return "\(name)/\(rx),\(ry),\(rw),\(rh)/\(size)/0/default.\(suffix)"
+        }
+    }
+}
+
+/// The piece of a pyramid one task makes. Bands are tile rows of one level; the tail is
+/// every level from `shrink` down, made from one small decode, plus the pyramid's
+/// descriptor (`.dzi` or `info.json`) and viewer.
+public struct PyramidPart: Sendable, Hashable, Codable, CustomStringConvertible {
+    public enum Kind: String, Sendable, Codable { case band, tail }
+    public var kind: Kind
+    /// Level shrink k (level = source / 2^k).
+    public var shrink: Int
+    /// Tile rows (bands); all rows for the tail.
+    public var rows: Range<Int>
+
+    public init(band shrink: Int, rows: Range<Int>) {
+        kind = .band
+        self.shrink = shrink
+        self.rows = rows
+    }
+
+    public init(tailFrom shrink: Int) {
+        kind = .tail
+        self.shrink = shrink
+        rows = 0..<0
+    }
+
+    /// `k0:r3-6` (band: shrink 0, tile rows 3..<6) or `k3+` (tail from shrink 3).
+    public var description: String {
+        kind == .tail ? "k\(shrink)+" : "k\(shrink):r\(rows.lowerBound)-\(rows.upperBound)"
+    }
+
+    public init?(_ text: String) {
+        guard text.hasPrefix("k") else { return nil }
+        let body = text.dropFirst()
+        if body.hasSuffix("+"), let k = Int(body.dropLast()), k >= 0 {
+            self.init(tailFrom: k)
+            return
+        }
+        let halves = body.split(separator: ":")
+        guard halves.count == 2, let k = Int(halves[0]), k >= 0, halves[1].hasPrefix("r") else { return nil }
+        let bounds = halves[1].dropFirst().split(separator: "-").compactMap { Int($0) }
+        guard bounds.count == 2, bounds[0] >= 0, bounds[0] < bounds[1] else { return nil }
+        self.init(band: k, rows: bounds[0]..<bounds[1])
+    }
+}
+
+extension PyramidGeometry {
+    /// Bytes of level `k` held whole, with `channels` per pixel.
+    func levelBytes(_ k: Int, channels: Int) -> Int {
+        let s = levelSize(k)
+        return s.width * s.height * channels
+    }
+
+    /// The first shrink made by the tail: the largest level small enough to hold whole
+    /// (16 MB, or a quarter of the budget), never above what a band could make instead.
+    public func tailShrink(info: TileSourceInfo, settings: TileSettings) -> Int {
+        let cap = min(16 << 20, (settings.memoryBudgetMB << 20) / 4)
+        var k = 0
+        while k < levelCount - 1 && levelBytes(k, channels: info.channels) * 4 / 3 > cap { k += 1 }
+        return k
+    }
+
+    /// Memory a part needs beyond the source bytes: the band window (or the tail's levels)
+    /// plus what the decoder holds whatever the band (progressive coefficients, an
+    /// interlaced PNG), plus libjpeg's and the encoder's working rows.
+    public func memoryEstimate(_ part: PyramidPart, info: TileSourceInfo, settings: TileSettings) -> Int {
+        let k = part.shrink
+        let decodeWidth = info.format == .jpeg ? levelSize(min(k, 3)).width : width
+        let working = decodeWidth * 4 * 64 + (4 << 20)
+        switch part.kind {
+        case .band:
+            return levelSize(k).width * 4 * (tileSize + 2 * overlap) + info.wholeImageBytes + working
+        case .tail:
+            return levelBytes(k, channels: info.channels) * 4 / 3 + info.wholeImageBytes + working
+        }
+    }
+
+    /// Splits the pyramid into parts: bands of tile rows for the large levels, one tail
+    /// for the small ones. A band's memory does not grow with its height (it streams), so
+    /// bands are sized by work: about 12 megapixels when the decoder can start at a
+    /// restart marker; otherwise fewer, larger bands, because each one entropy-decodes
+    /// (JPEG) or inflates (PNG) everything above it. Largest first, so that the longest
+    /// tasks start first.
+    public func plan(info: TileSourceInfo, settings: TileSettings) -> [PyramidPart] {
+        let kt = tailShrink(info: info, settings: settings)
+        let full = Double(width * height)
+        let target: Double = info.restartSeekable ? 12e6 : info.progressive ? 48e6 : 32e6
+        let maxBands = info.restartSeekable ? Int.max : 8
+        // Relative cost of reading past a pixel (entropy decoding or inflating) vs making one.
+        let passCost = info.format == .jpeg ? 0.17 : 0.3
+        var parts: [(PyramidPart, Double)] = []
+        for k in 0..<kt {
+            let s = levelSize(k)
+            let pixels = Double(s.width * s.height)
+            let n = max(1, min(rows(k), maxBands, Int((pixels / target).rounded(.up))))
+            for i in 0..<n {
+                let r = (i * rows(k) / n)..<((i + 1) * rows(k) / n)
+                let span = rowSpan(k, tileRows: r)
+                let made = Double(span.count * s.width)
+                let readFrom = info.restartSeekable ? Double(span.lowerBound) / Double(s.height) : 0
+                let passed = full * (Double(span.upperBound) / Double(s.height) - readFrom)
+                parts.append((PyramidPart(band: k, rows: r), made + passCost * passed))
+            }
+        }
+        parts.append((PyramidPart(tailFrom: kt), passCost * full + Double(levelBytes(kt, channels: 1)) * 4 / 3))
+        return parts.sorted { $0.1 > $1.1 }.map(\.0)
+    }
+}

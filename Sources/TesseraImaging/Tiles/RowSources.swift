@@ -1,0 +1,278 @@
+import CJPEG
+import Foundation
+import ImagingShim
+
+/// Rows of one pyramid level, top to bottom, never the whole image: what a band or the
+/// tail of a pyramid reads.
+protocol RowSource: AnyObject {
+    var width: Int { get }
+    var height: Int { get }
+    /// 1 (gray), 3 (RGB) or 4 (RGBA).
+    var channels: Int { get }
+    /// The next row `read` returns.
+    var position: Int { get }
+    /// Moves forward to row `y` without producing the rows in between.
+    func seek(to y: Int) throws
+    /// Reads the next `rows` rows.
+    func read(into buffer: UnsafeMutablePointer<UInt8>, stride: Int, rows: Int) throws
+    /// What the source decodes, for reports.
+    var describe: TileDecodeInfo { get }
+}
+
+/// How a task got its pixels: reported per task.
+public struct TileDecodeInfo: Sendable, Codable, Equatable {
+    /// DCT scale in eighths (8: full size; PNG: 8).
+    public var scaleEighths: Int = 8
+    /// Further 2^n box shrink after decoding.
+    public var boxShrink: Int = 1
+    /// How the decoder reached the first row: `restart-marker` (decoding starts at a
+    /// restart marker, nothing before it is read), `skip-scanlines` (entropy-decoded, not
+    /// reconstructed), `read-through` (PNG: inflated and dropped), `none` (from the top).
+    public var seek: String = "none"
+    /// Source rows (full-resolution coordinates) the task decoded.
+    public var sourceRows: [Int] = []
+    public init() {}
+}
+
+/// A JPEG at scale `scaleEighths`/8 through libjpeg-turbo's scaled IDCT. When the task
+/// starts below the top of a baseline file with restart markers, decoding begins at the
+/// last suitable restart marker above it: a second decoder reads the original header
+/// (frame height patched) followed by the entropy data after that marker, so the rows
+/// above are never even entropy-decoded. Otherwise `jpeg_skip_scanlines` skips them.
+final class JPEGRowSource: RowSource {
+    private var decoder: JPEGDecoder
+    /// The patched header a restart-marker start reads (owned; freed after the decoder).
+    private var patchedHeader: UnsafeMutableRawBufferPointer?
+    let width: Int
+    let height: Int
+    let channels: Int
+    /// Rows of the full output above the decoder's first row (restart-marker start).
+    private let base: Int
+    private(set) var position: Int
+    private(set) var describe = TileDecodeInfo()
+
+    init(bytes: UnsafeRawBufferPointer, scaleEighths: Int, startRow: Int, limits: Limits, strict: Bool) throws {
+        var d = try JPEGDecoder(bytes: bytes, limits: limits, strict: strict)
+        let h = d.header
+        let layout: JPEGDecoder.OutputLayout
+        switch h.colorSpace {
+        case JCS_GRAYSCALE: layout = .gray
+        case JCS_CMYK, JCS_YCCK:
+            throw ImagingError(.unsupportedFeature, "CMYK JPEG tiles are not supported (convert the source to RGB)")
+        default: layout = .rgb
+        }
+        let fullHeight = (h.height * scaleEighths + 7) / 8
+        var base = 0
+        describe.scaleEighths = scaleEighths
+        if startRow > 0, let (header, body, mcuRows) = JPEGRowSource.restartStart(
+            bytes: bytes, header: h, entropyOffset: d.entropyOffset, scaleEighths: scaleEighths, startRow: startRow) {
+            let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: header.count, alignment: 1)
+            storage.copyBytes(from: header)
+            patchedHeader = storage
+            d = try JPEGDecoder(bytes: UnsafeRawBufferPointer(storage), body: body, limits: limits, strict: strict)
+            let mcuHeight = 8 * (h.components == 1 ? 1 : h.maxSampling.v)
+            base = mcuRows * mcuHeight * scaleEighths / 8
+            describe.seek = "restart-marker"
+        }
+        decoder = d
+        let size = try decoder.start(scaleEighths: scaleEighths, layout: layout)
+        precondition(size.height + base == fullHeight, "restart start: \(size.height) + \(base) rows, expected \(fullHeight)")
+        width = size.width
+        height = fullHeight
+        channels = layout.channels
+        self.base = base
+        position = base
+        if startRow > base {
+            if describe.seek == "none" { describe.seek = "skip-scanlines" }
+            try seek(to: startRow)
+        }
+    }
+
+    deinit {
+        try? decoder.finish()
+        // The decoder only reads its input while decoding; nothing touches it after finish.
+        patchedHeader?.deallocate()
+    }
+
+    func seek(to y: Int) throws {
+        precondition(y >= position, "row sources only move forward")
+        var left = y - position
+        while left > 0 {
+            let n = try decoder.skip(rows: left)
+            guard n > 0 else { throw ImagingError(.truncated, "JPEG ended while skipping to row \(y)") }
+            left -= n
+        }
+        position = y
+    }
+
+    func read(into buffer: UnsafeMutablePointer<UInt8>, stride: Int, rows: Int) throws {
+        var done = 0
+        while done < rows {
+            let n = try decoder.read(into: buffer + done * stride, stride: stride, maxRows: rows - done)
+            guard n > 0 else { throw ImagingError(.truncated, "JPEG ended at row \(position + done) of \(height)") }
+            done += n
+        }
+        position += rows
+    }
+
+    /// The header with a smaller frame height and the entropy data after the restart
+    /// marker that starts MCU row R, the last row at or above `startRow` where decoding
+    /// can begin: R·(MCUs per row) must be a whole number j of restart intervals, and j a
+    /// multiple of 8 so that the next marker the decoder meets is the RST0 it expects.
+    static func restartStart(bytes: UnsafeRawBufferPointer, header h: JPEGHeader, entropyOffset: Int?,
+                             scaleEighths: Int, startRow: Int) -> ([UInt8], UnsafeRawBufferPointer, Int)? {
+        guard !h.progressive, !h.arithmetic, h.restartInterval > 0, let entropy = entropyOffset,
+              h.componentsInFirstScan == h.components, let heightField = frameHeightOffset(bytes) else { return nil }
+        let mcuWidth = 8 * (h.components == 1 ? 1 : h.maxSampling.h)
+        let mcuHeight = 8 * (h.components == 1 ? 1 : h.maxSampling.v)
+        let perRow = (h.width + mcuWidth - 1) / mcuWidth
+        let outMCUHeight = mcuHeight * scaleEighths / 8
+        guard outMCUHeight > 0 else { return nil }
+        var r = min(startRow / outMCUHeight, (h.height - 1) / mcuHeight)
+        while r > 0 {
+            let mcus = r * perRow
+            if mcus % h.restartInterval == 0 && (mcus / h.restartInterval) % 8 == 0 { break }
+            r -= 1
+        }
+        guard r > 0, let base = bytes.baseAddress else { return nil }
+        let j = r * perRow / h.restartInterval
+        let offset = ts_jpeg_nth_restart(base.assumingMemoryBound(to: UInt8.self), bytes.count, entropy, j)
+        guard offset > 0 else { return nil }
+        var header = Array(bytes[0..<entropy])
+        let newHeight = h.height - r * mcuHeight
+        header[heightField] = UInt8(newHeight >> 8)
+        header[heightField + 1] = UInt8(newHeight & 0xFF)
+        return (header, UnsafeRawBufferPointer(rebasing: bytes[offset...]), r)
+    }
+
+    /// The offset of the frame height in a baseline or extended sequential Huffman SOF.
+    static func frameHeightOffset(_ b: UnsafeRawBufferPointer) -> Int? {
+        var pos = 2
+        while pos + 4 <= b.count {
+            guard b[pos] == 0xFF else { return nil }
+            let marker = b[pos + 1]
+            if marker == 0xFF { pos += 1; continue }
+            if marker == 0xDA || marker == 0xD9 { return nil }
+            let length = Int(b[pos + 2]) << 8 | Int(b[pos + 3])
+            if marker == 0xC0 || marker == 0xC1 { return pos + 5 < b.count ? pos + 5 : nil }
+            if (0xC2...0xCF).contains(marker) && marker != 0xC4 && marker != 0xC8 && marker != 0xCC { return nil }
+            pos += 2 + length
+        }
+        return nil
+    }
+}
+
+/// A PNG's rows (8-bit gray, RGB or RGBA, no gamma change: pixel values pass through as
+/// `vips dzsave` passes them). Seeking reads and drops rows (deflate has no index);
+/// interlaced files are decoded whole, which the planner allows only within the budget.
+final class PNGRowSource: RowSource {
+    private let decoder: PNGDecoder
+    let width: Int
+    let height: Int
+    let channels: Int
+    private(set) var position = 0
+    private var whole: UnsafeMutablePointer<UInt8>?
+    private(set) var describe = TileDecodeInfo()
+
+    init(bytes: UnsafeRawBufferPointer, limits: Limits) throws {
+        decoder = try PNGDecoder(bytes: bytes, limits: limits)
+        width = decoder.header.width
+        height = decoder.header.height
+        let started = try decoder.start(correctGamma: false)
+        channels = started.channels
+        if started.wholeImage {
+            let p = UnsafeMutablePointer<UInt8>.allocate(capacity: width * height * channels)
+            whole = p
+            try decoder.readImage(into: p, stride: width * channels)
+        }
+    }
+
+    deinit { whole?.deallocate() }
+
+    func seek(to y: Int) throws {
+        precondition(y >= position, "row sources only move forward")
+        if y > position, whole == nil {
+            describe.seek = "read-through"
+            let scratch = UnsafeMutablePointer<UInt8>.allocate(capacity: width * channels)
+            defer { scratch.deallocate() }
+            for _ in position..<y { try decoder.read(into: scratch, stride: 0, rows: 1) }
+        }
+        position = y
+    }
+
+    func read(into buffer: UnsafeMutablePointer<UInt8>, stride: Int, rows: Int) throws {
+        precondition(position + rows <= height)
+        if let whole {
+            let rowBytes = width * channels
+            for i in 0..<rows { (buffer + i * stride).update(from: whole + (position + i) * rowBytes, count: rowBytes) }
+        } else {
+            try decoder.read(into: buffer, stride: stride, rows: rows)
+        }
+        position += rows
+    }
+}
+
+/// A source shrunk by 2^n in each direction by box means (sizes rounded up; edge boxes
+/// average the pixels they have), streaming 2^n source rows per row.
+final class BoxShrinkSource: RowSource {
+    private let source: RowSource
+    private let shift: Int
+    let width: Int
+    let height: Int
+    var channels: Int { source.channels }
+    private(set) var position = 0
+    private let rows: UnsafeMutablePointer<UInt8>
+    private let sums: UnsafeMutablePointer<UInt32>
+
+    init(_ source: RowSource, shift: Int) {
+        self.source = source
+        self.shift = shift
+        let f = 1 << shift
+        width = (source.width + f - 1) >> shift
+        height = (source.height + f - 1) >> shift
+        rows = .allocate(capacity: source.width * source.channels * f)
+        sums = .allocate(capacity: width * source.channels)
+    }
+
+    deinit {
+        rows.deallocate()
+        sums.deallocate()
+    }
+
+    var describe: TileDecodeInfo {
+        var d = source.describe
+        d.boxShrink = 1 << shift
+        return d
+    }
+
+    func seek(to y: Int) throws {
+        precondition(y >= position, "row sources only move forward")
+        try source.seek(to: min(source.height, y << shift))
+        position = y
+    }
+
+    func read(into buffer: UnsafeMutablePointer<UInt8>, stride: Int, rows count: Int) throws {
+        let ch = channels, sw = source.width, f = 1 << shift
+        for i in 0..<count {
+            let y = position + i
+            let n = min(f, source.height - (y << shift))
+            try source.read(into: rows, stride: sw * ch, rows: n)
+            sums.initialize(repeating: 0, count: width * ch)
+            for r in 0..<n {
+                let row = rows + r * sw * ch
+                var x = 0
+                while x < sw {
+                    let o = (x >> shift) * ch, p = x * ch
+                    for c in 0..<ch { sums[o + c] += UInt32(row[p + c]) }
+                    x += 1
+                }
+            }
+            let out = buffer + i * stride
+            for ox in 0..<width {
+                let count = UInt32(min(f, sw - (ox << shift)) * n)
+                for c in 0..<ch { out[ox * ch + c] = UInt8((sums[ox * ch + c] + count / 2) / count) }
+            }
+        }
+        position += count
+    }
+}

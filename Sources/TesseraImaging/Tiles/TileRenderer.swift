@@ -1,0 +1,336 @@
+import Foundation
+
+/// What a tile source is, read from its header: what planning needs.
+public struct TileSourceInfo: Sendable, Equatable {
+    public var format: ImageFormat
+    public var width: Int
+    public var height: Int
+    public var progressive: Bool
+    /// Baseline JPEG with restart markers in one interleaved scan: bands can start at a marker.
+    public var restartSeekable: Bool
+    /// Memory the decoder needs whatever the band (progressive coefficients, an
+    /// interlaced PNG's whole image), in bytes.
+    public var wholeImageBytes: Int
+    /// Channels of a level row (1, 3 or 4).
+    public var channels: Int
+
+    /// Reads the header of a JPEG or PNG.
+    public static func probe(_ bytes: UnsafeRawBufferPointer, limits: Limits) throws -> TileSourceInfo {
+        switch ImageFormat.sniff(bytes) {
+        case .jpeg:
+            let d = try JPEGDecoder(bytes: bytes, limits: limits)
+            let h = d.header
+            try limits.checkDimensions(Size(width: h.width, height: h.height))
+            let blocks = (h.width + 7) / 8 * ((h.height + 7) / 8)
+            var coefficients = 0
+            if h.progressive {
+                let (mh, mv) = h.components == 1 ? (1, 1) : h.maxSampling
+                for f in h.samplingFactors { coefficients += blocks * f.h * f.v / max(1, mh * mv) * 128 }
+            }
+            let seekable = !h.progressive && !h.arithmetic && h.restartInterval > 0
+                && h.componentsInFirstScan == h.components && JPEGRowSource.frameHeightOffset(bytes) != nil
+            return TileSourceInfo(format: .jpeg, width: h.width, height: h.height, progressive: h.progressive,
+                                  restartSeekable: seekable, wholeImageBytes: coefficients,
+                                  channels: h.components == 1 ? 1 : 3)
+        case .png:
+            let d = try PNGDecoder(bytes: bytes, limits: limits)
+            let h = d.header
+            try limits.checkDimensions(Size(width: h.width, height: h.height))
+            let channels = h.hasTransparency ? 4 : (h.colorType == 0 ? 1 : 3)
+            return TileSourceInfo(format: .png, width: h.width, height: h.height, progressive: h.interlaced,
+                                  restartSeekable: false,
+                                  wholeImageBytes: h.interlaced ? h.width * h.height * channels : 0, channels: channels)
+        case nil:
+            throw ImagingError(.unsupportedFormat, "not a JPEG or PNG file")
+        }
+    }
+}
+
+/// What one pyramid task did: reported per task.
+public struct TileWork: Sendable, Codable, Equatable {
+    public var part: String = ""
+    /// Deep Zoom level numbers (or IIIF shrinks) written.
+    public var levels: [Int] = []
+    public var tilesWritten = 0
+    /// Tiles already present from an earlier attempt, not made again.
+    public var tilesSkipped = 0
+    public var bytes = 0
+    /// The decoded region in level pixels: x, y, width, height (the first level of the part).
+    public var region: [Int] = []
+    public var decode = TileDecodeInfo()
+    public var decodeSeconds = 0.0
+    public var encodeSeconds = 0.0
+    public init() {}
+}
+
+/// Makes the tiles of one part of a pyramid from the source bytes, streaming: a band
+/// holds `tileSize + 2·overlap` rows of its level; the tail holds one small level.
+/// Bytes in, tiles out: `emit` gets each tile's relative path and bytes (the caller
+/// writes them), `exists` lets the caller skip tiles an earlier attempt wrote.
+public struct TileRenderer {
+    public let settings: TileSettings
+    public let info: TileSourceInfo
+    public let geometry: PyramidGeometry
+    /// The pyramid's name (path under the output root, without suffix).
+    public let name: String
+    public var limits = Limits()
+    public var strict = true
+
+    public init(settings: TileSettings, info: TileSourceInfo, name: String) {
+        self.settings = settings
+        self.info = info
+        self.name = name
+        geometry = PyramidGeometry(width: info.width, height: info.height, settings: settings)
+    }
+
+    /// The level a JPEG decodes at for shrink `k`: the DCT scale (8>>k eighths, down to
+    /// 1/8) and the box shrink after it.
+    static func decodePlan(format: ImageFormat, shrink k: Int) -> (eighths: Int, boxShift: Int) {
+        format == .jpeg ? (8 >> min(k, 3), max(0, k - 3)) : (8, k)
+    }
+
+    func source(_ bytes: UnsafeRawBufferPointer, shrink k: Int, startRow: Int) throws -> RowSource {
+        let (eighths, shift) = TileRenderer.decodePlan(format: info.format, shrink: k)
+        var limits = self.limits
+        limits.maxPixels = Int.max
+        limits.maxDecoderMemory = settings.memoryBudgetMB << 20
+        let base: RowSource
+        switch info.format {
+        case .jpeg:
+            base = try JPEGRowSource(bytes: bytes, scaleEighths: eighths, startRow: startRow << shift,
+                                     limits: limits, strict: strict)
+        case .png:
+            base = try PNGRowSource(bytes: bytes, limits: limits)
+            try base.seek(to: startRow << shift)
+        }
+        guard shift > 0 else { return base }
+        let shrunk = BoxShrinkSource(base, shift: shift)
+        try shrunk.seek(to: startRow)
+        return shrunk
+    }
+
+    /// Renders `part`.
+    public func render(_ bytes: UnsafeRawBufferPointer, part: PyramidPart, exists: (String) -> Bool = { _ in false },
+                       emit: (String, [UInt8]) throws -> Void) throws -> TileWork {
+        var work = TileWork()
+        work.part = part.description
+        guard part.shrink < geometry.levelCount, part.kind == .tail || part.rows.upperBound <= geometry.rows(part.shrink) else {
+            throw ImagingError(.invalidRecipe, "pyramid part \(part) is outside the \(geometry.levelCount)-level pyramid")
+        }
+        let need = geometry.memoryEstimate(part, info: info, settings: settings)
+        guard need <= settings.memoryBudgetMB << 20 else {
+            let what = info.progressive && info.format == .jpeg
+                ? "a progressive JPEG keeps all its coefficients (\(info.wholeImageBytes >> 20) MB) while decoding; convert it to baseline (jpegtran) or raise tiles.memoryBudgetMB"
+                : info.progressive ? "an interlaced PNG is decoded whole (\(info.wholeImageBytes >> 20) MB); save it non-interlaced or raise tiles.memoryBudgetMB"
+                : "use a smaller tiles.tileSize or raise tiles.memoryBudgetMB"
+            throw ImagingError(.limitExceeded, "part \(part) needs about \(need >> 20) MB, over the tile memory budget of \(settings.memoryBudgetMB) MB: \(what)")
+        }
+        let clock = ContinuousClock()
+        var decodeTime = Duration.zero, encodeTime = Duration.zero
+        let outChannels = settings.format == .jpeg ? (info.channels == 1 ? 1 : 3) : info.channels
+
+        /// Encodes and emits the tiles of tile row `r` of level `k` from `window`, whose
+        /// first row is level row `top`.
+        func emitRow(_ k: Int, _ r: Int, window: UnsafeMutablePointer<UInt8>, stride: Int, top: Int) throws {
+            for c in 0..<geometry.columns(k) {
+                let t = geometry.tile(k, column: c, row: r)
+                let path = geometry.path(name: name, k: k, column: c, row: r, suffix: settings.suffix)
+                if exists(path) {
+                    work.tilesSkipped += 1
+                    continue
+                }
+                let t0 = clock.now
+                let p = UnsafePointer(window + (t.y.lowerBound - top) * stride + t.x.lowerBound * outChannels)
+                let data: [UInt8]
+                if settings.format == .jpeg {
+                    data = try JPEGEncoder.encode(p, width: t.x.count, height: t.y.count, stride: stride,
+                                                  channels: outChannels,
+                                                  .init(quality: settings.quality, progressive: false, optimize: false,
+                                                        subsampling: .s420))
+                } else {
+                    data = try PNGEncoder.encode(p, width: t.x.count, height: t.y.count, stride: stride,
+                                                 channels: outChannels, compressionLevel: 6)
+                }
+                encodeTime += clock.now - t0
+                try emit(path, data)
+                work.tilesWritten += 1
+                work.bytes += data.count
+            }
+        }
+
+        /// Reads `rows` rows from `src` into `dst`, flattening alpha for JPEG tiles.
+        func read(_ src: RowSource, into dst: UnsafeMutablePointer<UInt8>, stride: Int, rows: Int,
+                  scratch: UnsafeMutablePointer<UInt8>?) throws {
+            let t0 = clock.now
+            defer { decodeTime += clock.now - t0 }
+            guard src.channels != outChannels, let scratch else {
+                try src.read(into: dst, stride: stride, rows: rows)
+                return
+            }
+            let bg = settings.background
+            for i in 0..<rows {
+                try src.read(into: scratch, stride: src.width * 4, rows: 1)
+                let out = dst + i * stride
+                for x in 0..<src.width {
+                    let a = UInt32(scratch[x * 4 + 3])
+                    for c in 0..<3 {
+                        let v = UInt32(scratch[x * 4 + c]) * a + UInt32(bg[c]) * (255 - a)
+                        out[x * 3 + c] = UInt8((v + 127) / 255)
+                    }
+                }
+            }
+        }
+
+        switch part.kind {
+        case .band:
+            let k = part.shrink
+            let span = geometry.rowSpan(k, tileRows: part.rows)
+            let t0 = clock.now
+            let src = try source(bytes, shrink: k, startRow: span.lowerBound)
+            decodeTime += clock.now - t0
+            let width = src.width
+            let stride = width * outChannels
+            let capacity = settings.tileSize + 2 * settings.overlap
+            let window = UnsafeMutablePointer<UInt8>.allocate(capacity: stride * capacity)
+            defer { window.deallocate() }
+            let scratch: UnsafeMutablePointer<UInt8>? = src.channels == 4 && outChannels == 3
+                ? .allocate(capacity: width * 4) : nil
+            defer { scratch?.deallocate() }
+            var top = span.lowerBound, filled = 0  // window holds level rows [top, top + filled)
+            for r in part.rows {
+                let t = geometry.tile(k, column: 0, row: r).y
+                // Keep the rows this tile row shares with the last (the overlap), read the rest.
+                let keep = max(0, top + filled - t.lowerBound)
+                if keep > 0 && t.lowerBound > top {
+                    window.update(from: window + (t.lowerBound - top) * stride, count: keep * stride)
+                }
+                top = t.lowerBound
+                filled = keep
+                if src.position < top + filled { try src.seek(to: top + filled) }
+                try read(src, into: window + filled * stride, stride: stride, rows: t.upperBound - top - filled,
+                         scratch: scratch)
+                filled = t.count
+                try emitRow(k, r, window: window, stride: stride, top: top)
+            }
+            work.levels = [geometry.layout == .deepzoom ? geometry.maxLevel - k : k]
+            work.region = [0, span.lowerBound, width, span.count]
+            work.decode = src.describe
+            work.decode.sourceRows = [span.lowerBound << k, min(info.height, span.upperBound << k)]
+        case .tail:
+            let k0 = part.shrink
+            let t0 = clock.now
+            let src = try source(bytes, shrink: k0, startRow: 0)
+            var level = PixelBuffer(width: src.width, height: src.height, layout: outChannels == 1 ? .gray
+                                    : outChannels == 3 ? .rgb : .rgba)
+            let scratch: UnsafeMutablePointer<UInt8>? = src.channels == 4 && outChannels == 3
+                ? .allocate(capacity: src.width * 4) : nil
+            defer { scratch?.deallocate() }
+            decodeTime += clock.now - t0
+            try read(src, into: level.base, stride: level.stride, rows: src.height, scratch: scratch)
+            work.region = [0, 0, src.width, src.height]
+            work.decode = src.describe
+            work.decode.sourceRows = [0, info.height]
+            for k in k0..<geometry.levelCount {
+                if k > k0 {
+                    let t1 = clock.now
+                    level = TileRenderer.halve(level)
+                    decodeTime += clock.now - t1
+                }
+                for r in 0..<geometry.rows(k) {
+                    try emitRow(k, r, window: level.base, stride: level.stride, top: 0)
+                }
+                work.levels.append(geometry.layout == .deepzoom ? geometry.maxLevel - k : k)
+            }
+            for (path, data) in descriptors() { try emit(path, data) }
+        }
+        work.decodeSeconds = Double(decodeTime.components.attoseconds) / 1e18 + Double(decodeTime.components.seconds)
+        work.encodeSeconds = Double(encodeTime.components.attoseconds) / 1e18 + Double(encodeTime.components.seconds)
+        return work
+    }
+
+    /// 2×2 box means, sizes rounded up (edge boxes average what they have).
+    static func halve(_ src: PixelBuffer) -> PixelBuffer {
+        let w = (src.width + 1) / 2, h = (src.height + 1) / 2, ch = src.channels
+        let out = PixelBuffer(width: w, height: h, layout: src.layout)
+        for y in 0..<h {
+            let r0 = src.row(2 * y), r1 = src.row(min(2 * y + 1, src.height - 1))
+            let rowsHere = 2 * y + 1 < src.height ? 2 : 1
+            let o = out.row(y)
+            for x in 0..<w {
+                let x0 = 2 * x * ch, colsHere = 2 * x + 1 < src.width ? 2 : 1
+                let x1 = colsHere == 2 ? x0 + ch : x0
+                let n = UInt32(rowsHere * colsHere)
+                for c in 0..<ch {
+                    var s = UInt32(r0[x0 + c])
+                    if colsHere == 2 { s += UInt32(r0[x1 + c]) }
+                    if rowsHere == 2 {
+                        s += UInt32(r1[x0 + c])
+                        if colsHere == 2 { s += UInt32(r1[x1 + c]) }
+                    }
+                    o[x * ch + c] = UInt8((s + n / 2) / n)
+                }
+            }
+        }
+        return out
+    }
+
+    /// The pyramid's descriptor (`.dzi` or `info.json`) and, for Deep Zoom, its viewer page.
+    public func descriptors() -> [(String, [UInt8])] {
+        switch settings.layout {
+        case .deepzoom:
+            let dzi = """
+                <?xml version="1.0" encoding="UTF-8"?>
+                <Image xmlns="http://schemas.microsoft.com/deepzoom/2008" Format="\(settings.suffix)" \
+                Overlap="\(settings.overlap)" TileSize="\(settings.tileSize)">
+                  <Size Width="\(info.width)" Height="\(info.height)"/>
+                </Image>
+
+                """
+            var files = [("\(name).dzi", Array(dzi.utf8))]
+            if settings.viewer {
+                let base = (name as NSString).lastPathComponent
+                files.append(("\(name).html", Array(TileViewer.page(title: base, filesURL: "\(base)_files/",
+                                                                    width: info.width, height: info.height,
+                                                                    tileSize: settings.tileSize, overlap: settings.overlap,
+                                                                    maxLevel: geometry.maxLevel,
+                                                                    suffix: settings.suffix).utf8)))
+            }
+            return files
+        case .iiif, .iiif3:
+            let id = settings.baseURI.hasSuffix("/") ? settings.baseURI + name : settings.baseURI + "/" + name
+            let factors = (0..<max(1, geometry.levelCount - 1)).map { String(1 << $0) }.joined(separator: ", ")
+            let format = settings.suffix
+            let json: String
+            if settings.layout == .iiif {
+                json = """
+                    {
+                      "@context": "http://iiif.io/api/image/2/context.json",
+                      "@id": "\(id)",
+                      "profile": ["http://iiif.io/api/image/2/level0.json", {"formats": ["\(format)"], "qualities": ["default"]}],
+                      "protocol": "http://iiif.io/api/image",
+                      "tiles": [{"scaleFactors": [\(factors)], "width": \(settings.tileSize)}],
+                      "width": \(info.width),
+                      "height": \(info.height)
+                    }
+
+                    """
+            } else {
+                json = """
+                    {
+                      "@context": "http://iiif.io/api/image/3/context.json",
+                      "id": "\(id)",
+                      "type": "ImageService3",
+                      "profile": "level0",
+                      "protocol": "http://iiif.io/api/image",
+                      "preferredFormats": ["\(format)"],
+                      "tiles": [{"scaleFactors": [\(factors)], "width": \(settings.tileSize)}],
+                      "width": \(info.width),
+                      "height": \(info.height)
+                    }
+
+                    """
+            }
+            return [("\(name)/info.json", Array(json.utf8))]
+        }
+    }
+}
