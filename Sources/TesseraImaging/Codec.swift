@@ -10,6 +10,28 @@ public enum Codec {
                                icc: icc, exif: exif)
     }
 
+    /// Decodes a whole JPEG at `scaleEighths`/8 (libjpeg's scaled IDCT), top to bottom in
+    /// one pass: gray or RGB pixels as stored, no orientation or colour conversion. The
+    /// plain reference that band decodes (restart-marker starts, skipped scanlines) must match.
+    public static func decodeJPEG(_ bytes: [UInt8], scaleEighths: Int = 8) throws -> PixelBuffer {
+        try bytes.withUnsafeBytes { raw in
+            var limits = Limits()
+            limits.maxPixels = Int.max
+            let d = try JPEGDecoder(bytes: raw, limits: limits)
+            let layout: JPEGDecoder.OutputLayout = d.header.components == 1 ? .gray : .rgb
+            let size = try d.start(scaleEighths: scaleEighths, layout: layout)
+            let image = PixelBuffer(width: size.width, height: size.height, layout: layout == .gray ? .gray : .rgb)
+            var y = 0
+            while y < size.height {
+                let n = try d.read(into: image.row(y), stride: image.stride, maxRows: size.height - y)
+                guard n > 0 else { throw ImagingError(.truncated, "JPEG ended at row \(y)") }
+                y += n
+            }
+            try d.finish()
+            return image
+        }
+    }
+
     /// Encodes gray, RGB or RGBA pixels as PNG (libpng).
     public static func encodePNG(_ image: PixelBuffer, compressionLevel: Int = 6, icc: [UInt8]? = nil) throws -> [UInt8] {
         try PNGEncoder.encode(image, compressionLevel: compressionLevel, icc: icc)

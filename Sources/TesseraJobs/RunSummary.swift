@@ -32,6 +32,32 @@ public struct RunSummary: Codable, Sendable {
     /// Peak resident memory per worker, bytes.
     public var workerPeakRSS: [String: Int]
     public var failures: [Failure]
+    /// Tiles jobs: the whole pyramid(s).
+    public var pyramids: PyramidSummary?
+
+    /// What the tasks of a tiles job made together.
+    public struct PyramidSummary: Codable, Sendable {
+        public var sources: Int
+        public var tasks: Int
+        public var tiles: Int
+        public var tilesSkipped: Int
+        public var bytes: Int
+        /// Tasks per DCT scale ("8/8", "1/8", "png").
+        public var scales: [String: Int]
+        /// Tasks per way of reaching their first row (restart-marker, skip-scanlines, ...).
+        public var seeks: [String: Int]
+        public var tilesPerSecond: Double
+
+        /// One line: `pyramids: 1 source, 2320 tiles (13.3 MB), ...`.
+        public var line: String {
+            let scaleText = scales.sorted { $0.key > $1.key }.map { "\($0.key) ×\($0.value)" }.joined(separator: ", ")
+            let seekText = seeks.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            return "pyramids: \(sources) source\(sources == 1 ? "" : "s"), \(tiles) tiles"
+                + (tilesSkipped > 0 ? " (+\(tilesSkipped) kept from an earlier attempt)" : "")
+                + String(format: ", %.0f tiles/s; %d tasks; decode scales: ", tilesPerSecond, tasks) + scaleText
+                + "; band starts: " + seekText
+        }
+    }
 
     public init(records: [TaskRecord], seconds: Double) {
         images = records.count
@@ -79,6 +105,20 @@ public struct RunSummary: Codable, Sendable {
             byCode[e.code] = f
         }
         failures = byCode.values.sorted { ($0.count, $1.code) > ($1.count, $0.code) }
+        let tileRecords = records.compactMap { r in r.tiles.map { (r, $0) } }
+        if !tileRecords.isEmpty {
+            var scales: [String: Int] = [:], seeks: [String: Int] = [:]
+            for (r, t) in tileRecords {
+                let scale = r.sourceFormat == "png" ? "png" : "\(t.decode.scaleEighths)/8"
+                scales[scale + (t.decode.boxShrink > 1 ? "+box\(t.decode.boxShrink)" : ""), default: 0] += 1
+                seeks[t.decode.seek, default: 0] += 1
+            }
+            let tiles = tileRecords.reduce(0) { $0 + $1.1.tilesWritten }
+            pyramids = PyramidSummary(sources: Set(tileRecords.map { $0.0.input }).count, tasks: tileRecords.count,
+                                      tiles: tiles, tilesSkipped: tileRecords.reduce(0) { $0 + $1.1.tilesSkipped },
+                                      bytes: tileRecords.reduce(0) { $0 + $1.1.bytes }, scales: scales, seeks: seeks,
+                                      tilesPerSecond: seconds > 0 ? Double(tiles) / seconds : 0)
+        }
     }
 }
 

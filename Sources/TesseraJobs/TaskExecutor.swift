@@ -88,7 +88,7 @@ public struct TaskRecord: Sendable, Codable {
     /// What a tile task made (tiles jobs).
     public var tiles: TileWork?
 
-    public var bytesOut: Int { outputs.reduce(0) { $0 + $1.bytes } + (tiles?.bytes ?? 0) }
+    public var bytesOut: Int { outputs.reduce(0) { $0 + $1.bytes } }
 }
 
 /// What running one task produced, beyond its record.
@@ -270,14 +270,19 @@ public enum TaskExecutor {
         var writeTime = Duration.zero
         let work: TileWork
         do {
-            work = try renderer.render(bytes, part: part, exists: { writer?.exists($0) ?? false }) { path, data in
+            work = try renderer.render(bytes, part: part, exists: { writer?.exists($0) ?? false }) { out in
                 if let writer {
                     let w0 = clock.now
-                    try writer.write(path, data)
+                    try writer.write(out.path, out.bytes)
                     writeTime += clock.now - w0
                 } else {
-                    inline.append((path, data))
+                    inline.append((out.path, out.bytes))
                 }
+                // Every file is an output: incremental reruns check they all still exist.
+                record.outputs.append(.init(name: out.width > 0 ? "tile" : "descriptor",
+                                            path: returnInline ? out.path : job.outputRoot + "/" + out.path,
+                                            format: (out.path as NSString).pathExtension, width: out.width,
+                                            height: out.height, bytes: out.bytes.count, jpegQuality: nil))
             }
         } catch let e as ImagingError {
             // The input's fault: no attempt will do better, so leave no tiles of this part behind.

@@ -113,9 +113,11 @@ struct Run: ParsableCommand {
     }
 
     func printSummary(_ s: RunSummary, job: JobStatus, planned: SubmitReply) {
-        print(String(format: "%@ (%@): %d images in %.2f s, %.1f images/s — %d ok, %d skipped (unchanged), %d failed%@",
-                     job.name, job.id, s.images, s.seconds, s.imagesPerSecond, s.succeeded, s.skipped, s.failed,
+        let unit = job.kind == .tiles ? "tasks" : "images"
+        print(String(format: "%@ (%@): %d %@ in %.2f s, %.1f %@/s — %d ok, %d skipped (unchanged), %d failed%@",
+                     job.name, job.id, s.images, unit, s.seconds, s.imagesPerSecond, unit, s.succeeded, s.skipped, s.failed,
                      s.cancelled > 0 ? ", \(s.cancelled) cancelled" : ""))
+        if let p = s.pyramids { print(p.line) }
         if s.succeeded > 0 {
             print(String(format: "task time: p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, max %.1f ms", s.p50, s.p95, s.p99,
                          s.maxMilliseconds))

@@ -83,5 +83,10 @@ public final class PixelBuffer: @unchecked Sendable {
     }
 
     /// A copy of the bytes, row after row (for tests and tools).
+    /// The pixels, rows `stride` bytes apart, for tools and tests that fill or read them in bulk.
+    public func withUnsafeMutableBytes<R>(_ body: (UnsafeMutableBufferPointer<UInt8>) throws -> R) rethrows -> R {
+        try body(UnsafeMutableBufferPointer(start: base, count: byteCount))
+    }
+
     public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: byteCount)) }
 }

@@ -14,6 +14,17 @@ public struct TileSourceInfo: Sendable, Equatable {
     /// Channels of a level row (1, 3 or 4).
     public var channels: Int
 
+    public init(format: ImageFormat, width: Int, height: Int, progressive: Bool, restartSeekable: Bool,
+                wholeImageBytes: Int, channels: Int) {
+        self.format = format
+        self.width = width
+        self.height = height
+        self.progressive = progressive
+        self.restartSeekable = restartSeekable
+        self.wholeImageBytes = wholeImageBytes
+        self.channels = channels
+    }
+
     /// Reads the header of a JPEG or PNG.
     public static func probe(_ bytes: UnsafeRawBufferPointer, limits: Limits) throws -> TileSourceInfo {
         switch ImageFormat.sniff(bytes) {
@@ -44,6 +55,14 @@ public struct TileSourceInfo: Sendable, Equatable {
             throw ImagingError(.unsupportedFormat, "not a JPEG or PNG file")
         }
     }
+}
+
+/// One file a pyramid task makes: a tile (with its size) or a descriptor (size 0).
+public struct TileOutput: Sendable {
+    public var path: String
+    public var bytes: [UInt8]
+    public var width: Int
+    public var height: Int
 }
 
 /// What one pyramid task did: reported per task.
@@ -111,7 +130,7 @@ public struct TileRenderer {
 
     /// Renders `part`.
     public func render(_ bytes: UnsafeRawBufferPointer, part: PyramidPart, exists: (String) -> Bool = { _ in false },
-                       emit: (String, [UInt8]) throws -> Void) throws -> TileWork {
+                       emit: (TileOutput) throws -> Void) throws -> TileWork {
         var work = TileWork()
         work.part = part.description
         guard part.shrink < geometry.levelCount, part.kind == .tail || part.rows.upperBound <= geometry.rows(part.shrink) else {
@@ -152,7 +171,7 @@ public struct TileRenderer {
                                                  channels: outChannels, compressionLevel: 6)
                 }
                 encodeTime += clock.now - t0
-                try emit(path, data)
+                try emit(TileOutput(path: path, bytes: data, width: t.x.count, height: t.y.count))
                 work.tilesWritten += 1
                 work.bytes += data.count
             }
@@ -241,7 +260,7 @@ public struct TileRenderer {
                 }
                 work.levels.append(geometry.layout == .deepzoom ? geometry.maxLevel - k : k)
             }
-            for (path, data) in descriptors() { try emit(path, data) }
+            for (path, data) in descriptors() { try emit(TileOutput(path: path, bytes: data, width: 0, height: 0)) }
         }
         work.decodeSeconds = Double(decodeTime.components.attoseconds) / 1e18 + Double(decodeTime.components.seconds)
         work.encodeSeconds = Double(encodeTime.components.attoseconds) / 1e18 + Double(encodeTime.components.seconds)

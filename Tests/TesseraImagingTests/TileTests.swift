@@ -1,0 +1,256 @@
+import Foundation
+import TesseraImaging
+import XCTest
+
+/// Tile pyramids: the grid as `vips dzsave` lays it out, and every band decode (restart
+/// marker starts, skipped scanlines, progressive) against a plain whole-image decode.
+final class TileTests: XCTestCase {
+    /// A photo-like RGB image: gradients, a few frequencies, and noise, made row by row.
+    static func scene(width: Int, height: Int, seed: UInt64 = 7) -> PixelBuffer {
+        let image = PixelBuffer(width: width, height: height, layout: .rgb)
+        var state = seed &* 0x9E37_79B9_7F4A_7C15 | 1
+        image.withUnsafeMutableBytes { p in
+            for y in 0..<height {
+                let row = y * width * 3
+                let fy = Double(y) / Double(height)
+                for x in 0..<width {
+                    state ^= state << 13; state ^= state >> 7; state ^= state << 17
+                    let fx = Double(x) / Double(width)
+                    let wave = sin(Double(x) * 0.05 + Double(y) * 0.013) * 40 + sin(Double(x + 2 * y) * 0.31) * 12
+                    let n = Int(state % 24) - 12
+                    p[row + x * 3] = UInt8(clamping: Int(fx * 200 + wave) + n)
+                    p[row + x * 3 + 1] = UInt8(clamping: Int(fy * 180 + 40 - wave / 2) + n)
+                    p[row + x * 3 + 2] = UInt8(clamping: Int((1 - fx) * 120 + fy * 100) + n / 2)
+                }
+            }
+        }
+        return image
+    }
+
+    /// The tile's window of `image`, encoded the way tiles are (quality 75, 4:2:0, no
+    /// Huffman optimisation): what a tile must equal byte for byte.
+    static func directTile(_ image: PixelBuffer, pixels: [UInt8], x: Range<Int>, y: Range<Int>, quality: Int = 75) throws -> [UInt8] {
+        let ch = image.channels
+        let crop = PixelBuffer(width: x.count, height: y.count, layout: image.layout)
+        crop.withUnsafeMutableBytes { dst in
+            for (i, row) in y.enumerated() {
+                let from = (row * image.width + x.lowerBound) * ch
+                for j in 0..<(x.count * ch) { dst[i * x.count * ch + j] = pixels[from + j] }
+            }
+        }
+        return try Codec.encodeJPEG(crop, quality: quality, subsampling: .s420, optimize: false)
+    }
+
+    static func halve(_ src: PixelBuffer) -> PixelBuffer {
+        let w = (src.width + 1) / 2, h = (src.height + 1) / 2, ch = src.channels
+        let s = src.bytes
+        let out = PixelBuffer(width: w, height: h, layout: src.layout)
+        out.withUnsafeMutableBytes { o in
+            for y in 0..<h {
+                for x in 0..<w {
+                    for c in 0..<ch {
+                        var sum = 0, n = 0
+                        for yy in (2 * y)..<min(2 * y + 2, src.height) {
+                            for xx in (2 * x)..<min(2 * x + 2, src.width) {
+                                sum += Int(s[(yy * src.width + xx) * ch + c]); n += 1
+                            }
+                        }
+                        o[(y * w + x) * ch + c] = UInt8((sum + n / 2) / n)
+                    }
+                }
+            }
+        }
+        return out
+    }
+
+    func render(_ jpeg: [UInt8], settings: TileSettings = TileSettings(), name: String = "p")
+        throws -> (files: [String: [UInt8]], works: [TileWork], renderer: TileRenderer) {
+        let info = try jpeg.withUnsafeBytes { try TileSourceInfo.probe($0, limits: Limits()) }
+        let renderer = TileRenderer(settings: settings, info: info, name: name)
+        var files: [String: [UInt8]] = [:]
+        var works: [TileWork] = []
+        for part in renderer.geometry.plan(info: info, settings: settings) {
+            let w = try jpeg.withUnsafeBytes { raw in
+                try renderer.render(raw, part: part) { out in
+                    XCTAssertNil(files[out.path], "\(out.path) written twice")
+                    files[out.path] = out.bytes
+                }
+            }
+            works.append(w)
+        }
+        return (files, works, renderer)
+    }
+
+    func testGridMatchesVipsDzsave() throws {
+        // Figures read from `vips dzsave` 8.14 output for a 1001×703 image.
+        let g = PyramidGeometry(width: 1001, height: 703, settings: TileSettings())
+        XCTAssertEqual(g.maxLevel, 10)
+        XCTAssertEqual(g.levelCount, 11)
+        XCTAssertEqual(g.levelSize(1), Size(width: 501, height: 352))   // level 9
+        XCTAssertEqual(g.levelSize(2), Size(width: 251, height: 176))   // level 8
+        XCTAssertEqual(g.levelSize(4), Size(width: 63, height: 44))     // level 6
+        XCTAssertEqual(g.levelSize(10), Size(width: 1, height: 1))      // level 0
+        XCTAssertEqual(g.columns(0), 4)
+        XCTAssertEqual(g.rows(0), 3)
+        let t = g.tile(0, column: 0, row: 0), inner = g.tile(0, column: 1, row: 1), last = g.tile(0, column: 3, row: 2)
+        XCTAssertEqual(t.x, 0..<255)            // 254 + overlap on the right
+        XCTAssertEqual(inner.x, 253..<509)      // overlap on both sides: 256
+        XCTAssertEqual(last.x, 761..<1001)
+        XCTAssertEqual(last.y, 507..<703)
+        XCTAssertEqual(g.path(name: "a/b", k: 0, column: 3, row: 2, suffix: "jpg"), "a/b_files/10/3_2.jpg")
+        var iiif = TileSettings(layout: .iiif)
+        let i = PyramidGeometry(width: 1001, height: 703, settings: iiif)
+        XCTAssertEqual(i.levelCount, 3)
+        XCTAssertEqual(i.path(name: "p", k: 1, column: 1, row: 1, suffix: "jpg"), "p/512,512,489,191/245,/0/default.jpg")
+        XCTAssertEqual(i.path(name: "p", k: 2, column: 0, row: 0, suffix: "jpg"), "p/0,0,1001,703/251,/0/default.jpg")
+        iiif.layout = .iiif3
+        XCTAssertEqual(PyramidGeometry(width: 1001, height: 703, settings: iiif)
+            .path(name: "p", k: 1, column: 1, row: 1, suffix: "jpg"), "p/512,512,489,191/245,96/0/default.jpg")
+    }
+
+    func testPlanCoversEveryTileRowOfEveryLevelOnce() throws {
+        for (w, h, seekable) in [(8000, 6000, false), (8000, 6000, true), (30000, 700, false), (300, 200, false)] {
+            let info = TileSourceInfo(format: .jpeg, width: w, height: h, progressive: false, restartSeekable: seekable,
+                                      wholeImageBytes: 0, channels: 3)
+            let s = TileSettings()
+            let g = PyramidGeometry(width: w, height: h, settings: s)
+            let parts = g.plan(info: info, settings: s)
+            for part in parts { XCTAssertEqual(PyramidPart(part.description), part) }
+            let tails: [PyramidPart] = parts.filter { $0.kind == PyramidPart.Kind.tail }
+            let tail: PyramidPart = try XCTUnwrap(tails.first)
+            for k in 0..<tail.shrink {
+                var rows: [Int] = []
+                for p in parts where p.kind == PyramidPart.Kind.band && p.shrink == k { rows += Array(p.rows) }
+                XCTAssertEqual(rows.sorted(), Array(0..<g.rows(k)), "\(w)x\(h) level k=\(k)")
+            }
+            XCTAssertEqual(parts.filter { $0.kind == .tail }.count, 1)
+            XCTAssertLessThanOrEqual(g.memoryEstimate(parts[0], info: info, settings: s), 256 << 20)
+        }
+        XCTAssertNil(PyramidPart("k1:r5-5"))
+        XCTAssertNil(PyramidPart("x"))
+    }
+
+    /// 8,000 × 6,000, baseline, with restart markers, and progressive: every tile of the
+    /// grid exists once with the right size; band tiles equal the same window of a whole
+    /// decode at the same DCT scale, tail tiles the same window of box-halved 1/8 decodes.
+    func testLargePyramidsMatchADirectRenderOfTheSameRegion() throws {
+        let image = TileTests.scene(width: 8000, height: 6000)
+        let variants: [(String, [UInt8], String)] = [
+            ("baseline", try Codec.encodeJPEG(image, quality: 88, subsampling: .s420), "skip-scanlines"),
+            // 8000 px = 500 MCUs of 16 px per row: one restart interval per MCU row.
+            ("restart", try Codec.encodeJPEG(image, quality: 88, subsampling: .s420, restartInterval: 500), "restart-marker"),
+            ("progressive", try Codec.encodeJPEG(image, quality: 88, subsampling: .s420, progressive: true), "skip-scanlines"),
+        ]
+        for (label, jpeg, expectedSeek) in variants {
+            let (files, works, renderer) = try render(jpeg)
+            let g = renderer.geometry
+            var expected = Set(["p.dzi", "p.html"])
+            for k in 0..<g.levelCount {
+                for r in 0..<g.rows(k) { for c in 0..<g.columns(k) { expected.insert(g.path(name: "p", k: k, column: c, row: r, suffix: "jpg")) } }
+            }
+            XCTAssertEqual(Set(files.keys), expected, label)
+            XCTAssertEqual(files.count, g.tileCount + 2, label)
+            for w in works {
+                let p = PyramidPart(w.part)!
+                XCTAssertEqual(w.decode.scaleEighths, 8 >> min(p.shrink, 3), "\(label) \(p): scaled DCT decode")
+            }
+            // Bands that start mid-image, whatever the plan chose: reach their rows as expected.
+            var extra = works
+            for part in [PyramidPart(band: 0, rows: 13..<15), PyramidPart(band: 1, rows: 7..<9), PyramidPart(band: 2, rows: 3..<5)] {
+                let w = try jpeg.withUnsafeBytes { raw in
+                    try renderer.render(raw, part: part) { out in
+                        XCTAssertTrue(files[out.path] == out.bytes, "\(label) \(part): \(out.path) differs from the full run")
+                    }
+                }
+                XCTAssertEqual(w.decode.seek, expectedSeek, "\(label) \(part)")
+                XCTAssertEqual(w.tilesWritten, 2 * g.columns(part.shrink))
+                extra.append(w)
+            }
+
+            let tail = works.compactMap { PyramidPart($0.part) }.first { $0.kind == .tail }!.shrink
+            var levels: [Int: PixelBuffer] = [:]
+            for k in 0..<min(tail, 4) { levels[k] = try Codec.decodeJPEG(jpeg, scaleEighths: 8 >> k) }
+            var small = try Codec.decodeJPEG(jpeg, scaleEighths: 8 >> min(tail, 3))
+            for _ in 3..<max(3, tail) { small = TileTests.halve(small) }
+            levels[tail] = small
+            for k in (tail + 1)..<g.levelCount { levels[k] = TileTests.halve(levels[k - 1]!) }
+            var checked = 0
+            for k in 0..<g.levelCount {
+                let level = levels[k]!
+                XCTAssertEqual(Size(width: level.width, height: level.height), g.levelSize(k), "\(label) k=\(k)")
+                let pixels = level.bytes
+                // Band levels: corners, edges and every band's first and last tile row; tail levels: every tile.
+                var rows = Set([0, g.rows(k) - 1, g.rows(k) / 2])
+                for w in extra { if let p = PyramidPart(w.part), p.kind == .band, p.shrink == k { rows.insert(p.rows.lowerBound); rows.insert(p.rows.upperBound - 1) } }
+                let cols = k >= tail ? Array(0..<g.columns(k)) : [0, 1, g.columns(k) / 2, g.columns(k) - 1]
+                for r in (k >= tail ? Set(0..<g.rows(k)) : rows) {
+                    for c in Set(cols) where c < g.columns(k) {
+                        let t = g.tile(k, column: c, row: r)
+                        let path = g.path(name: "p", k: k, column: c, row: r, suffix: "jpg")
+                        let direct = try TileTests.directTile(level, pixels: pixels, x: t.x, y: t.y)
+                        XCTAssertTrue(files[path] == direct, "\(label): \(path) differs from the direct render of x \(t.x) y \(t.y)")
+                        checked += 1
+                    }
+                }
+            }
+            XCTAssertGreaterThan(checked, 100, label)
+            let dzi = String(decoding: files["p.dzi"]!, as: UTF8.self)
+            XCTAssertTrue(dzi.contains("Width=\"8000\" Height=\"6000\"") && dzi.contains("TileSize=\"254\"") && dzi.contains("Overlap=\"1\""), dzi)
+            let html = String(decoding: files["p.html"]!, as: UTF8.self)
+            XCTAssertTrue(html.contains("p_files/") && !html.contains("http://") && !html.contains("https://"), "viewer fetches only its tiles")
+        }
+    }
+
+    func testDamagedAndOversizedSourcesFailClearly() throws {
+        let image = TileTests.scene(width: 3000, height: 2000)
+        let jpeg = try Codec.encodeJPEG(image, quality: 85, restartInterval: 188)
+        let cut = Array(jpeg.prefix(jpeg.count / 2))
+        let info = try cut.withUnsafeBytes { try TileSourceInfo.probe($0, limits: Limits()) }
+        let renderer = TileRenderer(settings: TileSettings(), info: info, name: "p")
+        var emitted = 0
+        let lastRows = PyramidPart(band: 0, rows: (renderer.geometry.rows(0) - 2)..<renderer.geometry.rows(0))
+        for part in [lastRows, PyramidPart(tailFrom: 3)] {
+            XCTAssertThrowsError(try cut.withUnsafeBytes { try renderer.render($0, part: part) { _ in emitted += 1 } }) { e in
+                XCTAssertEqual((e as? ImagingError)?.code, .truncated, "\(part): \(e)")
+            }
+        }
+        XCTAssertEqual(emitted, 0, "no tile from rows that are not in the file")
+        XCTAssertThrowsError(try [UInt8]("not an image".utf8).withUnsafeBytes { try TileSourceInfo.probe($0, limits: Limits()) }) { e in
+            XCTAssertEqual((e as? ImagingError)?.code, .unsupportedFormat)
+        }
+        // A progressive JPEG keeps every coefficient while decoding: refused when over the budget.
+        let progressive = try Codec.encodeJPEG(TileTests.scene(width: 6000, height: 4000), quality: 80, progressive: true)
+        let pinfo = try progressive.withUnsafeBytes { try TileSourceInfo.probe($0, limits: Limits()) }
+        var tight = TileSettings()
+        tight.memoryBudgetMB = 64
+        let r = TileRenderer(settings: tight, info: pinfo, name: "p")
+        XCTAssertThrowsError(try progressive.withUnsafeBytes { try r.render($0, part: PyramidPart(band: 0, rows: 0..<1)) { _ in } }) { e in
+            let err = e as? ImagingError
+            XCTAssertEqual(err?.code, .limitExceeded)
+            XCTAssertTrue(err?.reason.contains("progressive") == true, "\(e)")
+        }
+    }
+
+    /// PNG sources stream rows; JPEG tiles flatten transparency onto the background.
+    func testPNGWithAlphaMakesFlattenedTiles() throws {
+        let rgba = PixelBuffer(width: 700, height: 500, layout: .rgba)
+        rgba.withUnsafeMutableBytes { p in
+            for y in 0..<500 { for x in 0..<700 {
+                let o = (y * 700 + x) * 4
+                p[o] = 200; p[o + 1] = 40; p[o + 2] = 40
+                p[o + 3] = x < 350 ? 255 : 0    // right half transparent
+            } }
+        }
+        let png = try Codec.encodePNG(rgba)
+        var s = TileSettings()
+        s.background = [0, 0, 255]
+        let (files, _, renderer) = try render(png, settings: s)
+        XCTAssertEqual(files.count, renderer.geometry.tileCount + 2)
+        let left = try Codec.decodeJPEG(files["p_files/10/0_0.jpg"]!)
+        let right = try Codec.decodeJPEG(files["p_files/10/2_1.jpg"]!)
+        XCTAssertEqual(Size(width: left.width, height: left.height), Size(width: 255, height: 255))
+        XCTAssertEqual(Size(width: right.width, height: right.height), Size(width: 193, height: 247))
+        assertColor(left.pixel(x: 100, y: 100), [200, 40, 40], tolerance: 6)
+        assertColor(right.pixel(x: 150, y: 100), [0, 0, 255], tolerance: 6)
+    }
+}
