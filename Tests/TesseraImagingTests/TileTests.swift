@@ -205,7 +205,11 @@ final class TileTests: XCTestCase {
         let image = TileTests.scene(width: 3000, height: 2000)
         let jpeg = try Codec.encodeJPEG(image, quality: 85, restartInterval: 188)
         let cut = Array(jpeg.prefix(jpeg.count / 2))
-        let info = try cut.withUnsafeBytes { try TileSourceInfo.probe($0, limits: Limits()) }
+        XCTAssertThrowsError(try cut.withUnsafeBytes { try TileSourceInfo.probe($0, limits: Limits()) }) { e in
+            XCTAssertEqual((e as? ImagingError)?.code, .truncated, "a truncated file fails every part at once: \(e)")
+        }
+        // Past the probe (as if the end marker were there), the band and the tail still stop at the cut.
+        let info = try jpeg.withUnsafeBytes { try TileSourceInfo.probe($0, limits: Limits()) }
         let renderer = TileRenderer(settings: TileSettings(), info: info, name: "p")
         var emitted = 0
         let lastRows = PyramidPart(band: 0, rows: (renderer.geometry.rows(0) - 2)..<renderer.geometry.rows(0))

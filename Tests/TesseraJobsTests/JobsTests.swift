@@ -184,3 +184,38 @@ final class JobPlannerTests: XCTestCase {
         XCTAssertEqual(files.map { String($0.path.dropFirst(tmp.path.count)) }, ["/a/photo.jpg"])
     }
 }
+
+/// A retried tile task keeps the tiles its earlier attempt wrote (same job), and redoes
+/// tiles older than the job.
+final class TileResumeTests: XCTestCase {
+    func testRetriedTileTaskWritesOnlyMissingTiles() throws {
+        let dir = TemporaryDirectory()
+        let image = PixelBuffer(width: 2000, height: 1200, layout: .rgb)
+        image.withUnsafeMutableBytes { p in for i in 0..<p.count { p[i] = UInt8(truncatingIfNeeded: i / 3 + i % 7) } }
+        let src = dir.write("in/big.jpg", try Codec.encodeJPEG(image, quality: 80))
+        var job = JobSpec(name: "t", kind: .tiles, inputs: [.path(dir.path + "/in", patterns: [], recursive: true)],
+                          output: dir.path + "/out", tiles: TileSettings()).executable
+        job.options.incremental = false
+        let input = InputFile(path: src, root: dir.path + "/in", part: PyramidPart(band: 0, rows: 0..<5).description)
+        job.createdAt = Date().timeIntervalSince1970 - 1
+        let first = TaskExecutor.run(job, input: input)
+        XCTAssertEqual(first.record.status, .succeeded, "\(String(describing: first.record.error))")
+        let tiles = try XCTUnwrap(first.record.tiles)
+        XCTAssertEqual(tiles.tilesWritten, 5 * 8)  // 2000 px: 8 columns of 254
+        // The attempt was cut short: two tiles never made it.
+        let gone = [dir.path + "/out/big_files/11/0_0.jpg", dir.path + "/out/big_files/11/7_4.jpg"]
+        for g in gone { XCTAssertEqual(unlink(g), 0) }
+        var inode: [String: UInt64] = [:]
+        for o in first.record.outputs where !gone.contains(o.path) {
+            var st = stat(); XCTAssertEqual(stat(o.path, &st), 0); inode[o.path] = UInt64(st.st_ino)
+        }
+        let retry = TaskExecutor.run(job, input: input)
+        XCTAssertEqual(retry.record.tiles?.tilesWritten, 2)
+        XCTAssertEqual(retry.record.tiles?.tilesSkipped, 38)
+        for g in gone { XCTAssertTrue(FileManager.default.fileExists(atPath: g)) }
+        for (path, ino) in inode { var st = stat(); _ = stat(path, &st); XCTAssertEqual(UInt64(st.st_ino), ino, "\(path) rewritten") }
+        // A later job (tiles older than it) makes every tile again.
+        job.createdAt = Date().timeIntervalSince1970 + 1
+        XCTAssertEqual(TaskExecutor.run(job, input: input).record.tiles?.tilesWritten, 40)
+    }
+}

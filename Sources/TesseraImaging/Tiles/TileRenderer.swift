@@ -14,6 +14,19 @@ public struct TileSourceInfo: Sendable, Equatable {
     /// Channels of a level row (1, 3 or 4).
     public var channels: Int
 
+    /// Whether `marker` (JPEG EOI, PNG IEND) is in the last 4 KB: files may carry trailing
+    /// data (MPF images end with their own EOI), truncated ones do not have it.
+    static func endsLikeAnImage(_ bytes: UnsafeRawBufferPointer, marker: [UInt8]) -> Bool {
+        let n = bytes.count, m = marker.count
+        guard n >= m else { return false }
+        var i = n - m
+        while i >= max(0, n - 4096) {
+            if bytes[i] == marker[0] && (1..<m).allSatisfy({ bytes[i + $0] == marker[$0] }) { return true }
+            i -= 1
+        }
+        return false
+    }
+
     public init(format: ImageFormat, width: Int, height: Int, progressive: Bool, restartSeekable: Bool,
                 wholeImageBytes: Int, channels: Int) {
         self.format = format
@@ -29,6 +42,11 @@ public struct TileSourceInfo: Sendable, Equatable {
     public static func probe(_ bytes: UnsafeRawBufferPointer, limits: Limits) throws -> TileSourceInfo {
         switch ImageFormat.sniff(bytes) {
         case .jpeg:
+            // Parts read different stretches of the file: check its end once, here, so that a
+            // truncated file fails every part alike instead of leaving the top of a pyramid.
+            guard endsLikeAnImage(bytes, marker: [0xFF, 0xD9]) else {
+                throw ImagingError(.truncated, "truncated JPEG (no end-of-image marker)")
+            }
             let d = try JPEGDecoder(bytes: bytes, limits: limits)
             let h = d.header
             try limits.checkDimensions(Size(width: h.width, height: h.height))
@@ -44,6 +62,9 @@ public struct TileSourceInfo: Sendable, Equatable {
                                   restartSeekable: seekable, wholeImageBytes: coefficients,
                                   channels: h.components == 1 ? 1 : 3)
         case .png:
+            guard endsLikeAnImage(bytes, marker: Array("IEND".utf8)) else {
+                throw ImagingError(.truncated, "truncated PNG (no IEND chunk)")
+            }
             let d = try PNGDecoder(bytes: bytes, limits: limits)
             let h = d.header
             try limits.checkDimensions(Size(width: h.width, height: h.height))
