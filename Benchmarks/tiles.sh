@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Tile pyramid of one very large JPEG: Tessera with 1 and 2 local workers vs
+# `vips dzsave`, same file, same settings (Deep Zoom, 254 px tiles, overlap 1, JPEG q75),
+# interleaved, REPEATS runs each; median wall time, peak RSS of every worker (Tessera's
+# per-task accounting) and of the whole command (GNU time: the largest of the process and
+# its children), then the grid, dimension and SSIM check of Tessera's pyramid against
+# vips' (Benchmarks/tiles_compare.py).
+#
+# usage: Benchmarks/tiles.sh [SOURCE.jpg] [REPEATS]
+#   Without SOURCE, makes a 12,000 x 9,000 (108 MP) baseline JPEG (q90, 4:2:0, no restart
+#   markers) by tiling 4000x3000 crops of nine corpus photos with vips, and a copy with a
+#   restart marker every MCU row (both kinds are measured).
+# Outputs go under $TMPDIR (default /tmp): TMPDIR=/dev/shm takes the disk out of the comparison.
+# Needs libvips-tools (vips, vipsheader), GNU time; pip installs numpy, scipy and pillow
+# into .build-bench-venv/ for the SSIM check.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repeats=${2:-3}
+tessera=$PWD/.build/release/tessera
+[ -x "$tessera" ] || swift build -c release --product tessera >/dev/null
+command -v vips >/dev/null || { echo "needs vips (apt-get install libvips-tools)" >&2; exit 1; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/tessera-tiles.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+venv=$PWD/.build-bench-venv
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import numpy, scipy, PIL' 2>/dev/null; then
+    python3 -m venv "$venv" && "$venv/bin/pip" install -q numpy scipy pillow
+fi
+
+sources=()
+if [ -n "${1:-}" ]; then
+    sources=("$(realpath "$1")")
+else
+    photos=../shared/corpus/photos
+    i=0
+    for f in "$photos"/*.jpg; do
+        if [ "$(vipsheader -f width "$f")" -lt 4000 ] || [ "$(vipsheader -f height "$f")" -lt 3000 ]; then continue; fi
+        vips crop "$f" "$work/c$i.v" 0 0 4000 3000
+        i=$((i + 1)); [ $i -eq 9 ] && break
+    done
+    [ $i -eq 9 ] || { echo "need nine corpus photos of at least 4000x3000" >&2; exit 1; }
+    vips arrayjoin "$(for j in $(seq 0 8); do printf '%s ' "$work/c$j.v"; done)" "$work/big.v" --across 3
+    vips jpegsave "$work/big.v" "$work/big108.jpg" --Q 90
+    # 12000 px / 16 px MCUs = 750 MCUs per row.
+    vips jpegsave "$work/big.v" "$work/big108-rst.jpg" --Q 90 --restart-interval 750
+    rm -f "$work"/*.v
+    sources=("$work/big108.jpg" "$work/big108-rst.jpg")
+fi
+
+# Deleting thousands of files leaves the file system busy (journal commits, discards) for
+# a while: settle before every timed run, so that no run pays for the one before.
+settle() { rm -rf "$@"; sync; sleep 3; }
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+for src in "${sources[@]}"; do
+    name=$(basename "$src" .jpg)
+    echo "== $name: $(vipsheader "$src" | cut -d: -f2-), $(( $(stat -c %s "$src") / 1000000 )) MB, restart interval $("$tessera" inspect "$src" --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["info"].get("restartInterval") or 0)' 2>/dev/null || echo '?')"
+    cat > "$work/job.yaml" <<YAML
+name: pyramid $name
+kind: tiles
+inputs: ["$src"]
+output: $work/tess
+tiles: {layout: deepzoom, tileSize: 254, overlap: 1, format: jpeg, quality: 75}
+options: {incremental: false}
+YAML
+    declare -A secs=() rss=() wrss=()
+    for _ in $(seq "$repeats"); do
+        for w in 1 2; do
+            settle "$work/tess"
+            /usr/bin/time -o "$work/time" -f '%e %M' "$tessera" run "$work/job.yaml" -w "$w" --journal "$work/j$w.sqlite" --json >"$work/out.json"
+            read -r s m <"$work/time"
+            secs[w$w]+="$s "; rss[w$w]+="$m "
+            wrss[w$w]=$(python3 -c 'import json,sys
+s=[json.loads(l) for l in open(sys.argv[1]) if "workerPeakRSS" in l][-1]
+print(" ".join("%.1f" % (v/1e6) for v in sorted(s["workerPeakRSS"].values())))' "$work/out.json")
+            rm -f "$work/j$w.sqlite"*
+        done
+        settle "$work/vips" "$work/vips_files" "$work/vips.dzi"
+        /usr/bin/time -o "$work/time" -f '%e %M' vips dzsave "$src" "$work/vips" --tile-size 254 --overlap 1 --suffix .jpeg[Q=75]
+        read -r s m <"$work/time"
+        secs[vips]+="$s "; rss[vips]+="$m "
+    done
+    for t in w1 w2 vips; do
+        s=$(echo "${secs[$t]}" | tr ' ' '\n' | grep -v '^$' | median)
+        m=$(echo "${rss[$t]}" | tr ' ' '\n' | grep -v '^$' | sort -n | tail -1)
+        label=$t; [ "$t" = w1 ] && label="tessera, 1 worker"; [ "$t" = w2 ] && label="tessera, 2 workers"; [ "$t" = vips ] && label="vips dzsave"
+        extra=""; [ "$t" != vips ] && extra="; worker peak RSS (MB): ${wrss[$t]}"
+        printf '%-20s %6.2f s (runs: %s) peak RSS of the command %6.1f MB%s\n' "$label" "$s" "${secs[$t]}" "$(echo "$m / 1024" | bc -l)" "$extra"
+    done
+    grep -h '"pyramids"' "$work/out.json" | python3 -c 'import json,sys; p=json.loads(sys.stdin.read())["pyramids"]; print("tessera:", p["tiles"], "tiles,", p["tasks"], "tasks, scales", p["scales"], "band starts", p["seeks"])' || true
+    "$venv/bin/python" Benchmarks/tiles_compare.py "$work/tess/${name}_files" "$work/vips_files" | tail -4
+    unset secs rss wrss
+done
