@@ -16,7 +16,13 @@ public enum TilePlanner {
                     try TileSourceInfo.probe(mapped.bytes, limits: limits(job.options))
                 }
                 let geometry = PyramidGeometry(width: info.width, height: info.height, settings: settings)
-                for part in geometry.plan(info: info, settings: settings) { tasks.append(input.with(part: part.description)) }
+                let parts = geometry.plan(info: info, settings: settings)
+                // Over the memory budget (a huge progressive JPEG): one task fails with the reason, not every part.
+                if parts.contains(where: { geometry.memoryEstimate($0, info: info, settings: settings) > settings.memoryBudgetMB << 20 }) {
+                    tasks.append(input.with(part: parts[0].description))
+                    continue
+                }
+                for part in parts { tasks.append(input.with(part: part.description)) }
             } catch {
                 tasks.append(input.with(part: PyramidPart(tailFrom: 0).description))
             }
