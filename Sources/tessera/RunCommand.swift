@@ -51,7 +51,12 @@ struct Run: ParsableCommand {
     }
 
     func run() throws {
-        var spec = try loadJob(job, presets: presets, overrides: overrides)
+        try execute(try loadJob(job, presets: presets, overrides: overrides))
+    }
+
+    /// Runs `spec` on a local pool (what `run` does with a job file, and `tiles` with its arguments).
+    func execute(_ job: JobSpec) throws {
+        var spec = job
         if inline { spec.options.inline = true }
         let journalPath = journal ?? spec.output + "/.tessera/journal.sqlite"
         try FileManager.default.createDirectory(atPath: (journalPath as NSString).deletingLastPathComponent,

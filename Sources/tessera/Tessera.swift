@@ -7,7 +7,7 @@ struct Tessera: ParsableCommand {
         commandName: "tessera",
         abstract: "Batch image rendering: thumbnails, metadata stripping, recompression.",
         version: "0.1.0",
-        subcommands: [Render.self, Run.self, Strip.self, Inspect.self, Presets.self,
+        subcommands: [Render.self, Run.self, Tiles.self, Strip.self, Inspect.self, Presets.self,
                       Submit.self, Status.self, Wait.self, Cancel.self, Results.self,
                       CoordinatorCommand.self, WorkerCommand.self, Keygen.self]
     )

@@ -70,6 +70,24 @@ final class CommandTests: XCTestCase {
         XCTAssertTrue(bad.err.contains("bad.yaml:4: outputs[0].preset: unknown preset \"thumbnial\""), bad.err)
     }
 
+    /// `tessera tiles`: a pyramid without a job file, the summary, and a usage error.
+    func testTilesCommandMakesAPyramid() throws {
+        let c = try Cluster()
+        let src = c.dir + "/in/wide.jpg"
+        try Data(try Codec.encodeJPEG(TilePoolTests.scene(3000, 1000, seed: 3), quality: 80)).write(to: URL(fileURLWithPath: src))
+        let r = try tessera(["tiles", src, "-o", c.dir + "/out", "--workers", "2"])
+        XCTAssertEqual(r.status, 0, r.out + r.err)
+        XCTAssertTrue(r.out.contains("pyramids: 1 source, "), r.out)
+        let g = PyramidGeometry(width: 3000, height: 1000, settings: TileSettings())
+        XCTAssertTrue(r.out.contains("\(g.tileCount) tiles"), r.out)
+        for f in ["wide.dzi", "wide.html", "wide_files/12/11_3.jpg", "wide_files/0/0_0.jpg"] {
+            XCTAssertTrue(FileManager.default.fileExists(atPath: c.dir + "/out/" + f), f)
+        }
+        let bad = try tessera(["tiles", src, "-o", c.dir + "/out2", "--layout", "zoomify"])
+        XCTAssertEqual(bad.status, 2, bad.err)  // usage
+        XCTAssertTrue(bad.err.contains("--layout must be one of deepzoom, iiif, iiif3"), bad.err)
+    }
+
     func testSubmitStatusWaitResults() throws {
         let c = try Cluster()
         _ = try c.makeImages(9, width: 300, height: 200)

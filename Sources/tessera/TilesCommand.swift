@@ -1,0 +1,85 @@
+import ArgumentParser
+import Foundation
+import TesseraImaging
+import TesseraJobs
+
+/// `tessera tiles SOURCE... -o DIR`: a tiles job without a job file, on a local pool.
+struct Tiles: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Make tile pyramids (Deep Zoom or IIIF) of large images with local worker processes.",
+        discussion: """
+            The same as `tessera run` with a job of kind tiles: each source's pyramid is split into
+            bands over the workers. Deep Zoom writes OUTPUT/NAME.dzi, OUTPUT/NAME_files/ and
+            OUTPUT/NAME.html (a viewer); IIIF writes OUTPUT/NAME/info.json and its tiles.
+            """)
+
+    @Argument(help: "JPEG or PNG sources, or directories of them.")
+    var sources: [String]
+
+    @Option(name: .shortAndLong, help: "Output directory.")
+    var output: String
+
+    @Option(help: "deepzoom, iiif (Image API 2) or iiif3.")
+    var layout: String = "deepzoom"
+
+    @Option(help: "Tile size (default: 254 for Deep Zoom, 256 for IIIF).")
+    var tileSize: Int?
+
+    @Option(help: "Overlap in pixels (default: 1 for Deep Zoom, 0 for IIIF).")
+    var overlap: Int?
+
+    @Option(help: "Tile format: jpeg or png.")
+    var format: String = "jpeg"
+
+    @Option(help: "JPEG quality, 1...100.")
+    var quality: Int = 75
+
+    @Option(help: "Memory one task may use, in MB.")
+    var memoryBudget: Int = 256
+
+    @Flag(help: "Do not write the NAME.html viewer (Deep Zoom).")
+    var noViewer = false
+
+    @Option(name: .shortAndLong, help: "Worker processes (default: the core count).")
+    var workers: Int = ProcessInfo.processInfo.activeProcessorCount
+
+    @Option(help: "Write per-task records to FILE.jsonl and FILE.csv.")
+    var report: String?
+
+    @Flag(help: "Progress and summary as JSON lines.")
+    var json = false
+
+    func settings() throws -> TileSettings {
+        guard let l = TileLayout(rawValue: layout) else {
+            throw ValidationError("--layout must be one of \(TileLayout.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        guard let f = ImageFormat(rawValue: format == "jpg" ? "jpeg" : format) else {
+            throw ValidationError("--format must be jpeg or png")
+        }
+        var settings = TileSettings(layout: l, tileSize: tileSize, overlap: overlap)
+        settings.format = f
+        settings.quality = quality
+        settings.memoryBudgetMB = memoryBudget
+        settings.viewer = !noViewer
+        do { try settings.validate() } catch let e as ImagingError { throw ValidationError(e.reason) }
+        return settings
+    }
+
+    func validate() throws {
+        _ = try settings()
+        guard workers >= 1 else { throw ValidationError("--workers must be at least 1") }
+    }
+
+    func run() throws {
+        let settings = try settings()
+        let cwd = FileManager.default.currentDirectoryPath
+        func absolute(_ p: String) -> String { ((p.hasPrefix("/") ? p : cwd + "/" + p) as NSString).standardizingPath }
+        var spec = JobSpec(name: "tiles", kind: .tiles, inputs: sources.map { .path(absolute($0), patterns: [], recursive: true) },
+                           output: absolute(output), tiles: settings)
+        spec.options.maxMegapixels = JobOptions.tilesMaxMegapixels
+        var args = ["-", "--workers", String(workers)]
+        if let report { args += ["--report", report] }
+        if json { args.append("--json") }
+        try Run.parse(args).execute(spec)
+    }
+}
