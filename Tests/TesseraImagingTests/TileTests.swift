@@ -235,6 +235,28 @@ final class TileTests: XCTestCase {
         }
     }
 
+    /// Every format edge case of the corpus (orientations, CMYK, gray, progressive, 12-bit,
+    /// arithmetic, lossless, PNG bit depths, palettes, interlacing) makes a complete pyramid
+    /// or fails with a typed reason; none crashes or leaves a part of a pyramid.
+    func testCorpusEdgeCasesMakePyramidsOrFailClearly() throws {
+        let files = Fixtures.corpusFiles("edge")
+        guard !files.isEmpty else { throw XCTSkip("corpus not present") }
+        var made = 0, refused: [String] = []
+        for url in files {
+            let data = try bytes(of: url)
+            do {
+                let (out, _, renderer) = try render(data)
+                XCTAssertEqual(out.count, renderer.geometry.tileCount + 2, url.lastPathComponent)
+                made += 1
+            } catch let e as ImagingError {
+                XCTAssertTrue([.unsupportedFeature, .unsupportedFormat, .corrupt, .truncated].contains(e.code), "\(url.lastPathComponent): \(e)")
+                refused.append(url.lastPathComponent)
+            }
+        }
+        XCTAssertGreaterThan(made, files.count - 5, "refused: \(refused)")
+        XCTAssertTrue(refused.allSatisfy { $0.contains("12bit") || $0.contains("lossless") }, "\(refused)")
+    }
+
     /// PNG sources stream rows; JPEG tiles flatten transparency onto the background.
     func testPNGWithAlphaMakesFlattenedTiles() throws {
         let rgba = PixelBuffer(width: 700, height: 500, layout: .rgba)

@@ -40,8 +40,7 @@ final class SourceDecoder {
 
     // CMYK conversion
     private var cmyk = false
-    private var cmykInverted = false
-    private var cmykTransform: ColorTransform?
+    private var cmykConverter: CMYKConverter?
     private var scratch: UnsafeMutablePointer<UInt8>?
     private var scratchRows = 0
     // Interlaced PNG: decoded whole, then served row by row.
@@ -111,10 +110,7 @@ final class SourceDecoder {
             case JCS_CMYK, JCS_YCCK:
                 layout = .cmyk
                 cmyk = true
-                cmykInverted = h.adobeTransform != nil
-                if let icc = iccProfile, let p = ICCProfile(icc), p.colorSpace == .cmyk {
-                    cmykTransform = ColorTransform(from: p, cmykInverted ? .cmyk8Inverted : .cmyk8, to: .sRGB, .rgb8)
-                }
+                cmykConverter = CMYKConverter(icc: iccProfile, adobeInverted: h.adobeTransform != nil)
             default:
                 throw ImagingError(.unsupportedFeature,
                                    "JPEG with \(h.components) components in colour space \(h.colorSpace.rawValue)")
@@ -156,7 +152,7 @@ final class SourceDecoder {
                 let scratchStride = decodedSize.width * 4
                 n = try jpeg.read(into: scratch!, stride: scratchStride, maxRows: want)
                 for r in 0..<n {
-                    convertCMYK(scratch! + r * scratchStride, buffer + r * stride, count: decodedSize.width)
+                    cmykConverter!.convert(scratch! + r * scratchStride, buffer + r * stride, count: decodedSize.width)
                 }
             } else {
                 n = try jpeg.read(into: buffer, stride: stride, maxRows: want)
@@ -174,16 +170,33 @@ final class SourceDecoder {
         try png?.finish()
     }
 
-    private func convertCMYK(_ src: UnsafeMutablePointer<UInt8>, _ dst: UnsafeMutablePointer<UInt8>, count: Int) {
-        if let t = cmykTransform {
+}
+
+/// CMYK (or YCCK, which libjpeg outputs as CMYK) rows to RGB: through the file's ICC
+/// profile when it has a CMYK one, else the usual naive conversion (Adobe files store
+/// inverted CMYK).
+struct CMYKConverter {
+    private let inverted: Bool
+    private let transform: ColorTransform?
+
+    init(icc: [UInt8]?, adobeInverted: Bool) {
+        inverted = adobeInverted
+        if let icc, let p = ICCProfile(icc), p.colorSpace == .cmyk {
+            transform = ColorTransform(from: p, adobeInverted ? .cmyk8Inverted : .cmyk8, to: .sRGB, .rgb8)
+        } else {
+            transform = nil
+        }
+    }
+
+    func convert(_ src: UnsafeMutablePointer<UInt8>, _ dst: UnsafeMutablePointer<UInt8>, count: Int) {
+        if let t = transform {
             t.apply(src, dst, count: count)
             return
         }
-        // No profile: the usual naive conversion (Adobe files store inverted CMYK).
         var s = src, d = dst
         for _ in 0..<count {
             var c = Int(s[0]), m = Int(s[1]), y = Int(s[2]), k = Int(s[3])
-            if !cmykInverted { c = 255 - c; m = 255 - m; y = 255 - y; k = 255 - k }
+            if !inverted { c = 255 - c; m = 255 - m; y = 255 - y; k = 255 - k }
             d[0] = UInt8((c * k + 127) / 255)
             d[1] = UInt8((m * k + 127) / 255)
             d[2] = UInt8((y * k + 127) / 255)

@@ -50,6 +50,10 @@ final class JPEGRowSource: RowSource {
     private let base: Int
     private(set) var position: Int
     private(set) var describe = TileDecodeInfo()
+    /// CMYK sources: rows decode into `scratch` (4 bytes a pixel) and convert to RGB.
+    private var cmyk: CMYKConverter?
+    private var scratch: UnsafeMutablePointer<UInt8>?
+    private static let scratchRows = 16
 
     init(bytes: UnsafeRawBufferPointer, scaleEighths: Int, startRow: Int, limits: Limits, strict: Bool) throws {
         var d = try JPEGDecoder(bytes: bytes, limits: limits, strict: strict)
@@ -58,8 +62,12 @@ final class JPEGRowSource: RowSource {
         switch h.colorSpace {
         case JCS_GRAYSCALE: layout = .gray
         case JCS_CMYK, JCS_YCCK:
-            throw ImagingError(.unsupportedFeature, "CMYK JPEG tiles are not supported (convert the source to RGB)")
-        default: layout = .rgb
+            layout = .cmyk
+            cmyk = CMYKConverter(icc: try d.iccProfile(), adobeInverted: h.adobeTransform != nil)
+        case JCS_YCbCr, JCS_RGB:
+            layout = .rgb
+        default:
+            throw ImagingError(.unsupportedFeature, "JPEG with \(h.components) components in colour space \(h.colorSpace.rawValue)")
         }
         let fullHeight = (h.height * scaleEighths + 7) / 8
         var base = 0
@@ -79,7 +87,8 @@ final class JPEGRowSource: RowSource {
         precondition(size.height + base == fullHeight, "restart start: \(size.height) + \(base) rows, expected \(fullHeight)")
         width = size.width
         height = fullHeight
-        channels = layout.channels
+        channels = cmyk == nil ? layout.channels : 3
+        if cmyk != nil { scratch = .allocate(capacity: size.width * 4 * JPEGRowSource.scratchRows) }
         self.base = base
         position = base
         if startRow > base {
@@ -92,6 +101,7 @@ final class JPEGRowSource: RowSource {
         try? decoder.finish()
         // The decoder only reads its input while decoding; nothing touches it after finish.
         patchedHeader?.deallocate()
+        scratch?.deallocate()
     }
 
     func seek(to y: Int) throws {
@@ -108,6 +118,13 @@ final class JPEGRowSource: RowSource {
     func read(into buffer: UnsafeMutablePointer<UInt8>, stride: Int, rows: Int) throws {
         var done = 0
         while done < rows {
+            if let cmyk, let scratch {
+                let n = try decoder.read(into: scratch, stride: width * 4, maxRows: min(rows - done, JPEGRowSource.scratchRows))
+                guard n > 0 else { throw ImagingError(.truncated, "JPEG ended at row \(position + done) of \(height)") }
+                for r in 0..<n { cmyk.convert(scratch + r * width * 4, buffer + (done + r) * stride, count: width) }
+                done += n
+                continue
+            }
             let n = try decoder.read(into: buffer + done * stride, stride: stride, maxRows: rows - done)
             guard n > 0 else { throw ImagingError(.truncated, "JPEG ended at row \(position + done) of \(height)") }
             done += n

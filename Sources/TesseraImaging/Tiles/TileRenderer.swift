@@ -60,7 +60,7 @@ public struct TileSourceInfo: Sendable, Equatable {
                 && h.componentsInFirstScan == h.components && JPEGRowSource.frameHeightOffset(bytes) != nil
             return TileSourceInfo(format: .jpeg, width: h.width, height: h.height, progressive: h.progressive,
                                   restartSeekable: seekable, wholeImageBytes: coefficients,
-                                  channels: h.components == 1 ? 1 : 3)
+                                  channels: h.components == 1 ? 1 : 3)  // CMYK converts to RGB
         case .png:
             guard endsLikeAnImage(bytes, marker: Array("IEND".utf8)) else {
                 throw ImagingError(.truncated, "truncated PNG (no IEND chunk)")
