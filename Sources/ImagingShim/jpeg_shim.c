@@ -150,8 +150,11 @@ void ts_jpeg_dec_set_body(ts_jpeg_dec *d, const uint8_t *body, size_t size) {
 }
 
 long ts_jpeg_dec_input_offset(const ts_jpeg_dec *d) {
-    if (d->body) return -1;
-    return (long)(d->cinfo.src->next_input_byte - d->data);
+    if (d->body || !d->cinfo.src) return -1;
+    const JOCTET *p = d->cinfo.src->next_input_byte;
+    // Not inside the file (the fake EOI a damaged file ends with): no offset.
+    if (p < d->data || p > d->data + d->size) return -1;
+    return (long)(p - d->data);
 }
 
 long ts_jpeg_nth_restart(const uint8_t *data, size_t size, size_t start, long n) {
@@ -163,6 +166,9 @@ long ts_jpeg_nth_restart(const uint8_t *data, size_t size, size_t start, long n)
         if (!ff) return -1;
         uint8_t m = ff[1];
         if (m >= 0xD0 && m <= 0xD7) {
+            // Markers count RST0..RST7 in turn: a missing or extra one means the intervals
+            // are not where the header says, so no start can be trusted.
+            if (m != 0xD0 + (seen & 7)) return -1;
             if (++seen == n) return (long)(ff + 2 - data);
             p = ff + 2;
         } else if (m == 0x00 || m == 0xFF) {
@@ -191,9 +197,10 @@ int ts_jpeg_dec_read_header(ts_jpeg_dec *d, ts_jpeg_header *out) {
         d->cinfo.src = &d->split;
     } else {
         jpeg_mem_src(&d->cinfo, d->data, (unsigned long)d->size);
+        // A split-source decoder (a band restarted at a marker) needs no metadata.
+        jpeg_save_markers(&d->cinfo, JPEG_APP0 + 1, 0xFFFF);
+        jpeg_save_markers(&d->cinfo, JPEG_APP0 + 2, 0xFFFF);
     }
-    jpeg_save_markers(&d->cinfo, JPEG_APP0 + 1, 0xFFFF);
-    jpeg_save_markers(&d->cinfo, JPEG_APP0 + 2, 0xFFFF);
     if (jpeg_read_header(&d->cinfo, TRUE) != JPEG_HEADER_OK) {
         snprintf(d->err.message, sizeof d->err.message, "no image in JPEG data stream");
         return -1;

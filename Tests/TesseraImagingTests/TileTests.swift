@@ -194,6 +194,24 @@ final class TileTests: XCTestCase {
                 }
             }
             XCTAssertGreaterThan(checked, 100, label)
+            // Tiles of 256 without overlap: bands start exactly on an MCU row, where 4:2:0
+            // chroma upsampling needs the row above (a restart start must begin higher).
+            var aligned = TileSettings()
+            aligned.tileSize = 256
+            aligned.overlap = 0
+            let ga = PyramidGeometry(width: 8000, height: 6000, settings: aligned)
+            let ra = TileRenderer(settings: aligned, info: renderer.info, name: "a")
+            let full = levels[0]!, fullPixels = full.bytes
+            let w = try jpeg.withUnsafeBytes { raw in
+                try ra.render(raw, part: PyramidPart(band: 0, rows: 8..<9)) { out in
+                    let c = Int(out.path.split(separator: "/").last!.split(separator: "_")[0])!
+                    let t = ga.tile(0, column: c, row: 8)
+                    XCTAssertTrue(out.bytes == (try TileTests.directTile(full, pixels: fullPixels, x: t.x, y: t.y)),
+                                  "\(label): aligned band tile \(out.path) differs from the direct render")
+                }
+            }
+            XCTAssertEqual(w.tilesWritten, ga.columns(0))
+            XCTAssertEqual(w.decode.seek, expectedSeek, label)
             let dzi = String(decoding: files["p.dzi"]!, as: UTF8.self)
             XCTAssertTrue(dzi.contains("Width=\"8000\" Height=\"6000\"") && dzi.contains("TileSize=\"254\"") && dzi.contains("Overlap=\"1\""), dzi)
             let html = String(decoding: files["p.html"]!, as: UTF8.self)
@@ -233,6 +251,36 @@ final class TileTests: XCTestCase {
             XCTAssertEqual(err?.code, .limitExceeded)
             XCTAssertTrue(err?.reason.contains("progressive") == true, "\(e)")
         }
+    }
+
+    /// Hostile headers and markers: a start is only made where the file really has it.
+    func testMisnumberedRestartMarkersAreNotTrusted() throws {
+        let image = TileTests.scene(width: 3200, height: 2400)
+        var jpeg = try Codec.encodeJPEG(image, quality: 85, subsampling: .s420, restartInterval: 200)  // one per MCU row
+        // Renumber the 40th restart marker (RST7 -> RST6): intervals after it are not where they claim.
+        var seen = 0, i = 0
+        let sos = (0..<(jpeg.count - 1)).first { jpeg[$0] == 0xFF && jpeg[$0 + 1] == 0xDA }!
+        i = sos + 2
+        while i < jpeg.count - 1 {
+            if jpeg[i] == 0xFF, (0xD0...0xD7).contains(jpeg[i + 1]) {
+                seen += 1
+                if seen == 40 { XCTAssertEqual(jpeg[i + 1], 0xD7); jpeg[i + 1] = 0xD6; break }
+            }
+            i += 1
+        }
+        let info = try jpeg.withUnsafeBytes { try TileSourceInfo.probe($0, limits: Limits()) }
+        XCTAssertTrue(info.restartSeekable)
+        let renderer = TileRenderer(settings: TileSettings(), info: info, name: "p")
+        // Tile row 5 starts at row 1269: below the damaged marker (MCU row 40 = row 640).
+        do {
+            let w = try jpeg.withUnsafeBytes { try renderer.render($0, part: PyramidPart(band: 0, rows: 5..<6)) { _ in } }
+            XCTFail("a band below a misnumbered marker decoded (\(w.decode.seek))")
+        } catch let e as ImagingError {
+            XCTAssertEqual(e.code, .corrupt, "\(e)")
+        }
+        // Above it, bands are fine.
+        let ok = try jpeg.withUnsafeBytes { try renderer.render($0, part: PyramidPart(band: 0, rows: 1..<2)) { _ in } }
+        XCTAssertEqual(ok.tilesWritten, renderer.geometry.columns(0))
     }
 
     /// Every format edge case of the corpus (orientations, CMYK, gray, progressive, 12-bit,

@@ -233,7 +233,7 @@ extension PyramidGeometry {
     public func memoryEstimate(_ part: PyramidPart, info: TileSourceInfo, settings: TileSettings) -> Int {
         let k = part.shrink
         let decodeWidth = info.format == .jpeg ? levelSize(min(k, 3)).width : width
-        let working = decodeWidth * 4 * 64 + (4 << 20)
+        let working = decodeWidth * 4 * 64 + (4 << 20) + 2 * info.headerBytes
         switch part.kind {
         case .band:
             return levelSize(k).width * 4 * (tileSize + 2 * overlap) + info.wholeImageBytes + working

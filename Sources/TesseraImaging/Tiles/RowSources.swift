@@ -41,8 +41,8 @@ public struct TileDecodeInfo: Sendable, Codable, Equatable {
 /// above are never even entropy-decoded. Otherwise `jpeg_skip_scanlines` skips them.
 final class JPEGRowSource: RowSource {
     private var decoder: JPEGDecoder
-    /// The patched header a restart-marker start reads (owned; freed after the decoder).
-    private var patchedHeader: UnsafeMutableRawBufferPointer?
+    /// The patched header a restart-marker start reads (kept as long as its decoder).
+    private var patchedHeader: HeaderCopy?
     let width: Int
     let height: Int
     let channels: Int
@@ -72,19 +72,25 @@ final class JPEGRowSource: RowSource {
         let fullHeight = (h.height * scaleEighths + 7) / 8
         var base = 0
         describe.scaleEighths = scaleEighths
-        if startRow > 0, let (header, body, mcuRows) = JPEGRowSource.restartStart(
+        if startRow > 0, let start = JPEGRowSource.restartStart(
             bytes: bytes, header: h, entropyOffset: d.entropyOffset, scaleEighths: scaleEighths, startRow: startRow) {
-            let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: header.count, alignment: 1)
-            storage.copyBytes(from: header)
-            patchedHeader = storage
-            d = try JPEGDecoder(bytes: UnsafeRawBufferPointer(storage), body: body, limits: limits, strict: strict)
-            let mcuHeight = 8 * (h.components == 1 ? 1 : h.maxSampling.v)
-            base = mcuRows * mcuHeight * scaleEighths / 8
-            describe.seek = "restart-marker"
+            let copy = HeaderCopy(start.header)
+            // The second decoder must see the frame we meant (same width, the patched height);
+            // anything else (a header we misread) falls back to skipping scanlines.
+            if let restarted = try? JPEGDecoder(bytes: copy.bytes, body: start.body, limits: limits, strict: strict),
+               restarted.header.width == h.width, restarted.header.height == start.height {
+                d = restarted
+                patchedHeader = copy
+                let mcuHeight = 8 * (h.components == 1 ? 1 : h.maxSampling.v)
+                base = start.mcuRows * mcuHeight * scaleEighths / 8
+                describe.seek = "restart-marker"
+            }
         }
         decoder = d
         let size = try decoder.start(scaleEighths: scaleEighths, layout: layout)
-        precondition(size.height + base == fullHeight, "restart start: \(size.height) + \(base) rows, expected \(fullHeight)")
+        guard size.height + base == fullHeight else {
+            throw ImagingError(.corrupt, "corrupt JPEG (decoding from a restart marker gives \(size.height) + \(base) rows, not \(fullHeight))")
+        }
         width = size.width
         height = fullHeight
         channels = cmyk == nil ? layout.channels : 3
@@ -99,8 +105,6 @@ final class JPEGRowSource: RowSource {
 
     deinit {
         try? decoder.finish()
-        // The decoder only reads its input while decoding; nothing touches it after finish.
-        patchedHeader?.deallocate()
         scratch?.deallocate()
     }
 
@@ -137,15 +141,20 @@ final class JPEGRowSource: RowSource {
     /// can begin: R·(MCUs per row) must be a whole number j of restart intervals, and j a
     /// multiple of 8 so that the next marker the decoder meets is the RST0 it expects.
     static func restartStart(bytes: UnsafeRawBufferPointer, header h: JPEGHeader, entropyOffset: Int?,
-                             scaleEighths: Int, startRow: Int) -> ([UInt8], UnsafeRawBufferPointer, Int)? {
+                             scaleEighths: Int, startRow: Int)
+        -> (header: [UInt8], body: UnsafeRawBufferPointer, mcuRows: Int, height: Int)? {
         guard !h.progressive, !h.arithmetic, h.restartInterval > 0, let entropy = entropyOffset,
-              h.componentsInFirstScan == h.components, let heightField = frameHeightOffset(bytes) else { return nil }
+              h.componentsInFirstScan == h.components, let heightField = frameHeightOffset(bytes),
+              heightField + 1 < entropy, entropy <= bytes.count else { return nil }
         let mcuWidth = 8 * (h.components == 1 ? 1 : h.maxSampling.h)
         let mcuHeight = 8 * (h.components == 1 ? 1 : h.maxSampling.v)
         let perRow = (h.width + mcuWidth - 1) / mcuWidth
         let outMCUHeight = mcuHeight * scaleEighths / 8
         guard outMCUHeight > 0 else { return nil }
-        var r = min(startRow / outMCUHeight, (h.height - 1) / mcuHeight)
+        // At full size, smooth chroma upsampling of 4:2:0 and 4:4:0 reads the chroma row above:
+        // start at least one row higher than needed, so that the first kept row has it.
+        let needsRowAbove = scaleEighths == 8 && h.components > 1 && h.maxSampling.v > 1
+        var r = min((needsRowAbove ? startRow - 1 : startRow) / outMCUHeight, (h.height - 1) / mcuHeight)
         while r > 0 {
             let mcus = r * perRow
             if mcus % h.restartInterval == 0 && (mcus / h.restartInterval) % 8 == 0 { break }
@@ -159,7 +168,17 @@ final class JPEGRowSource: RowSource {
         let newHeight = h.height - r * mcuHeight
         header[heightField] = UInt8(newHeight >> 8)
         header[heightField + 1] = UInt8(newHeight & 0xFF)
-        return (header, UnsafeRawBufferPointer(rebasing: bytes[offset...]), r)
+        return (header, UnsafeRawBufferPointer(rebasing: bytes[offset...]), r, newHeight)
+    }
+
+    /// The MCU rows between the starts `restartStart` can use (nil: no restart markers).
+    static func restartStep(_ h: JPEGHeader) -> Int? {
+        guard h.restartInterval > 0 else { return nil }
+        let mcuWidth = 8 * (h.components == 1 ? 1 : h.maxSampling.h)
+        let perRow = (h.width + mcuWidth - 1) / mcuWidth
+        func gcd(_ a: Int, _ b: Int) -> Int { b == 0 ? a : gcd(b, a % b) }
+        let period = 8 * h.restartInterval
+        return period / gcd(perRow, period)
     }
 
     /// The offset of the frame height in a baseline or extended sequential Huffman SOF.
@@ -170,6 +189,8 @@ final class JPEGRowSource: RowSource {
             let marker = b[pos + 1]
             if marker == 0xFF { pos += 1; continue }
             if marker == 0xDA || marker == 0xD9 { return nil }
+            // Markers without a length (TEM, RSTn), as libjpeg reads them.
+            if marker == 0x01 || (0xD0...0xD7).contains(marker) { pos += 2; continue }
             let length = Int(b[pos + 2]) << 8 | Int(b[pos + 3])
             if marker == 0xC0 || marker == 0xC1 { return pos + 5 < b.count ? pos + 5 : nil }
             if (0xC2...0xCF).contains(marker) && marker != 0xC4 && marker != 0xC8 && marker != 0xCC { return nil }
@@ -292,4 +313,18 @@ final class BoxShrinkSource: RowSource {
         }
         position += count
     }
+}
+
+/// A copy of a JPEG header that a decoder reads (freed with the last reference, also when
+/// the decoder that was to read it could not be made).
+final class HeaderCopy {
+    private let storage: UnsafeMutableRawBufferPointer
+    init(_ header: [UInt8]) {
+        storage = .allocate(byteCount: max(1, header.count), alignment: 1)
+        storage.copyBytes(from: header)
+        count = header.count
+    }
+    private let count: Int
+    var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(storage)[0..<count]) }
+    deinit { storage.deallocate() }
 }

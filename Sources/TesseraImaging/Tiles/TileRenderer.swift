@@ -13,6 +13,8 @@ public struct TileSourceInfo: Sendable, Equatable {
     public var wholeImageBytes: Int
     /// Channels of a level row (1, 3 or 4).
     public var channels: Int
+    /// Bytes before the image data (metadata included): a restarted band copies them.
+    public var headerBytes: Int = 0
 
     /// Whether `marker` (JPEG EOI, PNG IEND) is in the last 4 KB: files may carry trailing
     /// data (MPF images end with their own EOI), truncated ones do not have it.
@@ -56,11 +58,16 @@ public struct TileSourceInfo: Sendable, Equatable {
                 let (mh, mv) = h.components == 1 ? (1, 1) : h.maxSampling
                 for f in h.samplingFactors { coefficients += blocks * f.h * f.v / max(1, mh * mv) * 128 }
             }
+            // Restart starts help only when they come often: at most every 1024 rows.
+            let mcuHeight = 8 * (h.components == 1 ? 1 : h.maxSampling.v)
             let seekable = !h.progressive && !h.arithmetic && h.restartInterval > 0
                 && h.componentsInFirstScan == h.components && JPEGRowSource.frameHeightOffset(bytes) != nil
-            return TileSourceInfo(format: .jpeg, width: h.width, height: h.height, progressive: h.progressive,
-                                  restartSeekable: seekable, wholeImageBytes: coefficients,
-                                  channels: h.components == 1 ? 1 : 3)  // CMYK converts to RGB
+                && (JPEGRowSource.restartStep(h) ?? Int.max) * mcuHeight <= 1024
+            var info = TileSourceInfo(format: .jpeg, width: h.width, height: h.height, progressive: h.progressive,
+                                      restartSeekable: seekable, wholeImageBytes: coefficients,
+                                      channels: h.components == 1 ? 1 : 3)  // CMYK converts to RGB
+            info.headerBytes = d.entropyOffset ?? 0
+            return info
         case .png:
             guard endsLikeAnImage(bytes, marker: Array("IEND".utf8)) else {
                 throw ImagingError(.truncated, "truncated PNG (no IEND chunk)")
@@ -337,7 +344,10 @@ public struct TileRenderer {
             }
             return files
         case .iiif, .iiif3:
-            let id = settings.baseURI.hasSuffix("/") ? settings.baseURI + name : settings.baseURI + "/" + name
+            let rawID = settings.baseURI.hasSuffix("/") ? settings.baseURI + name : settings.baseURI + "/" + name
+            // A JSON string (file names may hold quotes or backslashes).
+            let id = String(decoding: (try? JSONEncoder().encode(rawID)) ?? Data("\"\"".utf8), as: UTF8.self)
+                .dropFirst().dropLast()
             let factors = (0..<max(1, geometry.levelCount - 1)).map { String(1 << $0) }.joined(separator: ", ")
             let format = settings.suffix
             let json: String

@@ -6,7 +6,9 @@ enum TileViewer {
     static func page(title: String, filesURL: String, width: Int, height: Int, tileSize: Int, overlap: Int,
                      maxLevel: Int, suffix: String) -> String {
         let safeTitle = title.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-        let files = filesURL.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+        // A relative URL (file names may hold '#', '?', '%' or spaces), then a JS string.
+        let encoded = filesURL.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "?#%;"))) ?? filesURL
+        let files = encoded.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
             .replacingOccurrences(of: "<", with: "\\u003c")
         return """
             <!DOCTYPE html>
