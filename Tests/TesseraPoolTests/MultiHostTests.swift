@@ -129,7 +129,11 @@ final class MultiHostTests: XCTestCase {
         XCTAssertEqual(byWorker.values.reduce(0, +), inputs.count)
         XCTAssertEqual(metric(lastMetrics, "tessera_queue_depth_total"), 0)
         XCTAssertGreaterThan(depths.first ?? 0, 0, "the queue was seen non-empty")
-        XCTAssertEqual(depths, depths.sorted(by: >), "the queue only drains")
+        // The queue drains; it may only grow back by the tasks w1 held when it was found lost
+        // (requeued, at most its credit of 2), even after the others had emptied it.
+        let rises = zip(depths, depths.dropFirst()).map { max(0, $1 - $0) }.reduce(0, +)
+        XCTAssertLessThanOrEqual(rises, 2, "the queue only drains, but for w1's requeued tasks: \(depths)")
+        XCTAssertGreaterThan(depths.first ?? 0, depths.last ?? 0)
         let log = try String(contentsOfFile: c.dir + "/coordinator.log", encoding: .utf8)
         let strangerKey = try CurveKeyPair.loadPublic("\(keys)/stranger.pub")
         XCTAssertTrue(log.contains("refused CURVE key \(strangerKey.prefix(8))"), log)
