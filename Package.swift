@@ -48,7 +48,7 @@ let libraries: [Target] = [
     ),
     .target(
         name: "TesseraCoordinator",
-        dependencies: ["TesseraWire", "TesseraJobs", .product(name: "GRDB", package: "GRDB.swift"),
+        dependencies: ["TesseraImaging", "TesseraWire", "TesseraJobs", .product(name: "GRDB", package: "GRDB.swift"),
                        .product(name: "Logging", package: "swift-log")]
     ),
 ]

@@ -29,8 +29,10 @@ extension Coordinator {
         if spec.options.incremental && spec.kind != .noop {
             job.renditions = (try? journal.renditions(recipe: job.recipeHash)) ?? [:]
         }
-        for i in 0..<job.tasks.count { job.enqueue(i) }
+        let complete = job.holdDescriptors { _ in (false, false) }
+        for i in 0..<job.tasks.count where !job.isHeld(i) { job.enqueue(i) }
         insert(job)
+        for path in complete { releaseDescriptor(job, path: path, now: now) }
         let elapsed = clock.now - start
         let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
         logger.info("job \(id) (\(spec.name)): \(inputs.count) tasks planned in \(String(format: "%.0f", ms)) ms")

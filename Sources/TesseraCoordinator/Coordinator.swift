@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import TesseraImaging
 import TesseraJobs
 import TesseraWire
 
@@ -112,16 +113,20 @@ public final class Coordinator: @unchecked Sendable {
                                 inputs: taskRows.map { InputFile(path: $0.path, root: $0.root, part: $0.part) },
                                 submitted: row.submitted)
             job.state = .running
+            let complete = job.holdDescriptors { i in
+                (taskRows[i].result != nil, taskRows[i].result == .failed || taskRows[i].result == .cancelled)
+            }
             for (i, t) in taskRows.enumerated() {
                 job.tasks[i].failures = t.attempts
                 job.tasks[i].crashes = t.crashes
                 if let r = t.result {
                     job.tasks[i].state = .done
                     job.counts[[Journal.ResultStatus.succeeded: 0, .failed: 1, .skipped: 2, .cancelled: 3][r]!] += 1
-                } else {
+                } else if !job.isHeld(i) {
                     job.enqueue(i)
                 }
             }
+            for path in complete { releaseDescriptor(job, path: path, now: monotonicNow()) }
             if job.spec.options.incremental { job.renditions = (try? journal.renditions(recipe: job.recipeHash)) ?? [:] }
             insert(job)
             logger.info("recovered job \(row.id) (\(row.spec.name)): \(job.done)/\(job.tasks.count) done")
@@ -526,6 +531,33 @@ public final class Coordinator: @unchecked Sendable {
         journal.append(.result(task: job.firstTask + UInt64(i), job: job.id, status: status, record: record))
         metrics.completed[status.rawValue] += 1
         if job.done == job.tasks.count { finishJob(job, now: now) }
+        if job.spec.kind == .tiles { pyramidPartDone(job, i, status: status, now: now) }
+    }
+
+    /// A part of a pyramid ended: when it was the last, the descriptor part may run.
+    func pyramidPartDone(_ job: ActiveJob, _ i: Int, status: Journal.ResultStatus, now: Double) {
+        let input = job.tasks[i].input
+        guard !input.part.isEmpty, input.part != PyramidPart.descriptorName, var p = job.pyramidParts[input.path] else { return }
+        p.open -= 1
+        if status == .failed || status == .cancelled { p.failed += 1 }
+        job.pyramidParts[input.path] = p
+        if p.open == 0 { releaseDescriptor(job, path: input.path, now: now) }
+    }
+
+    /// Queues a pyramid's descriptor part, or fails it when a part of the pyramid failed:
+    /// no `.dzi` or `info.json` ever describes tiles that are not there.
+    func releaseDescriptor(_ job: ActiveJob, path: String, now: Double) {
+        guard job.state != .cancelled, let m = job.heldDescriptors.removeValue(forKey: path),
+              job.tasks[m].state != .done else { return }
+        let failed = job.pyramidParts[path]?.failed ?? 0
+        if failed > 0 {
+            complete(job, m, status: .failed,
+                     record: failureRecord(job, m, code: "incomplete",
+                                           message: "\(path): pyramid not finished (\(failed) part\(failed == 1 ? "" : "s") failed): no descriptor written"),
+                     now: now)
+        } else {
+            job.enqueue(m)
+        }
     }
 
     /// A failure: retried with backoff when it may pass, else final.

@@ -1,4 +1,5 @@
 import Foundation
+import TesseraImaging
 import TesseraJobs
 import TesseraWire
 
@@ -52,6 +53,29 @@ final class ActiveJob {
     var waiters: [[UInt8]] = []
     /// Earlier renditions with this recipe: input path -> (content hash, outputs).
     var renditions: [String: (hash: UInt64, outputs: [String])] = [:]
+    /// Tiles jobs: a pyramid's descriptor task waits (input path -> its index) until the
+    /// other parts of the pyramid are done (input path -> parts open, parts failed).
+    var heldDescriptors: [String: Int] = [:]
+    var pyramidParts: [String: (open: Int, failed: Int)] = [:]
+
+    /// Sets up the waits from what is already finished (`finished[i]`: whether task i has a
+    /// result, and whether it failed); returns the pyramids whose parts are all done.
+    func holdDescriptors(finished: (Int) -> (done: Bool, failed: Bool)) -> [String] {
+        guard spec.kind == .tiles else { return [] }
+        for i in tasks.indices where !tasks[i].input.part.isEmpty {
+            let path = tasks[i].input.path, f = finished(i)
+            if tasks[i].input.part == PyramidPart.descriptorName {
+                if !f.done { heldDescriptors[path] = i }
+            } else {
+                var p = pyramidParts[path] ?? (0, 0)
+                if !f.done { p.open += 1 } else if f.failed { p.failed += 1 }
+                pyramidParts[path] = p
+            }
+        }
+        return heldDescriptors.keys.filter { (pyramidParts[$0]?.open ?? 0) == 0 }
+    }
+
+    func isHeld(_ i: Int) -> Bool { heldDescriptors[tasks[i].input.path] == i }
 
     init(id: String, seq: Int, spec: JobSpec, firstTask: UInt64, inputs: [InputFile], submitted: Double) {
         self.id = id

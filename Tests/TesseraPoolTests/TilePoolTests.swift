@@ -115,4 +115,35 @@ final class TilePoolTests: XCTestCase {
             XCTAssertEqual(end2.failed, 1)
         }
     }
+
+    /// A part that fails for good (here: its level directory cannot be made) leaves the
+    /// pyramid without a descriptor: the descriptor part waits for every other part and
+    /// fails with the reason instead of describing tiles that are not there.
+    func testPyramidWithAFailedPartGetsNoDescriptor() throws {
+        let c = try Cluster()
+        let src = c.dir + "/in/a.jpg"
+        try Data(try Codec.encodeJPEG(TilePoolTests.scene(3000, 2000, seed: 4), quality: 85)).write(to: URL(fileURLWithPath: src))
+        // Level 12 (full size) of a 3000 px wide image: a file where its directory should be.
+        try FileManager.default.createDirectory(atPath: c.dir + "/out/a_files", withIntermediateDirectories: true)
+        try Data("in the way".utf8).write(to: URL(fileURLWithPath: c.dir + "/out/a_files/12"))
+        try c.startCoordinator()
+        try c.startWorker()
+        try c.startWorker()
+        let spec = try c.job(kind: .tiles) { s in
+            s.outputs = []
+            s.tiles = TileSettings()
+            s.options.maxAttempts = 1
+        }
+        let submitted = try c.client.submit(spec)
+        let end = try c.client.wait(job: submitted.job)
+        XCTAssertEqual(end.state, .failed)
+        let records = try c.records(submitted.job)
+        XCTAssertEqual(records.count, submitted.tasks)
+        let descriptor = try XCTUnwrap(records.first { $0.error?.code == "incomplete" }, c.logs().suffix(2000).description)
+        XCTAssertTrue(descriptor.error!.message.contains("a.jpg: pyramid not finished"), descriptor.error!.message)
+        XCTAssertTrue(records.contains { $0.error?.code == "write-failed" })
+        XCTAssertFalse(FileManager.default.fileExists(atPath: c.dir + "/out/a.dzi"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: c.dir + "/out/a.html"))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: c.dir + "/out/a_files/11/0_0.jpg"), "the other levels were made")
+    }
 }

@@ -169,10 +169,11 @@ public struct PyramidGeometry: Sendable, Equatable {
 }
 
 /// The piece of a pyramid one task makes. Bands are tile rows of one level; the tail is
-/// every level from `shrink` down, made from one small decode, plus the pyramid's
-/// descriptor (`.dzi` or `info.json`) and viewer.
+/// every level from `shrink` down, made from one small decode; the descriptor part writes
+/// `.dzi` or `info.json` (and the viewer) once every other part has succeeded, so a
+/// descriptor always describes a whole pyramid.
 public struct PyramidPart: Sendable, Hashable, Codable, CustomStringConvertible {
-    public enum Kind: String, Sendable, Codable { case band, tail }
+    public enum Kind: String, Sendable, Codable { case band, tail, descriptor }
     public var kind: Kind
     /// Level shrink k (level = source / 2^k).
     public var shrink: Int
@@ -191,12 +192,30 @@ public struct PyramidPart: Sendable, Hashable, Codable, CustomStringConvertible 
         rows = 0..<0
     }
 
+    /// The descriptor part (`meta`).
+    public static let descriptor = PyramidPart(kind: .descriptor)
+    public static let descriptorName = "meta"
+
+    private init(kind: Kind) {
+        self.kind = kind
+        shrink = 0
+        rows = 0..<0
+    }
+
     /// `k0:r3-6` (band: shrink 0, tile rows 3..<6) or `k3+` (tail from shrink 3).
     public var description: String {
-        kind == .tail ? "k\(shrink)+" : "k\(shrink):r\(rows.lowerBound)-\(rows.upperBound)"
+        switch kind {
+        case .tail: return "k\(shrink)+"
+        case .band: return "k\(shrink):r\(rows.lowerBound)-\(rows.upperBound)"
+        case .descriptor: return PyramidPart.descriptorName
+        }
     }
 
     public init?(_ text: String) {
+        if text == PyramidPart.descriptorName {
+            self.init(kind: .descriptor)
+            return
+        }
         guard text.hasPrefix("k") else { return nil }
         let body = text.dropFirst()
         if body.hasSuffix("+"), let k = Int(body.dropLast()), k >= 0 {
@@ -239,6 +258,8 @@ extension PyramidGeometry {
             return levelSize(k).width * 4 * (tileSize + 2 * overlap) + info.wholeImageBytes + working
         case .tail:
             return levelBytes(k, channels: info.channels) * 4 / 3 + info.wholeImageBytes + working
+        case .descriptor:
+            return 1 << 20
         }
     }
 
@@ -270,6 +291,6 @@ extension PyramidGeometry {
             }
         }
         parts.append((PyramidPart(tailFrom: kt), passCost * full + Double(levelBytes(kt, channels: 1)) * 4 / 3))
-        return parts.sorted { $0.1 > $1.1 }.map(\.0)
+        return parts.sorted { $0.1 > $1.1 }.map(\.0) + [PyramidPart.descriptor]
     }
 }

@@ -161,6 +161,10 @@ public struct TileRenderer {
                        emit: (TileOutput) throws -> Void) throws -> TileWork {
         var work = TileWork()
         work.part = part.description
+        if part.kind == .descriptor {
+            for (path, data) in descriptors() { try emit(TileOutput(path: path, bytes: data, width: 0, height: 0)) }
+            return work
+        }
         guard part.shrink < geometry.levelCount, part.kind == .tail || part.rows.upperBound <= geometry.rows(part.shrink) else {
             throw ImagingError(.invalidRecipe, "pyramid part \(part) is outside the \(geometry.levelCount)-level pyramid")
         }
@@ -288,7 +292,8 @@ public struct TileRenderer {
                 }
                 work.levels.append(geometry.layout == .deepzoom ? geometry.maxLevel - k : k)
             }
-            for (path, data) in descriptors() { try emit(TileOutput(path: path, bytes: data, width: 0, height: 0)) }
+        case .descriptor:
+            break
         }
         work.decodeSeconds = Double(decodeTime.components.attoseconds) / 1e18 + Double(decodeTime.components.seconds)
         work.encodeSeconds = Double(encodeTime.components.attoseconds) / 1e18 + Double(encodeTime.components.seconds)
