@@ -1,5 +1,6 @@
 import Foundation
 import Histogram
+import TesseraImaging
 
 /// What a finished job comes to: counts, failures with reasons, throughput, task-time
 /// percentiles (HdrHistogram), the per-stage split and each worker's peak memory.
@@ -108,7 +109,7 @@ public struct RunSummary: Codable, Sendable {
         let tileRecords = records.compactMap { r in r.tiles.map { (r, $0) } }
         if !tileRecords.isEmpty {
             var scales: [String: Int] = [:], seeks: [String: Int] = [:]
-            for (r, t) in tileRecords {
+            for (r, t) in tileRecords where t.part != PyramidPart.descriptorName {
                 let scale = r.sourceFormat == "png" ? "png" : "\(t.decode.scaleEighths)/8"
                 scales[scale + (t.decode.boxShrink > 1 ? "+box\(t.decode.boxShrink)" : ""), default: 0] += 1
                 seeks[t.decode.seek, default: 0] += 1
