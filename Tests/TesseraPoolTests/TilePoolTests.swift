@@ -116,6 +116,41 @@ final class TilePoolTests: XCTestCase {
         }
     }
 
+    /// SIGKILL the coordinator mid-job and start it again on the same journal: every part
+    /// ends exactly once, and each pyramid's descriptor (held until its other parts are
+    /// done) is written after the restart too.
+    func testCoordinatorRestartKeepsDescriptorsWaiting() throws {
+        let c = try Cluster()
+        var names: [String] = []
+        for i in 0..<8 {
+            let name = "p\(i)"
+            try Data(try Codec.encodeJPEG(TilePoolTests.scene(3000, 2000, seed: UInt64(10 + i)), quality: 85))
+                .write(to: URL(fileURLWithPath: c.dir + "/in/\(name).jpg"))
+            names.append(name)
+        }
+        try c.startCoordinator()
+        try c.startWorker()
+        let spec = try c.job(kind: .tiles) { s in
+            s.outputs = []
+            s.tiles = TileSettings()
+        }
+        let submitted = try c.client.submit(spec)
+        _ = try c.waitFor(submitted.job) { $0.done >= 6 }
+        kill(c.coordinator!.processIdentifier, SIGKILL)
+        c.coordinator!.waitUntilExit()
+        usleep(300_000)
+        try c.startCoordinator()
+        let end = try c.client.wait(job: submitted.job)
+        XCTAssertEqual(end.state, .succeeded, c.logs().suffix(3000).description)
+        let records = try c.records(submitted.job)
+        XCTAssertEqual(records.count, submitted.tasks)
+        let parts = records.compactMap { r in r.tiles.map { r.input + "#" + $0.part } }
+        XCTAssertEqual(Set(parts).count, submitted.tasks, "every part exactly once")
+        var expected: Set<String> = []
+        for n in names { expected.formUnion(expectedFiles(c.dir + "/out", name: n, width: 3000, height: 2000)) }
+        XCTAssertEqual(files(under: c.dir + "/out").filter { !$0.contains("/.tessera/") }, expected)
+    }
+
     /// A part that fails for good (here: its level directory cannot be made) leaves the
     /// pyramid without a descriptor: the descriptor part waits for every other part and
     /// fails with the reason instead of describing tiles that are not there.
