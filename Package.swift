@@ -9,6 +9,11 @@ let dependencies: [Package.Dependency] = [
     .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
     .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
     .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.1.0"),
+    // Metrics API in the libraries, Prometheus exposition at the edge.
+    .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
+    .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.1.0"),
+    // HTTP for probes and metrics (docs/decisions/010-http-server.md).
+    .package(url: "https://github.com/swhitty/FlyingFox", from: "0.20.0"),
 ]
 
 // MARK: - C libraries (system-library targets: module map + one shim header)
@@ -42,13 +47,22 @@ let libraries: [Target] = [
         .product(name: "Histogram", package: "hdrhistogram-swift"),
     ]),
     .target(name: "TesseraWire", dependencies: ["CZMQ", "TesseraJobs"]),
+    // What a long-running process serves: HTTP probes, metrics (swift-metrics → Prometheus), process metrics.
+    .target(name: "TesseraService", dependencies: [
+        .product(name: "FlyingFox", package: "FlyingFox"),
+        .product(name: "CoreMetrics", package: "swift-metrics"),
+        .product(name: "Prometheus", package: "swift-prometheus"),
+    ]),
     .target(
         name: "TesseraWorker",
-        dependencies: ["TesseraWire", "TesseraJobs", .product(name: "Logging", package: "swift-log")]
+        dependencies: ["TesseraWire", "TesseraJobs", "TesseraService", .product(name: "CoreMetrics", package: "swift-metrics"),
+                       .product(name: "Logging", package: "swift-log")]
     ),
     .target(
         name: "TesseraCoordinator",
-        dependencies: ["TesseraImaging", "TesseraWire", "TesseraJobs", .product(name: "GRDB", package: "GRDB.swift"),
+        dependencies: ["TesseraImaging", "TesseraWire", "TesseraJobs", "TesseraService",
+                       .product(name: "CoreMetrics", package: "swift-metrics"),
+                       .product(name: "GRDB", package: "GRDB.swift"),
                        .product(name: "Logging", package: "swift-log")]
     ),
 ]
@@ -64,6 +78,7 @@ let executables: [Target] = [
             "TesseraWire",
             "TesseraCoordinator",
             "TesseraWorker",
+            "TesseraService",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]
@@ -76,6 +91,7 @@ let tests: [Target] = [
     .testTarget(name: "TesseraImagingTests", dependencies: ["TesseraImaging"]),
     .testTarget(name: "TesseraJobsTests", dependencies: ["TesseraJobs"]),
     .testTarget(name: "TesseraCLITests", dependencies: ["tessera", "TesseraImaging"]),
+    .testTarget(name: "TesseraServiceTests", dependencies: ["TesseraService"]),
     .testTarget(name: "TesseraPoolTests", dependencies: ["tessera", "TesseraImaging", "TesseraJobs", "TesseraWire"]),
 ]
 

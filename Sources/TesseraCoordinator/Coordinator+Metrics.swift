@@ -1,77 +1,150 @@
+import CoreMetrics
 import Foundation
+import TesseraService
 import TesseraWire
 
-extension Coordinator {
-    /// Prometheus text exposition of the coordinator's state (rendered on the loop
-    /// thread every half second; the HTTP thread serves the latest text).
-    func renderMetrics() -> String {
-        var out = ""
-        func family(_ name: String, _ type: String, _ help: String) {
-            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+/// What the coordinator records, through swift-metrics (the exporter is the caller's
+/// choice: Prometheus in the `tessera` command). Counters move as events happen; gauges
+/// are set from the loop's state twice a second; per-job and per-worker series are
+/// destroyed when the job ends or the worker leaves.
+final class CoordinatorMetrics {
+    /// Every metric the coordinator records, with its help line.
+    static let catalog: [MetricInfo] = [
+        MetricInfo("tessera_queue_depth", "Tasks waiting to be dispatched, all jobs (what an autoscaler reads)."),
+        MetricInfo("tessera_job_queue_depth", "Tasks of one active job waiting to be dispatched."),
+        MetricInfo("tessera_tasks_running", "Tasks dispatched to workers and not yet reported."),
+        MetricInfo("tessera_tasks_delayed", "Tasks waiting for their retry backoff."),
+        MetricInfo("tessera_jobs_active", "Jobs with unfinished tasks."),
+        MetricInfo("tessera_tasks_completed_total", "Tasks finished since the coordinator started, by outcome."),
+        MetricInfo("tessera_task_failures_total", "Failed task reports, by error code."),
+        MetricInfo("tessera_task_dispatches_total", "Task dispatches (attempts) sent to workers."),
+        MetricInfo("tessera_task_retries_total", "Retries scheduled after retryable failures."),
+        MetricInfo("tessera_tasks_requeued_total", "Tasks requeued from lost or hung workers."),
+        MetricInfo("tessera_tasks_poisoned_total", "Tasks failed by the poison rule."),
+        MetricInfo("tessera_workers_lost_total", "Workers declared lost."),
+        MetricInfo("tessera_workers_connected", "Workers connected now."),
+        MetricInfo("tessera_worker_capacity_tasks", "Tasks a worker said it can hold."),
+        MetricInfo("tessera_worker_held_tasks", "Tasks a worker holds now."),
+        MetricInfo("tessera_worker_peak_rss_bytes", "Highest peak resident memory a worker reported for a task."),
+        MetricInfo("tessera_auth_refused_total", "Connections refused by CURVE authentication."),
+        MetricInfo("tessera_messages_malformed_total", "Messages that did not parse."),
+        MetricInfo("tessera_task_duration_seconds", "Task time on the worker."),
+        MetricInfo("tessera_stage_duration_seconds", "Time per stage of a task on the worker."),
+    ]
+
+    /// Stage names in the order of a report's timings (the last is the task total).
+    static let stageNames = ["queue_wait", "read", "decode", "resize", "finish", "encode", "write", "total"]
+
+    let factory: MetricsFactory
+    let dispatched: CoreMetrics.Counter
+    let retries: CoreMetrics.Counter
+    let requeued: CoreMetrics.Counter
+    let poisoned: CoreMetrics.Counter
+    let workersLost: CoreMetrics.Counter
+    let authRefused: CoreMetrics.Counter
+    let malformed: CoreMetrics.Counter
+    private let completed: [CoreMetrics.Counter]  // by Journal.ResultStatus raw value
+    private var failures: [String: CoreMetrics.Counter] = [:]
+    private let taskDuration: CoreMetrics.Timer
+    private let stageDurations: [CoreMetrics.Timer]
+    private let queueDepth: Gauge
+    private let running: Gauge
+    private let delayed: Gauge
+    private let jobsActive: Gauge
+    private let workersConnected: Gauge
+    private var jobSeries: [String: Gauge] = [:]
+    private var workerSeries: [String: (capacity: Gauge, held: Gauge, peak: Gauge)] = [:]
+    /// Reports received (also counted by outcome).
+    var reports = 0
+
+    init(factory: MetricsFactory) {
+        self.factory = factory
+        func counter(_ name: String, _ dims: [(String, String)] = []) -> CoreMetrics.Counter {
+            CoreMetrics.Counter(label: name, dimensions: dims, factory: factory)
         }
-        func label(_ s: String) -> String {
-            s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-                .replacingOccurrences(of: "\n", with: " ")
+        dispatched = counter("tessera_task_dispatches_total")
+        retries = counter("tessera_task_retries_total")
+        requeued = counter("tessera_tasks_requeued_total")
+        poisoned = counter("tessera_tasks_poisoned_total")
+        workersLost = counter("tessera_workers_lost_total")
+        authRefused = counter("tessera_auth_refused_total")
+        malformed = counter("tessera_messages_malformed_total")
+        completed = ["succeeded", "failed", "skipped", "cancelled"].map { counter("tessera_tasks_completed_total", [("status", $0)]) }
+        taskDuration = CoreMetrics.Timer(label: "tessera_task_duration_seconds", factory: factory)
+        stageDurations = Self.stageNames.dropLast().map {
+            CoreMetrics.Timer(label: "tessera_stage_duration_seconds", dimensions: [("stage", $0)], factory: factory)
         }
-        var queued = 0
-        family("tessera_queue_depth", "gauge", "Tasks of a job waiting to be dispatched, by job and priority.")
-        for job in jobs {
-            let waiting = job.tasks.count - job.done - job.running
-            queued += waiting
-            out += "tessera_queue_depth{job=\"\(job.id)\",name=\"\(label(job.spec.name))\",priority=\"\(job.spec.priority)\"} \(waiting)\n"
+        queueDepth = Gauge(label: "tessera_queue_depth", factory: factory)
+        running = Gauge(label: "tessera_tasks_running", factory: factory)
+        delayed = Gauge(label: "tessera_tasks_delayed", factory: factory)
+        jobsActive = Gauge(label: "tessera_jobs_active", factory: factory)
+        workersConnected = Gauge(label: "tessera_workers_connected", factory: factory)
+    }
+
+    func completed(_ status: Journal.ResultStatus) { completed[status.rawValue].increment() }
+
+    /// A report's timings (milliseconds, in `stageNames` order) and failure code.
+    func observe(_ r: TaskReport) {
+        reports += 1
+        for (i, timer) in stageDurations.enumerated() where i < r.timings.count {
+            timer.recordNanoseconds(Int64(Double(r.timings[i]) * 1e6))
         }
-        family("tessera_queue_depth_total", "gauge", "Tasks waiting to be dispatched, all jobs (what an autoscaler reads).")
-        out += "tessera_queue_depth_total \(queued)\n"
-        family("tessera_tasks", "gauge", "Tasks of active jobs by state.")
-        out += "tessera_tasks{state=\"pending\"} \(queued)\n"
-        out += "tessera_tasks{state=\"running\"} \(jobs.reduce(0) { $0 + $1.running })\n"
-        family("tessera_tasks_completed_total", "counter", "Tasks finished since the coordinator started, by outcome.")
-        for (i, s) in ["succeeded", "failed", "skipped", "cancelled"].enumerated() {
-            out += "tessera_tasks_completed_total{status=\"\(s)\"} \(metrics.completed[i])\n"
-        }
-        family("tessera_task_failures_total", "counter", "Failed task reports by error code.")
-        for (code, n) in metrics.failuresByCode.sorted(by: { $0.key < $1.key }) {
-            out += "tessera_task_failures_total{code=\"\(label(code))\"} \(n)\n"
-        }
-        family("tessera_jobs_active", "gauge", "Jobs with unfinished tasks.")
-        out += "tessera_jobs_active \(jobs.count)\n"
-        for (name, value, help) in [("tessera_tasks_dispatched_total", metrics.dispatched, "Task dispatches (attempts)."),
-                                    ("tessera_task_retries_total", metrics.retries, "Retries scheduled after retryable failures."),
-                                    ("tessera_tasks_requeued_total", metrics.requeued, "Tasks requeued from lost or hung workers."),
-                                    ("tessera_tasks_poisoned_total", metrics.poisoned, "Tasks failed by the poison rule."),
-                                    ("tessera_workers_lost_total", metrics.workersLost, "Workers declared lost."),
-                                    ("tessera_auth_refused_total", metrics.zapRefused, "Connections refused by CURVE authentication."),
-                                    ("tessera_messages_malformed_total", metrics.malformed, "Messages that did not parse.")] {
-            family(name, "counter", help)
-            out += "\(name) \(value)\n"
-        }
-        family("tessera_workers_connected", "gauge", "Workers connected now.")
-        out += "tessera_workers_connected \(workers.count)\n"
-        family("tessera_worker_capacity", "gauge", "Tasks each worker can hold, and holds now.")
-        family("tessera_worker_peak_rss_bytes", "gauge", "Peak resident memory a worker reported for a task.")
-        for w in workers.values.sorted(by: { $0.id < $1.id }) {
-            let l = "worker=\"\(label(w.id))\",host=\"\(label(w.host))\""
-            out += "tessera_worker_capacity{\(l),kind=\"capacity\"} \(w.capacity)\n"
-            out += "tessera_worker_capacity{\(l),kind=\"held\"} \(w.held.count)\n"
-            out += "tessera_worker_peak_rss_bytes{\(l)} \(w.peakRSS)\n"
-        }
-        func histogram(_ name: String, _ labels: String, _ b: CoordinatorMetrics.Buckets) {
-            let sep = labels.isEmpty ? "" : ","
-            var cumulative = 0
-            for (i, bound) in CoordinatorMetrics.Buckets.bounds.enumerated() {
-                cumulative += b.counts[i]
-                out += "\(name)_bucket{\(labels)\(sep)le=\"\(bound)\"} \(cumulative)\n"
+        if let total = r.timings.last { taskDuration.recordNanoseconds(Int64(Double(total) * 1e6)) }
+        if r.status == .failed {
+            let code = r.errorCode.isEmpty ? "unknown" : r.errorCode
+            if failures[code] == nil {
+                failures[code] = CoreMetrics.Counter(label: "tessera_task_failures_total", dimensions: [("code", code)],
+                                                     factory: factory)
             }
-            out += "\(name)_bucket{\(labels)\(sep)le=\"+Inf\"} \(b.count)\n"
-            out += labels.isEmpty ? "\(name)_sum \(b.sum)\n\(name)_count \(b.count)\n"
-                : "\(name)_sum{\(labels)} \(b.sum)\n\(name)_count{\(labels)} \(b.count)\n"
+            failures[code]?.increment()
         }
-        family("tessera_task_duration_milliseconds", "histogram", "Task time on the worker, milliseconds.")
-        histogram("tessera_task_duration_milliseconds", "", metrics.stages["total"] ?? CoordinatorMetrics.Buckets())
-        family("tessera_stage_duration_milliseconds", "histogram", "Time per stage of a task, milliseconds.")
-        for stage in CoordinatorMetrics.stageNames where stage != "total" {
-            histogram("tessera_stage_duration_milliseconds", "stage=\"\(stage)\"", metrics.stages[stage] ?? CoordinatorMetrics.Buckets())
+    }
+
+    /// Sets the gauges from the coordinator's state (loop thread).
+    func refresh(jobs: [ActiveJob], workers: [WorkerConn]) {
+        var queued = 0, runningNow = 0, delayedNow = 0
+        var seen = Set<String>()
+        for job in jobs {
+            let waiting = max(0, job.tasks.count - job.done - job.running - job.delayed.count)
+            queued += waiting
+            runningNow += job.running
+            delayedNow += job.delayed.count
+            seen.insert(job.id)
+            if jobSeries[job.id] == nil {
+                jobSeries[job.id] = Gauge(label: "tessera_job_queue_depth",
+                                          dimensions: [("job_id", job.id), ("job_name", job.spec.name),
+                                                       ("priority", String(job.spec.priority))], factory: factory)
+            }
+            jobSeries[job.id]?.record(waiting)
         }
-        return out
+        for (id, gauge) in jobSeries where !seen.contains(id) {
+            gauge.destroy()
+            jobSeries.removeValue(forKey: id)
+        }
+        queueDepth.record(queued)
+        running.record(runningNow)
+        delayed.record(delayedNow)
+        jobsActive.record(jobs.count)
+        workersConnected.record(workers.count)
+        var present = Set<String>()
+        for w in workers {
+            present.insert(w.id)
+            if workerSeries[w.id] == nil {
+                let dims = [("worker_id", w.id), ("host", w.host)]
+                workerSeries[w.id] = (Gauge(label: "tessera_worker_capacity_tasks", dimensions: dims, factory: factory),
+                                      Gauge(label: "tessera_worker_held_tasks", dimensions: dims, factory: factory),
+                                      Gauge(label: "tessera_worker_peak_rss_bytes", dimensions: dims, factory: factory))
+            }
+            let s = workerSeries[w.id]!
+            s.capacity.record(w.capacity)
+            s.held.record(w.held.count)
+            s.peak.record(Double(w.peakRSS))
+        }
+        for (id, s) in workerSeries where !present.contains(id) {
+            s.capacity.destroy()
+            s.held.destroy()
+            s.peak.destroy()
+            workerSeries.removeValue(forKey: id)
+        }
     }
 }

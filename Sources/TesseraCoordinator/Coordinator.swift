@@ -1,7 +1,9 @@
+import CoreMetrics
 import Foundation
 import Logging
 import TesseraImaging
 import TesseraJobs
+import TesseraService
 import TesseraWire
 
 /// How a coordinator runs.
@@ -28,9 +30,13 @@ public struct CoordinatorConfig: Sendable {
     public var curve: CurveKeyPair?
     /// A directory of `.pub` files or a file of keys (re-read every few seconds).
     public var allowList: String?
-    /// Serve Prometheus metrics and /healthz on this port (nil: off; 0: any free port).
+    /// Serve `/metrics`, `/healthz` and `/readyz` over HTTP on this port (nil: off; 0: any free port).
     public var metricsPort: Int?
-    public var metricsAddress = "0.0.0.0"
+    /// The address the HTTP port binds (loopback unless told otherwise).
+    public var metricsAddress = "127.0.0.1"
+    /// Where metrics are recorded and exported from (default with a metrics port: a
+    /// Prometheus exporter of `CoordinatorMetrics.catalog`; without one: nowhere).
+    public var metrics: MetricsExporter?
 
     public init(endpoints: [String], journalPath: String) {
         self.endpoints = endpoints
@@ -57,7 +63,9 @@ public final class Coordinator: @unchecked Sendable {
     var pendingReplies: [([UInt8], Envelope)] = []
     var dispatchPausedUntil = 0.0
     var started = monotonicNow()
-    let metrics = CoordinatorMetrics()
+    let metrics: CoordinatorMetrics
+    /// The exporter `/metrics` serves, if any.
+    let exporter: MetricsExporter?
 
     private let context = ZMQContext()
     private var router: ZMQSocket!
@@ -69,9 +77,11 @@ public final class Coordinator: @unchecked Sendable {
     private let boundCondition = NSCondition()
     private var zap: ZMQSocket?
     var allow: AllowList?
-    private var http: HTTPEndpoint?
-    private let metricsLock = NSLock()
-    private var metricsText = ""
+    private var http: HTTPService?
+    /// When the loop last turned, and whether it is serving (read by the probes).
+    private let probeLock = NSLock()
+    private var loopTurned = 0.0
+    private var serving = false
     /// The port metrics are served on, once running.
     public private(set) var metricsPort: Int?
 
@@ -84,24 +94,45 @@ public final class Coordinator: @unchecked Sendable {
             guard let path = config.allowList else { throw KeyError("CURVE needs an allow-list of client keys (--allow)") }
             allow = try AllowList(path: path)
         }
+        exporter = config.metrics ?? config.metricsPort.map { _ in
+            MetricsExporter(metrics: CoordinatorMetrics.catalog, role: "coordinator", version: TesseraVersion.string)
+        }
+        metrics = CoordinatorMetrics(factory: exporter ?? NOOPMetricsHandler.instance)
         try recover()
         if let port = config.metricsPort {
-            let h = try HTTPEndpoint(address: config.metricsAddress, port: port) { [weak self] path in
-                guard let self else { return (503, "text/plain", "stopping\n") }
-                switch path {
-                case "/metrics":
-                    self.metricsLock.lock()
-                    defer { self.metricsLock.unlock() }
-                    return (200, "text/plain; version=0.0.4", self.metricsText)
-                case "/healthz", "/readyz":
-                    return (200, "text/plain", "ok\n")
-                default:
-                    return (404, "text/plain", "see /metrics\n")
-                }
-            }
+            let h = try HTTPService(address: config.metricsAddress, port: port, routes: [
+                "/metrics": { [weak self] _, _ in
+                    guard let exporter = self?.exporter else { return .text("stopping\n", status: 503) }
+                    return HTTPReply(contentType: MetricsExporter.contentType, body: exporter.exposition())
+                },
+                // Alive: the event loop turned in the last 10 s.
+                "/healthz": { [weak self] _, _ in
+                    guard let self else { return .text("stopping\n", status: 503) }
+                    let age = self.probe().age
+                    return age < 10 ? .text("ok\n") : .text("event loop stalled for \(Int(age)) s\n", status: 503)
+                },
+                // Ready: bound and serving (journal recovered), not stopping.
+                "/readyz": { [weak self] _, _ in
+                    guard let self else { return .text("stopping\n", status: 503) }
+                    let p = self.probe()
+                    return p.serving && p.age < 10 ? .text("ok\n") : .text("not serving\n", status: 503)
+                },
+            ])
             http = h
             metricsPort = h.port
         }
+    }
+
+    private func probe() -> (age: Double, serving: Bool) {
+        probeLock.lock()
+        defer { probeLock.unlock() }
+        return (monotonicNow() - loopTurned, serving && !stopRequestedUnlocked)
+    }
+
+    private var stopRequestedUnlocked: Bool {
+        stopLock.lock()
+        defer { stopLock.unlock() }
+        return stopRequested
     }
 
     /// Rebuilds every unfinished job from the journal.
@@ -199,7 +230,14 @@ public final class Coordinator: @unchecked Sendable {
         boundCondition.broadcast()
         boundCondition.unlock()
         logger.info("coordinator \(id) epoch \(epoch) listening on \(bound.joined(separator: ", "))")
+        probeLock.lock()
+        serving = true
+        loopTurned = monotonicNow()
+        probeLock.unlock()
         defer {
+            probeLock.lock()
+            serving = false
+            probeLock.unlock()
             try? journal.flush()
             router.close()
             control.close()
@@ -234,12 +272,10 @@ public final class Coordinator: @unchecked Sendable {
             }
             if now - lastSlowTimers >= 0.5 {
                 lastSlowTimers = now
-                if http != nil {
-                    let text = renderMetrics()
-                    metricsLock.lock()
-                    metricsText = text
-                    metricsLock.unlock()
-                }
+                probeLock.lock()
+                loopTurned = now
+                probeLock.unlock()
+                if exporter != nil { metrics.refresh(jobs: jobs, workers: Array(workers.values)) }
                 if let allow, now - lastAllowReload >= 3 {
                     lastAllowReload = now
                     if let change = try? allow.reload() {
@@ -265,11 +301,11 @@ public final class Coordinator: @unchecked Sendable {
                 text = "OK"
                 user = key
             } else {
-                metrics.zapRefused += 1
+                metrics.authRefused.increment()
                 logger.warning("refused CURVE key \(key.prefix(8)) (\(key)) from \(address): not in the allow-list")
             }
         } else {
-            metrics.zapRefused += 1
+            metrics.authRefused.increment()
             logger.warning("refused \(mechanism) connection from \(address): CURVE required")
         }
         return [f[0], f[1], Array(status.utf8), Array(text.utf8), Array(user.utf8), []]
@@ -321,7 +357,7 @@ public final class Coordinator: @unchecked Sendable {
         do {
             envelope = try Envelope(frames: frames[1...])
         } catch {
-            metrics.malformed += 1
+            metrics.malformed.increment()
             replyError(identity, "bad-message", "\(error)")
             return
         }
@@ -353,7 +389,7 @@ public final class Coordinator: @unchecked Sendable {
                 replyError(identity, "unknown-type", "unknown message type \"\(envelope.type)\"")
             }
         } catch let e as WireError {
-            metrics.malformed += 1
+            metrics.malformed.increment()
             replyError(identity, "bad-message", e.description)
         } catch let e as ErrorReply {
             replyError(identity, e.code, e.message)
@@ -414,7 +450,6 @@ public final class Coordinator: @unchecked Sendable {
         }
         for r in reports {
             pendingAcks[identity, default: []].append(r.ref)
-            metrics.reports += 1
             guard let (job, i) = locate(r.ref.task) else { continue }
             var slot = job.tasks[i]
             if let w {
@@ -529,7 +564,7 @@ public final class Coordinator: @unchecked Sendable {
         job.tasks[i].state = .done
         job.counts[[Journal.ResultStatus.succeeded: 0, .failed: 1, .skipped: 2, .cancelled: 3][status]!] += 1
         journal.append(.result(task: job.firstTask + UInt64(i), job: job.id, status: status, record: record))
-        metrics.completed[status.rawValue] += 1
+        metrics.completed(status)
         if job.done == job.tasks.count { finishJob(job, now: now) }
         if job.spec.kind == .tiles { pyramidPartDone(job, i, status: status, now: now) }
     }
@@ -573,7 +608,7 @@ public final class Coordinator: @unchecked Sendable {
             journal.append(.retry(task: job.firstTask + UInt64(i), attempts: job.tasks[i].failures,
                                   crashes: job.tasks[i].crashes, notBefore: Date().timeIntervalSince1970 + delay,
                                   error: message))
-            metrics.retries += 1
+            metrics.retries.increment()
             logger.info("retrying \(job.tasks[i].input.path) in \(delay) s: \(message)")
             return
         }
@@ -589,7 +624,7 @@ public final class Coordinator: @unchecked Sendable {
         if job.tasks[i].crashes >= config.poisonThreshold {
             let message = "\(job.tasks[i].input.path): poison task: \(reason) \(job.tasks[i].crashes) times"
             logger.warning("\(message)")
-            metrics.poisoned += 1
+            metrics.poisoned.increment()
             complete(job, i, status: .failed, record: failureRecord(job, i, code: "poison", message: message), now: now)
             return
         }
@@ -599,7 +634,7 @@ public final class Coordinator: @unchecked Sendable {
         }
         job.tasks[i].state = .pending
         job.enqueue(i)
-        metrics.requeued += 1
+        metrics.requeued.increment()
     }
 
     func failureRecord(_ job: ActiveJob, _ i: Int, code: String, message: String) -> [UInt8] {
@@ -631,7 +666,7 @@ public final class Coordinator: @unchecked Sendable {
             crashed(job, i, charge: charge && w.running.contains(ref), reason: "worker \(reason)", now: now)
         }
         w.held = [:]
-        metrics.workersLost += charge ? 1 : 0
+        if charge { metrics.workersLost.increment() }
     }
 
     // MARK: Timers and dispatch
@@ -716,7 +751,7 @@ public final class Coordinator: @unchecked Sendable {
                 }
             }
             if !batch.isEmpty {
-                metrics.dispatched += batch.count
+                metrics.dispatched.increment(by: batch.count)
                 send(w.identity, TaskAssignment.envelope(batch))
             }
         }

@@ -1,6 +1,8 @@
+import CoreMetrics
 import Foundation
 import Logging
 import TesseraJobs
+import TesseraService
 import TesseraWire
 
 /// How a worker runs.
@@ -24,6 +26,11 @@ public struct WorkerConfig: Sendable {
     public var curve: (keys: CurveKeyPair, serverKey: String)?
     /// Serve /healthz (loop alive), /readyz (coordinator heard recently) and /metrics.
     public var metricsPort: Int?
+    /// The address the HTTP port binds (loopback unless told otherwise).
+    public var metricsAddress = "127.0.0.1"
+    /// Where metrics are recorded and exported from (default with a metrics port: a
+    /// Prometheus exporter of `Worker.metricsCatalog`).
+    public var metrics: MetricsExporter?
 
     public init(endpoint: String, concurrency: Int = 1) {
         self.endpoint = endpoint
@@ -61,8 +68,23 @@ public final class Worker: @unchecked Sendable {
     private var completedCount = 0
     public private(set) var peakRSS: UInt64 = 0
     /// What the health endpoint reads (under `lock`).
-    private var health = (loop: 0.0, heard: 0.0, completed: 0, failed: 0, peak: UInt64(0))
-    private var http: HTTPEndpoint?
+    private var health = (loop: 0.0, heard: 0.0, peak: UInt64(0))
+    private var http: HTTPService?
+    private var exporter: MetricsExporter?
+    private var taskCounters: [TaskReport.Status: CoreMetrics.Counter] = [:]
+    private var taskDuration: CoreMetrics.Timer?
+    private var runningGauge: Gauge?
+    private var queuedGauge: Gauge?
+    private var peakGauge: Gauge?
+
+    /// Every metric a worker records, with its help line.
+    public static let metricsCatalog: [MetricInfo] = [
+        MetricInfo("tessera_worker_tasks_total", "Tasks this worker finished, by outcome."),
+        MetricInfo("tessera_worker_task_duration_seconds", "Task time on this worker."),
+        MetricInfo("tessera_worker_running_tasks", "Tasks executing now."),
+        MetricInfo("tessera_worker_queued_tasks", "Tasks held and waiting for an executor."),
+        MetricInfo("tessera_worker_peak_rss_bytes", "Highest peak resident memory of a task on this worker."),
+    ]
 
     public init(config: WorkerConfig, logger: Logger = Logger(label: "tessera.worker")) {
         self.config = config
@@ -70,6 +92,15 @@ public final class Worker: @unchecked Sendable {
     }
 
     var credit: Int { config.concurrency + (config.prefetch ?? config.concurrency) }
+
+    /// The port probes and metrics are served on (after `run()` started them).
+    public var httpPort: Int? { http?.port }
+
+    private func healthSnapshot() -> (loop: Double, heard: Double, peak: UInt64, running: Int, queued: Int) {
+        lock.lock()
+        defer { lock.unlock() }
+        return (health.loop, health.heard, health.peak, running.count, queue.count)
+    }
 
     /// Finish what is running, hand back what is queued, then return from `run()` (SIGTERM).
     public func requestDrain() {
@@ -108,35 +139,40 @@ public final class Worker: @unchecked Sendable {
         let results = try ZMQSocket(context, .pull)
         try results.bind(resultsEndpoint)
         if let port = config.metricsPort {
-            http = try HTTPEndpoint(port: port) { [weak self] path in
-                guard let self else { return (503, "text/plain", "stopping\n") }
-                self.lock.lock()
-                let h = self.health, running = self.running.count, queued = self.queue.count
-                self.lock.unlock()
-                let now = monotonicSeconds()
-                switch path {
-                case "/healthz":  // the loop is turning
-                    return now - h.loop < 10 ? (200, "text/plain", "ok\n") : (503, "text/plain", "loop stalled\n")
-                case "/readyz":  // the coordinator answered recently
-                    let limit = max(5, 3 * self.config.heartbeatInterval)
-                    return now - h.heard < limit ? (200, "text/plain", "ok\n") : (503, "text/plain", "no coordinator\n")
-                case "/metrics":
-                    let l = "worker=\"\(self.config.id)\""
-                    return (200, "text/plain; version=0.0.4", """
-                        # TYPE tessera_worker_tasks_total counter
-                        tessera_worker_tasks_total{\(l),status="completed"} \(h.completed)
-                        tessera_worker_tasks_total{\(l),status="failed"} \(h.failed)
-                        # TYPE tessera_worker_tasks gauge
-                        tessera_worker_tasks{\(l),state="running"} \(running)
-                        tessera_worker_tasks{\(l),state="queued"} \(queued)
-                        # TYPE tessera_worker_peak_rss_bytes gauge
-                        tessera_worker_peak_rss_bytes{\(l)} \(h.peak)
-
-                        """)
-                default:
-                    return (404, "text/plain", "see /healthz, /readyz, /metrics\n")
-                }
+            let exporter = config.metrics
+                ?? MetricsExporter(metrics: Worker.metricsCatalog, role: "worker", version: TesseraVersion.string)
+            self.exporter = exporter
+            for status in [TaskReport.Status.succeeded, .failed, .skipped] {
+                taskCounters[status] = CoreMetrics.Counter(label: "tessera_worker_tasks_total",
+                                                           dimensions: [("status", "\(status)")], factory: exporter)
             }
+            taskDuration = CoreMetrics.Timer(label: "tessera_worker_task_duration_seconds", factory: exporter)
+            let running = Gauge(label: "tessera_worker_running_tasks", factory: exporter)
+            let queued = Gauge(label: "tessera_worker_queued_tasks", factory: exporter)
+            let peak = Gauge(label: "tessera_worker_peak_rss_bytes", factory: exporter)
+            http = try HTTPService(address: config.metricsAddress, port: port, routes: [
+                // Alive: the loop turned in the last 10 s.
+                "/healthz": { [weak self] _, _ in
+                    guard let self else { return .text("stopping\n", status: 503) }
+                    let age = monotonicSeconds() - self.healthSnapshot().loop
+                    return age < 10 ? .text("ok\n") : .text("worker loop stalled for \(Int(age)) s\n", status: 503)
+                },
+                // Ready: the coordinator answered recently.
+                "/readyz": { [weak self] _, _ in
+                    guard let self else { return .text("stopping\n", status: 503) }
+                    let limit = max(5, 3 * self.config.heartbeatInterval)
+                    let age = monotonicSeconds() - self.healthSnapshot().heard
+                    return age < limit ? .text("ok\n") : .text("no word from the coordinator for \(Int(age)) s\n", status: 503)
+                },
+                "/metrics": { [weak self] _, _ in
+                    guard let self else { return .text("stopping\n", status: 503) }
+                    let h = self.healthSnapshot()
+                    running.record(h.running)
+                    queued.record(h.queued)
+                    peak.record(Double(h.peak))
+                    return HTTPReply(contentType: MetricsExporter.contentType, body: exporter.exposition())
+                },
+            ])
         }
         defer {
             dealer.close()
@@ -338,10 +374,10 @@ public final class Worker: @unchecked Sendable {
             unacked[r.ref] = (r, now)
             peakRSS = max(peakRSS, r.peakRSS)
         }
-        lock.lock()
-        health.completed += reports.count
-        health.failed += reports.filter { $0.status == .failed }.count
-        lock.unlock()
+        for r in reports {
+            taskCounters[r.status]?.increment()
+            if let total = r.timings.last { taskDuration?.recordNanoseconds(Int64(Double(total) * 1e6)) }
+        }
         completedCount += reports.count
         // Batches keep messages few when tasks are short.
         var i = 0
