@@ -31,8 +31,8 @@ let cTargets: [Target] = [
                    providers: [.apt(["liblcms2-dev"])]),
     .systemLibrary(name: "CZMQ", pkgConfig: "libzmq",
                    providers: [.apt(["libzmq3-dev"])]),
-    // The setjmp guards for libjpeg and libpng: C that Swift cannot express.
-    .target(name: "ImagingShim", dependencies: ["CJPEG", "CPNG"]),
+    // C that Swift cannot express: the setjmp guards for libjpeg and libpng, SIMD kernels, prctl.
+    .target(name: "TesseraShim", dependencies: ["CJPEG", "CPNG"]),
 ]
 
 // MARK: - Libraries
@@ -40,7 +40,7 @@ let cTargets: [Target] = [
 let libraries: [Target] = [
     .target(
         name: "TesseraImaging",
-        dependencies: ["ImagingShim", "CTurboJPEG", "CExif", "CLCMS2"]
+        dependencies: ["TesseraShim", "CTurboJPEG", "CExif", "CLCMS2"]
     ),
     .target(name: "TesseraJobs", dependencies: [
         "TesseraImaging", .product(name: "Yams", package: "Yams"),
@@ -55,7 +55,7 @@ let libraries: [Target] = [
     ]),
     .target(
         name: "TesseraWorker",
-        dependencies: ["TesseraWire", "TesseraJobs", "TesseraService", .product(name: "CoreMetrics", package: "swift-metrics"),
+        dependencies: ["TesseraWire", "TesseraJobs", "TesseraService", "TesseraShim", .product(name: "CoreMetrics", package: "swift-metrics"),
                        .product(name: "Logging", package: "swift-log")]
     ),
     .target(

@@ -594,10 +594,10 @@ def keda_wiring():
     dep = by_kind(load_all(f"{K8S}/workers.yaml"), "Deployment", so["scaleTargetRef"]["name"])
     assert so["scaleTargetRef"].get("kind", "Deployment") == "Deployment"
     t = so["triggers"][0]
-    assert t["type"] == "prometheus" and t["metadata"]["query"] == "sum(tessera_queue_depth_total)", t
+    assert t["type"] == "prometheus" and t["metadata"]["query"] == "sum(tessera_queue_depth)", t
     metrics_src = "".join(open(os.path.join(dp, f)).read() for dp, _, fs in os.walk("Sources/TesseraCoordinator")
                           for f in fs if f.endswith(".swift"))
-    assert '"tessera_queue_depth_total"' in metrics_src, "the coordinator no longer exports tessera_queue_depth_total"
+    assert '"tessera_queue_depth"' in metrics_src, "the coordinator no longer exports tessera_queue_depth"
     assert so.get("minReplicaCount", 0) <= so["maxReplicaCount"]
     assert dep["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] >= 120
     return [f"target Deployment/{dep['metadata']['name']}, metric exported by Sources/TesseraCoordinator"]

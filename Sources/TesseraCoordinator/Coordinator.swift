@@ -73,6 +73,10 @@ public final class Coordinator: @unchecked Sendable {
     private let controlEndpoint = "inproc://coordinator-control-\(UInt32.random(in: 0...UInt32.max))"
     private let stopLock = NSLock()
     private var stopRequested = false
+    private var dispatchHeld = false
+    /// The unfinished jobs found in the journal at start (set before `run()`; read-only after).
+    /// `worked`: tasks that succeeded or failed (not skipped or cancelled).
+    public private(set) var recovered: [(id: String, spec: JobSpec, done: Int, worked: Int, total: Int)] = []
     private var boundEndpoints: [String] = []
     private let boundCondition = NSCondition()
     private var zap: ZMQSocket?
@@ -160,6 +164,7 @@ public final class Coordinator: @unchecked Sendable {
             for path in complete { releaseDescriptor(job, path: path, now: monotonicNow()) }
             if job.spec.options.incremental { job.renditions = (try? journal.renditions(recipe: job.recipeHash)) ?? [:] }
             insert(job)
+            recovered.append((row.id, row.spec, job.done, job.counts[0] + job.counts[1], job.tasks.count))
             logger.info("recovered job \(row.id) (\(row.spec.name)): \(job.done)/\(job.tasks.count) done")
         }
         if !rows.isEmpty { dispatchPausedUntil = monotonicNow() + config.recoveryGrace }
@@ -188,6 +193,19 @@ public final class Coordinator: @unchecked Sendable {
             _ = try? s.send([[1]], dontWait: true)
             s.close()
         }
+    }
+
+    /// Stops handing out tasks (for good): what runs finishes or comes back, nothing new starts.
+    public func holdDispatch() {
+        stopLock.lock()
+        dispatchHeld = true
+        stopLock.unlock()
+    }
+
+    private var isDispatchHeld: Bool {
+        stopLock.lock()
+        defer { stopLock.unlock() }
+        return dispatchHeld
     }
 
     private var shouldStop: Bool {
@@ -715,7 +733,7 @@ public final class Coordinator: @unchecked Sendable {
     }
 
     private func dispatch(now: Double) {
-        guard now >= dispatchPausedUntil, !jobs.isEmpty else { return }
+        guard now >= dispatchPausedUntil, !jobs.isEmpty, !isDispatchHeld else { return }
         for w in workers.values where w.freeCredit > 0 {
             var batch: [TaskAssignment] = []
             var needsInline: [(ActiveJob, Int)] = []

@@ -4,6 +4,9 @@ import TesseraWire
 
 /// A coordinator in this process and worker processes on this machine: what
 /// `tessera run` starts, talking over an `ipc://` socket.
+///
+/// The workers die with this process (the kernel's parent-death signal), so neither
+/// a crash nor a SIGKILL of `tessera run` leaves an orphan behind.
 public final class LocalPool: @unchecked Sendable {
     public let coordinator: Coordinator
     public let endpoint: String
@@ -24,6 +27,8 @@ public final class LocalPool: @unchecked Sendable {
         let socket = NSTemporaryDirectory() + "tessera-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
         endpoint = "ipc://" + socket
         var config = CoordinatorConfig(endpoints: [endpoint], journalPath: journal)
+        // The workers are new processes: none holds a task of the journal's, nothing to wait for.
+        config.recoveryGrace = 0
         configure(&config)
         coordinator = try Coordinator(config: config, logger: logger)
         let t = Thread { [self] in
@@ -42,12 +47,12 @@ public final class LocalPool: @unchecked Sendable {
         t.start()
         thread = t
         guard !coordinator.waitUntilBound().isEmpty else {
-            throw loopError ?? ClientTimeout(endpoint: endpoint, seconds: 10)
+            throw failure ?? ClientTimeout(endpoint: endpoint, seconds: 10)
         }
         for _ in 0..<count {
             let p = Process()
             p.executableURL = URL(fileURLWithPath: executable)
-            p.arguments = ["worker", "--connect", endpoint, "--exit-with-parent"] + workerArguments
+            p.arguments = ["worker", "--connect", endpoint, "--parent-pid", String(getpid())] + workerArguments
             p.standardInput = FileHandle.nullDevice
             p.standardOutput = FileHandle.nullDevice
             try p.run()
@@ -55,21 +60,58 @@ public final class LocalPool: @unchecked Sendable {
         }
     }
 
+    /// The error the coordinator's loop ended with, if it ended with one.
+    public var failure: Error? {
+        finished.lock()
+        defer { finished.unlock() }
+        return loopError
+    }
+
+    /// Whether the coordinator's loop is still running.
+    public var isRunning: Bool {
+        finished.lock()
+        defer { finished.unlock() }
+        return !loopDone
+    }
+
     /// Drains the workers, waits for them (terminating stragglers), stops the coordinator.
     public func shutdown(timeout: Double = 30) {
-        try? CoordinatorClient(endpoint: endpoint, timeout: 5).shutdown()
-        let deadline = Date().addingTimeInterval(timeout)
-        for p in workers {
-            while p.isRunning && Date() < deadline { usleep(20_000) }
-            if p.isRunning {
-                logger.warning("worker pid \(p.processIdentifier) did not drain in time; terminating")
-                p.terminate()
-                p.waitUntilExit()
-            }
-        }
+        if isRunning { try? CoordinatorClient(endpoint: endpoint, timeout: 5).shutdown() }
+        waitForWorkers(until: Date().addingTimeInterval(timeout))
+        stopCoordinator()
+    }
+
+    /// An interrupted run: no new dispatches; the workers hand back what they hold and
+    /// finish what they run within `grace` seconds, or are killed (their tasks have no
+    /// result in the journal, so a rerun does them). The coordinator keeps running (to
+    /// take the last reports and answer status) until `stopCoordinator()`.
+    public func interrupt(grace: Double) {
+        coordinator.holdDispatch()
+        for p in workers where p.isRunning { kill(p.processIdentifier, SIGTERM) }
+        waitForWorkers(until: Date().addingTimeInterval(grace))
+    }
+
+    /// Kills every worker at once (a second Ctrl-C).
+    public func killWorkers() {
+        for p in workers where p.isRunning { kill(p.processIdentifier, SIGKILL) }
+    }
+
+    /// Ends the coordinator's loop (flushing the journal) and waits for it.
+    public func stopCoordinator() {
         coordinator.stop()
         finished.lock()
         while !loopDone { finished.wait() }
         finished.unlock()
+    }
+
+    private func waitForWorkers(until deadline: Date) {
+        for p in workers {
+            while p.isRunning && Date() < deadline { usleep(20_000) }
+            if p.isRunning {
+                logger.warning("worker pid \(p.processIdentifier) did not finish in time; killing it")
+                kill(p.processIdentifier, SIGKILL)
+                p.waitUntilExit()
+            }
+        }
     }
 }

@@ -50,6 +50,6 @@ public struct ImagingError: Error, Equatable, Sendable, CustomStringConvertible 
     }
 
     public var description: String {
-        "\(file ?? "<input>"): \(reason) [\(code)]"
+        (file.map { "\($0): " } ?? "") + "\(reason) [\(code)]"
     }
 }

@@ -62,7 +62,7 @@ public enum FileIO {
 
     /// Writes `bytes` to `path` atomically, creating parent directories.
     public static func writeAtomically(_ bytes: [UInt8], to path: String, directoryExists: Bool = false) throws {
-        let dir = (path as NSString).deletingLastPathComponent
+        let dir = Paths.directory(of: path)
         if !dir.isEmpty && !directoryExists {
             do { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) } catch {
                 throw JobError(.writeFailed, "cannot create directory \(dir): \(error.localizedDescription)", file: path)

@@ -37,7 +37,7 @@ public struct InputFile: Sendable, Hashable, Codable {
     public func with(part: String) -> InputFile { InputFile(path: path, root: root, part: part) }
     /// Directory of the file relative to `root` ("" at the top).
     public var relativeDirectory: String {
-        let dir = (path as NSString).deletingLastPathComponent
+        let dir = Paths.directory(of: path)
         guard dir.count > root.count, dir.hasPrefix(root) else { return "" }
         return String(dir.dropFirst(root.count).drop { $0 == "/" })
     }
@@ -61,7 +61,7 @@ public enum InputDiscovery {
                 throw JobError(.inputNotFound, "no such file or directory", file: path)
             }
             if !isDir.boolValue {
-                result.append(InputFile(path: path, root: (path as NSString).deletingLastPathComponent))
+                result.append(InputFile(path: path, root: Paths.directory(of: path)))
                 continue
             }
             var found: [String] = []

@@ -26,5 +26,5 @@ public struct JobError: Error, Equatable, Sendable, CustomStringConvertible {
         self.file = file
     }
 
-    public var description: String { "\(file ?? "<job>"): \(reason) [\(code)]" }
+    public var description: String { (file.map { "\($0): " } ?? "") + "\(reason) [\(code)]" }
 }

@@ -286,9 +286,12 @@ public enum JobFile {
                 t.format = f
             }
             if let v = m["quality"] {
-                // 0.75 (as recipes write it) or 75 (as dzsave's Q).
+                // 0...1 like every quality in Tessera (dzsave's Q 75 is 0.75).
                 let q = try double(v, "tiles.quality")
-                t.quality = q <= 1 ? Int((q * 100).rounded()) : Int(q)
+                guard q.isFinite, q > 0, q <= 1 else {
+                    throw error(v, "tiles.quality", "expected 0...1\(Recipe.qualityHint(q)), got \(q)")
+                }
+                t.quality = max(1, Int((q * 100).rounded()))
             }
             if let v = m["background"] {
                 guard let list = v.sequence, list.count == 3 else { throw error(v, "tiles.background", "expected [r, g, b]") }

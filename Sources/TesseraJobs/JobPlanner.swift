@@ -23,19 +23,19 @@ public enum JobPlanner {
                     walk(path, relative: "", patterns: patterns, recursive: recursive, visited: &visited, into: &found)
                     for rel in found.sorted() { add(InputFile(path: path + "/" + rel, root: path)) }
                 } else {
-                    add(InputFile(path: path, root: (path as NSString).deletingLastPathComponent))
+                    add(InputFile(path: path, root: Paths.directory(of: path)))
                 }
             case .manifest(let manifest):
                 guard let text = try? String(contentsOfFile: manifest, encoding: .utf8) else {
                     throw JobError(.inputNotFound, "cannot read the manifest", file: manifest)
                 }
-                let dir = (manifest as NSString).deletingLastPathComponent
+                let dir = Paths.directory(of: manifest)
                 for line in text.split(whereSeparator: \.isNewline) {
                     let entry = line.trimmingCharacters(in: .whitespaces)
                     if entry.isEmpty || entry.hasPrefix("#") { continue }
                     let full = entry.hasPrefix("/") ? entry : dir + "/" + entry
                     // Manifest entries keep their directory relative to the manifest for {dir}.
-                    let root = full.hasPrefix(dir + "/") ? dir : (full as NSString).deletingLastPathComponent
+                    let root = full.hasPrefix(dir + "/") ? dir : Paths.directory(of: full)
                     add(InputFile(path: (full as NSString).standardizingPath, root: root))
                 }
             }

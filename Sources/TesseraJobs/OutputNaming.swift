@@ -55,9 +55,9 @@ public struct OutputNaming: Sendable, Codable {
         let path = root + "/" + (try normalise(relative))
         // A symlink inside the root could still point out of it: check the existing prefix.
         let realRoot = URL(fileURLWithPath: root).resolvingSymlinksInPath().path
-        var probe = (path as NSString).deletingLastPathComponent
+        var probe = Paths.directory(of: path)
         while !FileManager.default.fileExists(atPath: probe) && probe.count > root.count {
-            probe = (probe as NSString).deletingLastPathComponent
+            probe = Paths.directory(of: probe)
         }
         let realProbe = URL(fileURLWithPath: probe).resolvingSymlinksInPath().path
         guard realProbe == realRoot || realProbe.hasPrefix(realRoot + "/") else {

@@ -12,29 +12,46 @@ public struct RunSummary: Codable, Sendable {
         public var examples: [String]
     }
 
-    public var images: Int
+    /// Task time percentiles, milliseconds.
+    public struct Percentiles: Codable, Sendable {
+        public var p50: Double
+        public var p95: Double
+        public var p99: Double
+        public var max: Double
+    }
+
+    /// `summary`: what this JSON line is (docs/JSON.md).
+    public var type = "summary"
+    public var version = JSONOutput.version
+    /// Tasks of the job: one per input file, or per pyramid part for tiles jobs.
+    public var tasks: Int
     public var succeeded: Int
     public var failed: Int
+    /// Unchanged since an earlier run (incremental): not redone.
     public var skipped: Int
     public var cancelled: Int
-    public var seconds: Double
-    public var imagesPerSecond: Double
+    public var elapsedSeconds: Double
+    /// Tasks done by this run (succeeded or failed; skipped ones excluded) per second.
+    public var tasksPerSecond: Double
+    /// A resumed job: tasks an earlier, interrupted run did.
+    public var resumedTasks: Int?
+    /// Bytes read, each source counted once (a pyramid's parts all read one source).
     public var bytesIn: Int
     public var bytesOut: Int
-    /// Task time (ms) percentiles: 50, 95, 99, max.
-    public var p50: Double
-    public var p95: Double
-    public var p99: Double
-    public var maxMilliseconds: Double
+    /// Task time percentiles over succeeded tasks, milliseconds.
+    public var taskMilliseconds: Percentiles
     /// Share of summed task time per stage (queue wait excluded).
     public var stageShare: [String: Double]
     /// Summed milliseconds per stage.
     public var stageMilliseconds: [String: Double]
     /// Peak resident memory per worker, bytes.
-    public var workerPeakRSS: [String: Int]
+    public var workerPeakRSSBytes: [String: Int]
     public var failures: [Failure]
     /// Tiles jobs: the whole pyramid(s).
     public var pyramids: PyramidSummary?
+    /// Where the outputs went, and the journal that makes reruns incremental.
+    public var outputRoot: String?
+    public var journal: String?
 
     /// What the tasks of a tiles job made together.
     public struct PyramidSummary: Codable, Sendable {
@@ -60,16 +77,23 @@ public struct RunSummary: Codable, Sendable {
         }
     }
 
-    public init(records: [TaskRecord], seconds: Double) {
-        images = records.count
+    /// - Parameter workedBefore: tasks of a resumed job that an earlier run did (not in this run's rate).
+    public init(records: [TaskRecord], seconds: Double, outputRoot: String? = nil, journal: String? = nil,
+                workedBefore: Int = 0) {
+        tasks = records.count
         succeeded = records.filter { $0.status == .succeeded }.count
         skipped = records.filter { $0.status == .skipped }.count
         cancelled = records.filter { $0.error?.code == "cancelled" }.count
         failed = records.filter { $0.status == .failed }.count - cancelled
-        self.seconds = seconds
-        imagesPerSecond = seconds > 0 ? Double(records.count - cancelled) / seconds : 0
-        bytesIn = records.reduce(0) { $0 + $1.bytesIn }
+        elapsedSeconds = seconds
+        tasksPerSecond = seconds > 0 ? Double(max(0, succeeded + failed - workedBefore)) / seconds : 0
+        resumedTasks = workedBefore > 0 ? workedBefore : nil
+        var bytesBySource: [String: Int] = [:]
+        for r in records { bytesBySource[r.input] = max(bytesBySource[r.input] ?? 0, r.bytesIn) }
+        bytesIn = bytesBySource.values.reduce(0, +)
         bytesOut = records.reduce(0) { $0 + $1.bytesOut }
+        self.outputRoot = outputRoot
+        self.journal = journal
         var histogram = Histogram<UInt64>(numberOfSignificantValueDigits: .three)
         var stages: [String: Double] = [:]
         for r in records where r.status == .succeeded {
@@ -83,10 +107,9 @@ public struct RunSummary: Codable, Sendable {
             stages["queueWait", default: 0] += t.queueWait
         }
         let measured = histogram.totalCount > 0
-        p50 = measured ? Double(histogram.valueAtPercentile(50)) / 1000 : 0
-        p95 = measured ? Double(histogram.valueAtPercentile(95)) / 1000 : 0
-        p99 = measured ? Double(histogram.valueAtPercentile(99)) / 1000 : 0
-        maxMilliseconds = measured ? Double(histogram.max) / 1000 : 0
+        func ms(_ v: UInt64) -> Double { measured ? Double(v) / 1000 : 0 }
+        taskMilliseconds = Percentiles(p50: ms(histogram.valueAtPercentile(50)), p95: ms(histogram.valueAtPercentile(95)),
+                                       p99: ms(histogram.valueAtPercentile(99)), max: ms(histogram.max))
         stageMilliseconds = stages
         let total = stages["total"] ?? 0
         stageShare = total > 0
@@ -96,7 +119,7 @@ public struct RunSummary: Codable, Sendable {
             guard let w = r.worker, let p = r.peakRSSBytes else { continue }
             peaks[w] = max(peaks[w] ?? 0, p)
         }
-        workerPeakRSS = peaks
+        workerPeakRSSBytes = peaks
         var byCode: [String: Failure] = [:]
         for r in records where r.status == .failed {
             guard let e = r.error, e.code != "cancelled" else { continue }

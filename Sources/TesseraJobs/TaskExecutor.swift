@@ -89,6 +89,62 @@ public struct TaskRecord: Sendable, Codable {
     public var tiles: TileWork?
 
     public var bytesOut: Int { outputs.reduce(0) { $0 + $1.bytes } }
+
+    // JSON (docs/JSON.md): `"type": "record"` and the format version first; stage times in
+    // `timingsMilliseconds`. Every field but input and status may be absent (older journals).
+    enum CodingKeys: String, CodingKey {
+        case type, version, input, status, error, bytesIn, bytesOut, sourceFormat, sourceWidth, sourceHeight, scaleEighths
+        case decodePath, outputs, timings = "timingsMilliseconds", peakRSSBytes, peakRSSShared, worker, tiles
+        case legacyTimings = "timings"
+    }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        input = try c.decode(String.self, forKey: .input)
+        status = try c.decode(Status.self, forKey: .status)
+        error = try c.decodeIfPresent(Failure.self, forKey: .error)
+        bytesIn = try c.decodeIfPresent(Int.self, forKey: .bytesIn) ?? 0
+        sourceFormat = try c.decodeIfPresent(String.self, forKey: .sourceFormat)
+        sourceWidth = try c.decodeIfPresent(Int.self, forKey: .sourceWidth)
+        sourceHeight = try c.decodeIfPresent(Int.self, forKey: .sourceHeight)
+        scaleEighths = try c.decodeIfPresent(Int.self, forKey: .scaleEighths)
+        decodePath = try c.decodeIfPresent(String.self, forKey: .decodePath)
+        outputs = try c.decodeIfPresent([OutputRecord].self, forKey: .outputs) ?? []
+        timings = try c.decodeIfPresent(TaskTimings.self, forKey: .timings)
+            ?? c.decodeIfPresent(TaskTimings.self, forKey: .legacyTimings) ?? TaskTimings()
+        peakRSSBytes = try c.decodeIfPresent(Int.self, forKey: .peakRSSBytes)
+        peakRSSShared = try c.decodeIfPresent(Bool.self, forKey: .peakRSSShared)
+        worker = try c.decodeIfPresent(String.self, forKey: .worker)
+        tiles = try c.decodeIfPresent(TileWork.self, forKey: .tiles)
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode("record", forKey: .type)
+        try c.encode(JSONOutput.version, forKey: .version)
+        try c.encode(input, forKey: .input)
+        try c.encode(status, forKey: .status)
+        try c.encodeIfPresent(error, forKey: .error)
+        try c.encode(bytesIn, forKey: .bytesIn)
+        try c.encode(bytesOut, forKey: .bytesOut)
+        try c.encodeIfPresent(sourceFormat, forKey: .sourceFormat)
+        try c.encodeIfPresent(sourceWidth, forKey: .sourceWidth)
+        try c.encodeIfPresent(sourceHeight, forKey: .sourceHeight)
+        try c.encodeIfPresent(scaleEighths, forKey: .scaleEighths)
+        try c.encodeIfPresent(decodePath, forKey: .decodePath)
+        try c.encode(outputs, forKey: .outputs)
+        try c.encode(timings, forKey: .timings)
+        try c.encodeIfPresent(peakRSSBytes, forKey: .peakRSSBytes)
+        try c.encodeIfPresent(peakRSSShared, forKey: .peakRSSShared)
+        try c.encodeIfPresent(worker, forKey: .worker)
+        try c.encodeIfPresent(tiles, forKey: .tiles)
+    }
+}
+
+/// The machine-readable output of every command (`--json` lines, reports, results):
+/// each object has `"type"` and this `"version"` (docs/JSON.md).
+public enum JSONOutput {
+    public static let version = 1
 }
 
 /// What running one task produced, beyond its record.
@@ -109,6 +165,13 @@ public struct TaskOutcome: Sendable {
 public enum TaskExecutor {
     /// A `tessera render` task.
     public static func run(_ task: RenderTask, options: RenderOptions = RenderOptions()) -> TaskRecord {
+        run(task, options: options, inlineInput: nil, returnInline: false).record
+    }
+
+    /// A `tessera render` task from bytes in memory (standard input), or giving its outputs back
+    /// instead of writing them (standard output).
+    public static func run(_ task: RenderTask, options: RenderOptions, inlineInput: [UInt8]?,
+                           returnInline: Bool) -> TaskOutcome {
         var job = JobOptions()
         job.strict = options.strict
         job.incremental = false
@@ -116,7 +179,7 @@ public enum TaskExecutor {
         let exec = ExecutableJob(kind: .thumbnail, outputs: task.outputs,
                                  templates: task.outputs.map { _ in task.naming.template },
                                  outputRoot: task.naming.root, strip: StripOptions(), options: job)
-        return run(exec, input: task.input, renderOptions: options).record
+        return run(exec, input: task.input, inlineInput: inlineInput, returnInline: returnInline, renderOptions: options)
     }
 
     /// One task of a job.

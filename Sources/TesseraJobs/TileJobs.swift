@@ -72,7 +72,7 @@ final class TileWriter {
             throw JobError(.unsafeOutputPath, "tile path \"\(relative)\" leaves the output root")
         }
         let path = root + "/" + relative
-        let dir = (path as NSString).deletingLastPathComponent
+        let dir = Paths.directory(of: path)
         if !made.contains(dir) {
             do { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) } catch {
                 throw JobError(.writeFailed, "cannot create directory \(dir): \(error.localizedDescription)", file: path)

@@ -41,13 +41,14 @@ func loadJob(_ path: String, presets: [String], overrides: JobOverrides? = nil) 
 func clientCall<T>(_ body: () throws -> T) throws -> T {
     do { return try body() } catch let e as ErrorReply {
         warn("error: \(e)")
-        throw e.code == "no-such-job" || e.code == "invalid-job" ? Exit.usage : Exit.someFailed
+        throw e.code == "no-such-job" || e.code == "invalid-job" ? Exit.usage
+            : e.code == "internal" ? Exit.coordinator : Exit.someFailed
     } catch let e as ClientTimeout {
         warn("error: \(e)")
-        throw ExitCode(3)
+        throw Exit.coordinator
     } catch let e as AuthenticationRefused {
         warn("error: \(e)")
-        throw ExitCode(4)
+        throw Exit.refused
     }
 }
 

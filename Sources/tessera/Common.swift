@@ -31,7 +31,8 @@ func loadCatalog(_ files: [String]) throws -> PresetCatalog {
 
 func readFile(_ path: String) throws -> Data {
     guard let data = FileManager.default.contents(atPath: path) else {
-        throw ValidationError("cannot read \(path)")
+        let reason = access(path, R_OK) != 0 ? String(cString: strerror(errno)) : "cannot be read"
+        throw ValidationError("\(path): \(reason)")
     }
     return data
 }
@@ -83,4 +84,64 @@ final class ManagedAtomicCounter: @unchecked Sendable {
         value += 1
         return value - 1
     }
+}
+
+/// The output root of a command, checked before any work starts.
+enum OutputRoot {
+    /// Creates `root` (and the journal's directory) if missing and proves it writable;
+    /// exits 2 with the reason otherwise.
+    static func prepare(_ root: String, journal: String? = nil) throws {
+        for dir in [root] + (journal.map { [Paths.directory(of: $0)] } ?? []) {
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: dir, isDirectory: &isDirectory), !isDirectory.boolValue {
+                warn("error: \(dir): the output root is not a directory [output-root]")
+                throw Exit.usage
+            }
+            if let failure = makeDirectories(dir) {
+                warn("error: \(dir): cannot create the output root: \(failure) [output-root]")
+                throw Exit.usage
+            }
+            var template = Array((dir + "/.tessera-write-test-XXXXXX").utf8CString)
+            let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+            guard fd >= 0 else {
+                warn("error: \(dir): the output root is not writable: \(String(cString: strerror(errno))) [output-root]")
+                throw Exit.usage
+            }
+            close(fd)
+            template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+        }
+    }
+
+    /// `mkdir -p`; the failing directory and errno's text, or nil.
+    static func makeDirectories(_ path: String) -> String? {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
+            return isDirectory.boolValue ? nil : "\(path) is not a directory"
+        }
+        let parent = Paths.directory(of: path)
+        if !parent.isEmpty && parent != path, let failure = makeDirectories(parent) { return failure }
+        if mkdir(path, 0o777) != 0 && errno != EEXIST { return String(cString: strerror(errno)) }
+        return nil
+    }
+}
+
+/// ` (did you mean "X"?)` for the valid value nearest to `value`, if one is close.
+func suggestion(_ value: String, _ valid: [String]) -> String {
+    func distance(_ a: [Character], _ b: [Character]) -> Int {
+        var row = Array(0...b.count)
+        for (i, ca) in a.enumerated() {
+            var previous = row[0]
+            row[0] = i + 1
+            for (j, cb) in b.enumerated() {
+                let keep = row[j + 1]
+                row[j + 1] = min(row[j + 1] + 1, row[j] + 1, previous + (ca == cb ? 0 : 1))
+                previous = keep
+            }
+        }
+        return row[b.count]
+    }
+    let v = Array(value.lowercased())
+    guard let best = valid.min(by: { distance(v, Array($0.lowercased())) < distance(v, Array($1.lowercased())) }),
+          distance(v, Array(best.lowercased())) <= max(2, best.count / 3) else { return "" }
+    return " (did you mean \"\(best)\"?)"
 }

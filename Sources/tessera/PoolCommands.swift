@@ -43,8 +43,12 @@ struct ClientKeys: ParsableArguments {
 
 /// The coordinator endpoint clients use.
 struct CoordinatorOption: ParsableArguments {
-    @Option(name: .long, help: "Coordinator endpoint (default: $TESSERA_COORDINATOR or tcp://127.0.0.1:5555).")
-    var coordinator: String = ProcessInfo.processInfo.environment["TESSERA_COORDINATOR"] ?? "tcp://127.0.0.1:5555"
+    @Option(name: [.customLong("coordinator")], help: "Coordinator endpoint (default: $TESSERA_COORDINATOR or tcp://127.0.0.1:5555).")
+    var coordinatorOption: String?
+
+    var coordinator: String {
+        coordinatorOption ?? ProcessInfo.processInfo.environment["TESSERA_COORDINATOR"] ?? "tcp://127.0.0.1:5555"
+    }
 
     @Option(help: "Seconds to wait for an answer.")
     var timeout: Double = 30
@@ -67,15 +71,45 @@ struct LogOptions: ParsableArguments {
     }
 }
 
-/// Runs `body` when SIGTERM or SIGINT arrives (from a dispatch queue, not a signal handler).
-func onTermination(_ body: @escaping @Sendable () -> Void) -> [DispatchSourceSignal] {
-    [SIGTERM, SIGINT].map { sig in
-        signal(sig, SIG_IGN)
-        let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-        s.setEventHandler(handler: body)
-        s.resume()
-        return s
+/// SIGINT and SIGTERM, taken on a dispatch queue (not in a signal handler): the first
+/// asks for a clean stop, a second one for an immediate exit.
+final class StopSignals: @unchecked Sendable {
+    private let lock = NSLock()
+    private var received: [Int32] = []
+    private var sources: [DispatchSourceSignal] = []
+
+    /// - Parameters:
+    ///   - first: called for the first signal (stop cleanly).
+    ///   - again: called for any later one (stop now); by default exits 128 + signal.
+    init(first: @escaping @Sendable (Int32) -> Void = { _ in },
+         again: @escaping @Sendable (Int32) -> Void = { Foundation.exit(128 + $0) }) {
+        sources = [SIGINT, SIGTERM].map { sig in
+            signal(sig, SIG_IGN)
+            let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            s.setEventHandler { [weak self] in
+                guard let self else { return }
+                self.lock.lock()
+                self.received.append(sig)
+                let count = self.received.count
+                self.lock.unlock()
+                if count == 1 { first(sig) } else { again(sig) }
+            }
+            s.resume()
+            return s
+        }
     }
+
+    /// The first signal received, if any.
+    var first: Int32? {
+        lock.lock()
+        defer { lock.unlock() }
+        return received.first
+    }
+
+    /// The exit status for a stop by `signal`: 130 for SIGINT, 143 for SIGTERM.
+    static func status(_ signal: Int32) -> Int32 { 128 + signal }
+
+    static func name(_ signal: Int32) -> String { signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "signal \(signal)" }
 }
 
 struct CoordinatorCommand: ParsableCommand {
@@ -107,8 +141,8 @@ struct CoordinatorCommand: ParsableCommand {
     @Option(help: "Serve Prometheus metrics and /healthz over HTTP on this port.")
     var metricsPort: Int?
 
-    @Option(help: "Address for the metrics port.")
-    var metricsAddress: String = "0.0.0.0"
+    @Option(help: "Address the HTTP port binds (0.0.0.0: every interface).")
+    var metricsAddress: String = "127.0.0.1"
 
     @OptionGroup var log: LogOptions
 
@@ -138,7 +172,7 @@ struct CoordinatorCommand: ParsableCommand {
             warn("WARNING: --insecure: \(bind.joined(separator: ", ")) accepts anyone, unauthenticated and unencrypted")
         }
         let coordinator = try Coordinator(config: config, logger: log.logger("tessera.coordinator"))
-        let signals = onTermination { coordinator.stop() }
+        let signals = StopSignals(first: { _ in coordinator.stop() })
         defer { _ = signals }
         try coordinator.run()
     }
@@ -165,14 +199,17 @@ struct WorkerCommand: ParsableCommand {
     @Option(help: "Worker id (default: host-pid-random).")
     var id: String?
 
-    @Flag(help: ArgumentHelp("Exit when the parent process exits (used by `tessera run`).", visibility: .hidden))
-    var exitWithParent = false
+    @Option(help: ArgumentHelp("Exit when this process (the parent, `tessera run`) exits.", visibility: .hidden))
+    var parentPid: Int32?
 
     @Option(help: ArgumentHelp("Fault injection for tests: abort on inputs whose path contains this.", visibility: .hidden))
     var crashOn: String?
 
     @Option(help: "Serve /healthz, /readyz and /metrics over HTTP on this port (for probes).")
     var metricsPort: Int?
+
+    @Option(help: "Address the HTTP port binds (0.0.0.0: every interface).")
+    var metricsAddress: String = "127.0.0.1"
 
     @OptionGroup var keys: ClientKeys
     @OptionGroup var log: LogOptions
@@ -181,20 +218,16 @@ struct WorkerCommand: ParsableCommand {
         var config = WorkerConfig(endpoint: connect, concurrency: concurrency)
         config.curve = try keys.resolve(for: connect)
         config.metricsPort = metricsPort
+        config.metricsAddress = metricsAddress
         config.prefetch = prefetch
         config.inline = inline
         config.crashOnInputContaining = crashOn
         if let id { config.id = id }
         let worker = Worker(config: config, logger: log.logger("tessera.worker"))
-        let signals = onTermination { worker.requestDrain() }
+        // First SIGINT/SIGTERM: drain (hand back queued tasks, finish running ones); a second: exit now.
+        let signals = StopSignals(first: { _ in worker.requestDrain() })
         defer { _ = signals }
-        if exitWithParent {
-            let parent = getppid()
-            Thread.detachNewThread {
-                while getppid() == parent { sleep(1) }
-                worker.requestDrain()
-            }
-        }
+        if let parentPid { ParentWatch.exit(with: parentPid) }
         try worker.run()
     }
 }

@@ -5,16 +5,40 @@ import TesseraJobs
 
 struct Render: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Render images to presets or a recipe, in this process.",
+        abstract: "Render images to a size, presets or recipes, in this process.",
         discussion: """
-            Inputs are files or directories (searched recursively for .jpg, .jpeg, .png).
-            Each input is decoded once for all of its outputs. Outputs are written atomically
-            under OUTDIR, named by --template: {dir} (relative to the input directory),
-            {stem}, {ext}, {preset}.
+            Inputs are files or directories (searched recursively for .jpg, .jpeg, .png), or - for
+            standard input. Each input is decoded once for all of its outputs. Outputs are written
+            atomically under OUTDIR (or to standard output with -o -), named by --template:
+            {dir} (relative to the input directory), {stem}, {ext}, {preset}.
+
+            Examples:
+              tessera render photos/ -s 256 -o thumbs/              # fit in 256x256, source format, q 0.8
+              tessera render a.jpg -s 1280x720 --fit fill -q 0.7 -o out/
+              tessera render photos/ -p thumbnail -p favicon -o out/
+              tessera render - -s 64 --format png -o - < a.jpg > a.png
             """)
 
-    @Argument(help: "Image files or directories.")
+    @Argument(help: "Image files or directories, or - for standard input.")
     var inputs: [String]
+
+    @Option(name: .shortAndLong, help: "Box to fit in: WxH, or N for NxN (like vipsthumbnail -s).")
+    var size: String?
+
+    @Option(help: "fit (inside the box) or fill (cover the box, centre-crop). Default: fit.")
+    var fit: String?
+
+    @Option(name: .shortAndLong, help: "Quality 0...1 (0.8 unless a preset says otherwise).")
+    var quality: Double?
+
+    @Option(help: "Output format: jpeg, png, original or auto (default: original).")
+    var format: String?
+
+    @Option(help: "Metadata to keep, comma-separated: icc, copyright (default: none; everything else is always removed).")
+    var keep: String?
+
+    @Flag(help: "Remove all metadata (the default; overrides a preset's keep).")
+    var strip = false
 
     @Option(name: .shortAndLong, help: "Preset to render (repeatable). See `tessera presets`.")
     var preset: [String] = []
@@ -25,16 +49,16 @@ struct Render: ParsableCommand {
     @Option(help: "Preset file (JSON) adding presets (repeatable).")
     var presets: [String] = []
 
-    @Option(name: .shortAndLong, help: "Output directory.")
+    @Option(name: .shortAndLong, help: "Output directory, or - for standard output (one input, one output).")
     var output: String
 
     @Option(help: "Output path template under OUTDIR.")
     var template: String?
 
-    @Option(name: .shortAndLong, help: "Threads (default: all cores).")
-    var threads: Int = ProcessInfo.processInfo.activeProcessorCount
+    @Option(name: .shortAndLong, help: "Threads (default: the core count).")
+    var threads: Int?
 
-    @Flag(help: "Print one JSON record per file and a JSON summary.")
+    @Flag(help: "Print one JSON record per file and a JSON summary (docs/JSON.md).")
     var json = false
 
     @Flag(help: "Print only failures and the summary.")
@@ -61,35 +85,136 @@ struct Render: ParsableCommand {
 
     @OptionGroup var limits: LimitOptions
 
-    func validate() throws {
-        guard !preset.isEmpty || !recipe.isEmpty else {
-            throw ValidationError("give at least one --preset or --recipe")
+    /// The outputs to render, from presets, recipe files and the size/quality/format options.
+    func outputs() throws -> [RenderTask.Output] {
+        var outputs: [RenderTask.Output] = []
+        let catalog: PresetCatalog
+        do { catalog = try loadCatalog(presets) } catch let e as ImagingError { throw ValidationError(e.description) }
+        for name in preset {
+            guard let r = try? catalog.recipe(named: name) else {
+                throw ValidationError("-p \(name): unknown preset\(suggestion(name, catalog.names)); known: "
+                                      + catalog.names.joined(separator: ", "))
+            }
+            outputs.append(.init(name: name, recipe: r))
         }
-        guard threads >= 1 else { throw ValidationError("--threads must be at least 1") }
+        for file in recipe {
+            var r: Recipe
+            do { r = try Recipe.decode(json: try readFile(file)) } catch let e as ImagingError {
+                throw ValidationError(e.naming(file).description)
+            }
+            let name = r.name ?? ((file as NSString).lastPathComponent as NSString).deletingPathExtension
+            r.name = name
+            outputs.append(.init(name: name, recipe: r))
+        }
+        let adHoc = size != nil || fit != nil || quality != nil || format != nil || keep != nil || strip
+        if outputs.isEmpty {
+            guard size != nil else {
+                throw ValidationError("give a size (-s 256), a preset (-p thumbnail) or a recipe (-r FILE)")
+            }
+            var r = Recipe(name: "render", operations: [], output: OutputSettings(format: .original, quality: 0.8))
+            r.name = nil
+            outputs.append(.init(name: "render", recipe: r))
+        }
+        guard adHoc else { return outputs }
+        // The options apply to every output: a preset with -q 0.7 is that preset at 0.7.
+        let box = try size.map(Render.parseSize)
+        let mode: ContentMode? = try fit.map {
+            guard let m = ContentMode(rawValue: $0) else {
+                throw ValidationError("--fit must be fit or fill, got \"\($0)\"" + suggestion($0, ["fit", "fill"]))
+            }
+            return m
+        }
+        let outputFormat: OutputFormat? = try format.map {
+            let names = ["jpeg", "png", "original", "auto"]
+            guard let f = OutputFormat(rawValue: $0 == "jpg" ? "jpeg" : $0.lowercased()) else {
+                throw ValidationError("--format must be one of \(names.joined(separator: ", ")), got \"\($0)\""
+                                      + suggestion($0, names))
+            }
+            return f
+        }
+        var kept: [KeptMetadata]?
+        if strip { kept = [] }
+        if let keep {
+            kept = try keep.split(separator: ",").map { item in
+                let name = item.trimmingCharacters(in: .whitespaces)
+                guard let k = KeptMetadata(rawValue: name) else {
+                    let names = KeptMetadata.allCases.map(\.rawValue)
+                    throw ValidationError("--keep takes \(names.joined(separator: ", ")), got \"\(name)\"" + suggestion(name, names))
+                }
+                return k
+            }
+        }
+        if let q = quality, !(q.isFinite && (0...1).contains(q)) {
+            throw ValidationError("--quality must be 0...1\(Recipe.qualityHint(q)), got \(q)")
+        }
+        return try outputs.map { o in
+            var r = o.recipe
+            if let box {
+                var resize = r.resize ?? Resize(width: nil, height: nil)
+                resize.width = box.width
+                resize.height = box.height
+                if let mode { resize.mode = mode }
+                r.operations.removeAll { if case .resize = $0 { return true } else { return false } }
+                r.operations.insert(.resize(resize), at: 0)
+            } else if let mode {
+                guard var resize = r.resize else { throw ValidationError("--fit needs a size (-s) or a preset that resizes") }
+                resize.mode = mode
+                r.operations = r.operations.map { if case .resize = $0 { return .resize(resize) } else { return $0 } }
+            }
+            if let quality { r.output.quality = quality }
+            if let outputFormat { r.output.format = outputFormat }
+            if let kept { r.output.keep = kept }
+            do { try r.validate() } catch let e as ImagingError { throw ValidationError(e.reason) }
+            return .init(name: o.name, recipe: r)
+        }
+    }
+
+    /// `256` (a 256×256 box), `640x480`, `640x` (width only) or `x480` (height only).
+    static func parseSize(_ text: String) throws -> (width: Int?, height: Int?) {
+        func number(_ s: Substring) throws -> Int? {
+            if s.isEmpty { return nil }
+            guard let n = Int(s), (1...65_500).contains(n) else {
+                throw ValidationError("--size: \"\(s)\" is not a pixel count 1...65500 (write WxH, N, Wx or xH)")
+            }
+            return n
+        }
+        let parts = text.lowercased().split(separator: "x", maxSplits: 1, omittingEmptySubsequences: false)
+        if parts.count == 1 {
+            let n = try number(parts[0])
+            return (n, n)
+        }
+        let box = (try number(parts[0]), try number(parts[1]))
+        guard box.0 != nil || box.1 != nil else { throw ValidationError("--size: write WxH, N, Wx or xH, got \"\(text)\"") }
+        return box
+    }
+
+    func validate() throws {
+        guard (threads ?? 1) >= 1 else { throw ValidationError("--threads must be at least 1") }
+        if output == "-" && (inputs.count != 1 || inputs[0] != "-" && FileManager.default.fileExists(atPath: inputs[0] + "/")) {
+            throw ValidationError("-o - writes one image to standard output: give one input file (or -)")
+        }
+        _ = try outputs()
     }
 
     func run() throws {
-        let catalog: PresetCatalog
-        var outputs: [RenderTask.Output] = []
-        do {
-            catalog = try loadCatalog(presets)
-            for name in preset { outputs.append(.init(name: name, recipe: try catalog.recipe(named: name))) }
-            for file in recipe {
-                var r = try Recipe.decode(json: try readFile(file))
-                let name = r.name ?? ((file as NSString).lastPathComponent as NSString).deletingPathExtension
-                r.name = name
-                outputs.append(.init(name: name, recipe: r))
-            }
-        } catch let e as ImagingError {
-            warn("error: \(e)")
-            throw Exit.usage
+        let outputs = try self.outputs()
+        let toStdout = output == "-"
+        if toStdout && outputs.count != 1 {
+            throw ValidationError("-o - writes one image to standard output: give one output, not \(outputs.count)")
         }
         let files: [InputFile]
-        do { files = try InputDiscovery.expand(inputs) } catch {
-            warn("error: \(error)")
-            throw Exit.usage
+        var stdinBytes: [UInt8]?
+        if inputs == ["-"] {
+            stdinBytes = try Render.readStandardInput(limit: limits.limits.maxInputBytes)
+            files = [InputFile(path: "stdin", root: "")]  // named stdin.EXT under OUTDIR
+        } else {
+            do { files = try InputDiscovery.expand(inputs) } catch {
+                warn("error: \(error)")
+                throw Exit.usage
+            }
         }
-        let naming = OutputNaming(root: output,
+        if !toStdout { try OutputRoot.prepare(output) }
+        let naming = OutputNaming(root: toStdout ? "." : output,
                                   template: template ?? (outputs.count == 1 ? OutputNaming.single : OutputNaming.perPreset))
         var options = RenderOptions()
         options.limits = limits.limits
@@ -107,28 +232,55 @@ struct Render: ParsableCommand {
         let start = clock.now
         let lock = NSLock()
         nonisolated(unsafe) var records = [TaskRecord?](repeating: nil, count: tasks.count)
-        let json = self.json, quiet = self.quiet
+        let json = self.json, quiet = self.quiet || toStdout
         let opts = options
-        parallelForEach(tasks.count, threads: threads) { i in
-            let record = TaskExecutor.run(tasks[i], options: opts)
+        let bytes = stdinBytes
+        parallelForEach(tasks.count, threads: threads ?? ProcessInfo.processInfo.activeProcessorCount) { i in
+            var record: TaskRecord
+            if bytes != nil || toStdout {
+                let outcome = TaskExecutor.run(tasks[i], options: opts, inlineInput: bytes, returnInline: toStdout)
+                record = outcome.record
+                if toStdout, let out = outcome.inlineOutputs.first { FileHandle.standardOutput.write(Data(out.bytes)) }
+            } else {
+                record = TaskExecutor.run(tasks[i], options: opts)
+            }
             lock.lock()
             records[i] = record
-            if json { printJSONLine(record) } else if !quiet || record.status == .failed { Render.printHuman(record) }
+            if record.status == .failed { warn("error: \(record.error?.message ?? record.input)") }
+            if json && !toStdout { printJSONLine(record) } else if !quiet && record.status != .failed { Render.printHuman(record) }
             lock.unlock()
         }
         let elapsed = clock.now - start
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         let done = records.compactMap { $0 }
-        let summary = RenderSummary(done, seconds: seconds)
-        if json { printJSONLine(summary) } else { summary.printHuman() }
+        let summary = RunSummary(records: done, seconds: seconds, outputRoot: toStdout ? nil : output)
+        if toStdout {
+            if summary.failed > 0 { throw Exit.someFailed }
+            return
+        }
+        if json { printJSONLine(summary) } else { summary.printRenderSummary() }
         if summary.failed > 0 { throw Exit.someFailed }
     }
 
-    static func printHuman(_ r: TaskRecord) {
-        guard r.status == .succeeded else {
-            print("FAIL \(r.error?.message ?? r.input)")
-            return
+    /// All of standard input, up to `limit` bytes (a larger input is a usage error).
+    static func readStandardInput(limit: Int) throws -> [UInt8] {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            bytes += chunk[..<n]
+            if bytes.count > limit {
+                warn("error: -: standard input is larger than --max-input-mb (\(limit >> 20) MB) [input-too-large]")
+                throw Exit.usage
+            }
         }
+        return bytes
+    }
+
+    static func printHuman(_ r: TaskRecord) {
+        guard r.status == .succeeded else { return }
         let outs = r.outputs.map { o in
             "\(o.name) \(o.width)x\(o.height) \(formatBytes(o.bytes))" + (o.jpegQuality.map { " q\($0)" } ?? "")
         }.joined(separator: ", ")
@@ -139,40 +291,15 @@ struct Render: ParsableCommand {
     }
 }
 
-/// Totals over a run.
-struct RenderSummary: Encodable {
-    var images: Int
-    var succeeded: Int
-    var failed: Int
-    var seconds: Double
-    var imagesPerSecond: Double
-    var bytesIn: Int
-    var bytesOut: Int
-    var decodeMs: Double
-    var resizeMs: Double
-    var encodeMs: Double
-    var failures: [String: Int]
-
-    init(_ records: [TaskRecord], seconds: Double) {
-        images = records.count
-        succeeded = records.filter { $0.status == .succeeded }.count
-        failed = records.filter { $0.status == .failed }.count
-        self.seconds = seconds
-        imagesPerSecond = seconds > 0 ? Double(images) / seconds : 0
-        bytesIn = records.reduce(0) { $0 + $1.bytesIn }
-        bytesOut = records.reduce(0) { $0 + $1.bytesOut }
-        decodeMs = records.reduce(0) { $0 + $1.timings.decode }
-        resizeMs = records.reduce(0) { $0 + $1.timings.resize }
-        encodeMs = records.reduce(0) { $0 + $1.timings.encode }
-        failures = Dictionary(records.compactMap { $0.error?.code }.map { ($0, 1) }, uniquingKeysWith: +)
-    }
-
-    func printHuman() {
+extension RunSummary {
+    /// `tessera render`'s last line: counts, rate, bytes, time per stage.
+    func printRenderSummary() {
+        let ms = stageMilliseconds
         print(String(format: "%d images, %d ok, %d failed in %.2f s (%.1f images/s); %@ in, %@ out; decode %.0f ms, resize %.0f ms, encode %.0f ms",
-                     images, succeeded, failed, seconds, imagesPerSecond, formatBytes(bytesIn), formatBytes(bytesOut),
-                     decodeMs, resizeMs, encodeMs))
+                     tasks, succeeded, failed, elapsedSeconds, tasksPerSecond, formatBytes(bytesIn), formatBytes(bytesOut),
+                     ms["decode"] ?? 0, ms["resize"] ?? 0, ms["encode"] ?? 0))
         if !failures.isEmpty {
-            print("failures: " + failures.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+            print("failures: " + failures.map { "\($0.code) \($0.count)" }.joined(separator: ", "))
         }
     }
 }

@@ -16,8 +16,10 @@ struct Run: ParsableCommand {
     @Argument(help: "Job file (YAML).")
     var job: String
 
-    @Option(name: .shortAndLong, help: "Worker processes (default: the core count).")
-    var workers: Int = ProcessInfo.processInfo.activeProcessorCount
+    @Option(name: [.customShort("w"), .customLong("workers")], help: "Worker processes (default: the core count).")
+    var workersOption: Int?
+
+    var workers: Int { workersOption ?? ProcessInfo.processInfo.activeProcessorCount }
 
     @Option(help: "Tasks each worker runs at once.")
     var concurrency: Int = 1
@@ -40,8 +42,11 @@ struct Run: ParsableCommand {
     @Flag(help: "Send image bytes inside messages, as workers without shared storage do.")
     var inline = false
 
-    @Option(help: "Serve the coordinator's Prometheus metrics on this port while the job runs.")
+    @Option(help: "Serve the coordinator's /metrics, /healthz and /readyz on this port while the job runs.")
     var metricsPort: Int?
+
+    @Option(help: "Address the HTTP port binds (0.0.0.0: every interface).")
+    var metricsAddress: String = "127.0.0.1"
 
     @OptionGroup var overrides: JobOverrides
     @OptionGroup var log: LogOptions
@@ -54,55 +59,103 @@ struct Run: ParsableCommand {
         try execute(try loadJob(job, presets: presets, overrides: overrides))
     }
 
+    /// Seconds running tasks get to finish after SIGINT/SIGTERM before their workers are killed.
+    static let interruptGrace = 3.0
+
     /// Runs `spec` on a local pool (what `run` does with a job file, and `tiles` with its arguments).
     func execute(_ job: JobSpec) throws {
         var spec = job
         if inline { spec.options.inline = true }
         let journalPath = journal ?? spec.output + "/.tessera/journal.sqlite"
-        try FileManager.default.createDirectory(atPath: (journalPath as NSString).deletingLastPathComponent,
-                                                withIntermediateDirectories: true)
+        // A root that cannot be written is a usage error, found before any work starts.
+        try OutputRoot.prepare(spec.output, journal: journalPath)
         var logger = log.logger("tessera.run")
         if log.logLevel == "info" { logger.logLevel = .warning }  // the progress bar says enough
         let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
             ?? CommandLine.arguments[0]
-        let pool = try LocalPool(journal: journalPath, workers: workers, executable: executable,
+        let pool: LocalPool
+        do {
+            pool = try LocalPool(journal: journalPath, workers: workers, executable: executable,
                                  workerArguments: ["--concurrency", String(concurrency), "--prefetch", String(prefetch),
                                                    "--log-level", "warning"],
-                                 configure: { $0.metricsPort = metricsPort }, logger: logger)
-        let signals = onTermination { pool.coordinator.stop() }
-        defer { _ = signals }
-        let client = CoordinatorClient(endpoint: pool.endpoint, timeout: 60)
-        let start = Date()
-        let submitted: SubmitReply
-        do { submitted = try client.submit(spec) } catch {
-            warn("error: \(error)")
-            pool.shutdown()
-            throw Exit.usage
+                                 configure: {
+                                     $0.metricsPort = metricsPort
+                                     $0.metricsAddress = metricsAddress
+                                 }, logger: logger)
+        } catch {
+            warn("error: \(journalPath): cannot start the coordinator: \(error) [coordinator-failed]")
+            throw Exit.coordinator
         }
-        let progress = Progress(total: submitted.tasks, json: json)
-        var end: JobStatus
-        while true {
+        // First SIGINT/SIGTERM: the loop below stops the job cleanly; a second: kill the workers and exit now.
+        let signals = StopSignals(again: { sig in
+            pool.killWorkers()
+            warn("\n\(StopSignals.name(sig)) again: workers killed, exiting now (a rerun resumes)")
+            Foundation.exit(StopSignals.status(sig))
+        })
+        defer { _ = signals }
+        let client = CoordinatorClient(endpoint: pool.endpoint, timeout: 5)
+        let poll = CoordinatorClient(endpoint: pool.endpoint, timeout: 1)  // progress: a dead coordinator shows fast
+        let start = Date()
+
+        // An interrupted run of this same job resumes; other unfinished jobs of this journal are dropped.
+        let earlier = pool.coordinator.recovered.first { $0.spec == spec }
+        for other in pool.coordinator.recovered where other.id != earlier?.id {
+            _ = try? client.cancel(job: other.id)
+            warn("note: cancelled unfinished job \(other.id) (\(other.spec.name)) of an earlier run with other settings")
+        }
+        let jobID: String, total: Int, planMilliseconds: Double
+        if let earlier {
+            (jobID, total, planMilliseconds) = (earlier.id, earlier.total, 0)
+            warn("resuming \(earlier.id) (\(spec.name)): \(earlier.done) of \(earlier.total) tasks done by an earlier run")
+        } else {
+            do {
+                let submitted = try client.submit(spec)
+                (jobID, total, planMilliseconds) = (submitted.job, submitted.tasks, submitted.planMilliseconds)
+            } catch let e as ErrorReply {
+                pool.killWorkers()
+                pool.stopCoordinator()
+                warn("error: \(e)")
+                throw e.code == "internal" ? Exit.coordinator : Exit.usage
+            } catch {
+                pool.killWorkers()
+                warn("error: \(pool.failure.map { "\(journalPath): the coordinator stopped: \($0)" } ?? "\(error)") [coordinator-failed]")
+                throw Exit.coordinator
+            }
+        }
+        let progress = Progress(total: total, tiles: spec.kind == .tiles, json: json, doneBefore: earlier?.done ?? 0,
+                                workedBefore: earlier?.worked ?? 0)
+        var last = JobStatus(id: jobID, name: spec.name, kind: spec.kind, priority: spec.priority, state: .queued,
+                             total: total, pending: total, running: 0, succeeded: 0, failed: 0, skipped: 0, cancelled: 0,
+                             submitted: start.timeIntervalSince1970, finished: nil)
+        while !last.isTerminal {
+            if let sig = signals.first {
+                progress.finish()
+                try interrupted(by: sig, pool: pool, client: client, last: last, start: start, spec: spec,
+                                journal: journalPath)
+            }
+            if !pool.isRunning {
+                progress.finish()
+                pool.killWorkers()
+                warn("error: \(journalPath): the coordinator stopped: \(pool.failure.map { "\($0)" } ?? "no reason given")"
+                     + " [coordinator-failed]")
+                throw Exit.coordinator
+            }
             // `wait` answers the moment the job ends; its timeout paces the progress updates.
-            if let done = try? client.request(Envelope(MessageType.wait, json: JobQuery(job: submitted.job)),
+            if let done = try? client.request(Envelope(MessageType.wait, json: JobQuery(job: jobID)),
                                               timeout: progress.interactive ? 0.2 : 1).decode(JobStatus.self) {
-                progress.update(done, elapsed: Date().timeIntervalSince(start))
-                end = done
-                break
+                last = done
+            } else if pool.isRunning, let s = try? poll.status(job: jobID).jobs.first {
+                last = s
             }
-            if let s = try? client.status(job: submitted.job).jobs.first {
-                progress.update(s, elapsed: Date().timeIntervalSince(start))
-                if s.isTerminal {
-                    end = s
-                    break
-                }
-            }
+            progress.update(last, elapsed: Date().timeIntervalSince(start))
         }
         progress.finish()
         let seconds = Date().timeIntervalSince(start)
-        let raw = (try? client.results(job: submitted.job)) ?? []
+        let raw = (try? client.results(job: jobID)) ?? []
         pool.shutdown()
         let records = raw.compactMap { try? JSONDecoder().decode(TaskRecord.self, from: Data($0)) }
-        let summary = RunSummary(records: records, seconds: seconds)
+        let summary = RunSummary(records: records, seconds: seconds, outputRoot: spec.output, journal: journalPath,
+                                 workedBefore: earlier?.worked ?? 0)
         if let report {
             let base = report.hasSuffix(".jsonl") || report.hasSuffix(".csv")
                 ? (report as NSString).deletingPathExtension : report
@@ -112,73 +165,156 @@ struct Run: ParsableCommand {
         if json {
             printJSONLine(summary)
         } else {
-            printSummary(summary, job: end, planned: submitted)
+            printSummary(summary, job: last, planMilliseconds: planMilliseconds)
         }
-        if end.failed > 0 || end.state == .cancelled { throw Exit.someFailed }
+        if last.failed > 0 || last.state == .cancelled { throw Exit.someFailed }
     }
 
-    func printSummary(_ s: RunSummary, job: JobStatus, planned: SubmitReply) {
-        let unit = job.kind == .tiles ? "tasks" : "images"
-        print(String(format: "%@ (%@): %d %@ in %.2f s, %.1f %@/s — %d ok, %d skipped (unchanged), %d failed%@",
-                     job.name, job.id, s.images, unit, s.seconds, s.imagesPerSecond, unit, s.succeeded, s.skipped, s.failed,
+    /// The first SIGINT/SIGTERM: no new tasks; running ones get `interruptGrace` seconds,
+    /// then one line says what was done and what is left, and the command exits 130/143.
+    private func interrupted(by sig: Int32, pool: LocalPool, client: CoordinatorClient, last: JobStatus, start: Date,
+                             spec: JobSpec, journal: String) throws -> Never {
+        let name = StopSignals.name(sig)
+        warn("\(name): stopping: no new tasks; \(last.running) running get up to \(Int(Run.interruptGrace)) s to finish"
+             + " (again to stop now)")
+        pool.interrupt(grace: Run.interruptGrace)
+        let s = (try? client.status(job: last.id).jobs.first) ?? last
+        pool.stopCoordinator()
+        let left = s.total - s.done
+        let seconds = Date().timeIntervalSince(start)
+        if json {
+            printJSONLine(Interrupted(signal: name, elapsedSeconds: seconds, job: s.id, total: s.total, done: s.done,
+                                      succeeded: s.succeeded, failed: s.failed, skipped: s.skipped, left: left,
+                                      outputRoot: spec.output, journal: journal))
+        } else {
+            print(String(format: "interrupted by %@ after %.1f s: %d of %d tasks done (%d ok, %d failed, %d skipped), %d left;"
+                         + " outputs in %@; the same command resumes (journal %@)",
+                         name, seconds, s.done, s.total, s.succeeded, s.failed, s.skipped, left, spec.output, journal))
+        }
+        Foundation.exit(StopSignals.status(sig))
+    }
+
+    /// The `--json` line of an interrupted run.
+    struct Interrupted: Encodable {
+        var type = "interrupted"
+        var version = JSONOutput.version
+        var signal: String
+        var elapsedSeconds: Double
+        var job: String
+        var total: Int
+        var done: Int
+        var succeeded: Int
+        var failed: Int
+        var skipped: Int
+        var left: Int
+        var outputRoot: String
+        var journal: String
+    }
+
+    func printSummary(_ s: RunSummary, job: JobStatus, planMilliseconds: Double) {
+        let tiles = job.kind == .tiles
+        let unit = tiles ? "parts" : "images"
+        var what = tiles ? "\(s.tasks) parts of \(s.pyramids?.sources ?? 0) pyramid\(s.pyramids?.sources == 1 ? "" : "s")"
+            : "\(s.tasks) images"
+        if let before = s.resumedTasks { what += " (\(before) done by an earlier run)" }
+        print(String(format: "%@ (%@): %@ in %.2f s, %.1f %@/s — %d ok, %d skipped (unchanged), %d failed%@",
+                     job.name, job.id, what, s.elapsedSeconds, s.tasksPerSecond, unit, s.succeeded, s.skipped, s.failed,
                      s.cancelled > 0 ? ", \(s.cancelled) cancelled" : ""))
         if let p = s.pyramids { print(p.line) }
         if s.succeeded > 0 {
-            print(String(format: "task time: p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, max %.1f ms", s.p50, s.p95, s.p99,
-                         s.maxMilliseconds))
+            let t = s.taskMilliseconds
+            print(String(format: "task time: p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, max %.1f ms", t.p50, t.p95, t.p99, t.max))
             let order = ["read", "decode", "resize", "finish", "encode", "write"]
             print("stages: " + order.map { String(format: "%@ %.0f%%", $0, (s.stageShare[$0] ?? 0) * 100) }
                 .joined(separator: ", "))
-            print("bytes: \(formatBytes(s.bytesIn)) in, \(formatBytes(s.bytesOut)) out; planned in "
-                  + String(format: "%.0f ms", planned.planMilliseconds))
+            print("bytes: \(formatBytes(s.bytesIn)) in, \(formatBytes(s.bytesOut)) out"
+                  + (planMilliseconds > 0 ? "; planned in " + String(format: "%.0f ms", planMilliseconds) : ""))
         }
-        if !s.workerPeakRSS.isEmpty {
-            print("peak memory per worker: " + s.workerPeakRSS.sorted { $0.key < $1.key }
+        if !s.workerPeakRSSBytes.isEmpty {
+            print("peak memory per worker: " + s.workerPeakRSSBytes.sorted { $0.key < $1.key }
                 .map { "\($0.key.split(separator: "@").first ?? "") \(formatBytes($0.value))" }.joined(separator: ", "))
         }
         for f in s.failures {
             print("failed (\(f.code)): \(f.count)")
             for e in f.examples { print("  \(e)") }
         }
+        print("outputs in \(s.outputRoot ?? "?"); journal \(s.journal ?? "?")")
     }
 }
 
-/// A progress bar with rate and ETA on a terminal; plain (or JSON) lines otherwise.
+/// A progress bar with rate and ETA on a terminal (fitted to its width, redrawn in
+/// place); plain lines every 5 s otherwise, or JSON lines with `--json`.
 final class Progress {
     let total: Int
     let json: Bool
     let interactive: Bool
-    private var lastLine = 0.0
+    /// Tiles jobs count pyramid parts, not images.
+    let unit: String
+    /// Tasks a resumed job had done before this run (not counted in the rate).
+    let doneBefore: Int
+    private var lastLine = -5.0
 
-    init(total: Int, json: Bool) {
+    let workedBefore: Int
+
+    init(total: Int, tiles: Bool, json: Bool, doneBefore: Int = 0, workedBefore: Int = 0) {
         self.total = total
+        self.doneBefore = doneBefore
+        self.workedBefore = workedBefore
         self.json = json
+        unit = tiles ? "parts" : "img"
         interactive = !json && isatty(STDERR_FILENO) != 0
     }
 
+    /// The terminal's width in columns (80 when it does not say).
+    static func columns() -> Int {
+        var size = winsize()
+        guard ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return 80 }
+        return Int(size.ws_col)
+    }
+
     func update(_ s: JobStatus, elapsed: Double) {
-        let rate = elapsed > 0 ? Double(s.done) / elapsed : 0
-        let eta = rate > 0 ? Double(s.total - s.done) / rate : 0
+        // Skipped (unchanged) tasks take no time: they count for progress, not for the rate.
+        let worked = max(0, s.succeeded + s.failed - workedBefore)
+        let rate = elapsed > 0 ? Double(worked) / elapsed : 0
+        let overall = elapsed > 0 ? Double(max(0, s.done - doneBefore)) / elapsed : 0
+        let eta = overall > 0 ? Double(s.total - s.done) / overall : 0
         if json {
-            struct Line: Encodable { var done: Int; var total: Int; var failed: Int; var rate: Double; var eta: Double }
-            printJSONLine(Line(done: s.done, total: s.total, failed: s.failed, rate: rate, eta: eta))
+            guard elapsed - lastLine >= 1 || s.isTerminal else { return }
+            lastLine = elapsed
+            struct Line: Encodable {
+                var type = "progress"
+                var version = JSONOutput.version
+                var done: Int, total: Int, succeeded: Int, failed: Int, skipped: Int
+                var perSecond: Double, etaSeconds: Double, elapsedSeconds: Double
+            }
+            printJSONLine(Line(done: s.done, total: s.total, succeeded: s.succeeded, failed: s.failed, skipped: s.skipped,
+                               perSecond: rate, etaSeconds: eta, elapsedSeconds: elapsed))
             return
         }
         if interactive {
-            let width = 30
-            let filled = s.total > 0 ? width * s.done / s.total : width
-            let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
-            let line = String(format: "\r[%@] %d/%d %3.0f%%  %.1f img/s  ETA %@  %d failed ", bar, s.done, s.total,
-                              s.total > 0 ? 100 * Double(s.done) / Double(s.total) : 100, rate, clock(eta), s.failed)
-            FileHandle.standardError.write(Data(line.utf8))
+            let percent = s.total > 0 ? 100 * Double(s.done) / Double(s.total) : 100
+            var tail = String(format: " %d/%d %3.0f%%  %.1f %@/s  ETA %@", s.done, s.total, percent, rate, unit, clock(eta))
+            if s.failed > 0 { tail += "  \(s.failed) failed" }
+            if s.skipped > 0 { tail += "  \(s.skipped) unchanged" }
+            let columns = Progress.columns()
+            let width = max(0, min(40, columns - tail.count - 3))
+            var line = tail
+            if width >= 8 {
+                let filled = s.total > 0 ? width * s.done / s.total : width
+                line = "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled) + "]" + tail
+            }
+            if line.count >= columns { line = String(line.prefix(columns - 1)) }
+            // Carriage return, the line, clear to the end: redrawn in place, never wrapping.
+            FileHandle.standardError.write(Data(("\r" + line + "\u{1B}[K").utf8))
         } else if elapsed - lastLine >= 5 || s.isTerminal {
             lastLine = elapsed
-            warn(String(format: "progress %d/%d, %.1f img/s, ETA %@, %d failed", s.done, s.total, rate, clock(eta), s.failed))
+            warn(String(format: "progress %d/%d, %.1f %@/s, ETA %@, %d failed", s.done, s.total, rate, unit, clock(eta),
+                        s.failed))
         }
     }
 
     func finish() {
-        if interactive { FileHandle.standardError.write(Data("\n".utf8)) }
+        if interactive { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
     }
 
     private func clock(_ seconds: Double) -> String {

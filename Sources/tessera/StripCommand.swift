@@ -43,10 +43,13 @@ struct Strip: ParsableCommand {
             warn("error: \(error)")
             throw Exit.usage
         }
+        try OutputRoot.prepare(output)
         let options = StripOptions(keepICC: !dropIcc, keepCopyright: keepCopyright,
                                    orientation: OrientationHandling(rawValue: orientation)!)
         var failures = 0
         struct Line: Encodable {
+            var type = "strip"
+            var version = JSONOutput.version
             var input: String
             var output: String?
             var bytesIn: Int
@@ -54,7 +57,7 @@ struct Strip: ParsableCommand {
             var removed: [String]?
             var orientation: Int?
             var transformed: Bool?
-            var error: String?
+            var error: TaskRecord.Failure?
         }
         for file in files {
             var line = Line(input: file.path, bytesIn: 0)
@@ -78,16 +81,18 @@ struct Strip: ParsableCommand {
             } catch var e as JobError {
                 failures += 1
                 e.file = e.file ?? file.path
-                line.error = "\(e)"
+                line.error = .init(code: e.code.rawValue, message: e.description)
+            } catch let e as ImagingError {
+                failures += 1
+                line.error = .init(code: e.code.rawValue, message: e.description)
             } catch {
                 failures += 1
-                line.error = "\(error)"
+                line.error = .init(code: "internal", message: "\(file.path): \(error)")
             }
+            if let e = line.error { warn("error: \(e.message)") }
             if json {
                 printJSONLine(line)
-            } else if let e = line.error {
-                print("FAIL \(e)")
-            } else {
+            } else if line.error == nil {
                 let removed = line.removed!.isEmpty ? "nothing" : line.removed!.joined(separator: ", ")
                 let how = line.transformed! ? ", rotated losslessly" : line.orientation! != 1 ? ", orientation tag \(line.orientation!) kept" : ""
                 print("ok   \(file.path) -> \(line.output!) \(formatBytes(line.bytesIn)) -> \(formatBytes(line.bytesOut!)); removed \(removed)\(how)")

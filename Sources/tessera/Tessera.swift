@@ -1,26 +1,45 @@
 import ArgumentParser
 import Foundation
+import TesseraService
 
 @main
 struct Tessera: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tessera",
-        abstract: "Batch image rendering: thumbnails, metadata stripping, recompression.",
-        version: "0.1.0",
+        abstract: "Batch image rendering: thumbnails, metadata stripping, recompression, tile pyramids.",
+        discussion: """
+            Exit codes: 0 every task succeeded (or was unchanged), 1 some tasks failed, 2 usage or
+            configuration error, 3 the coordinator failed or did not answer, 4 refused by the
+            coordinator's CURVE authentication, 130/143 stopped by SIGINT/SIGTERM (a rerun resumes).
+            Shell completion: tessera --generate-completion-script bash|zsh|fish.
+            """,
+        version: TesseraVersion.string,
         subcommands: [Render.self, Run.self, Tiles.self, Strip.self, Inspect.self, Presets.self,
                       Submit.self, Status.self, Wait.self, Cancel.self, Results.self,
                       CoordinatorCommand.self, WorkerCommand.self, Keygen.self]
     )
 
     /// Like `ParsableCommand.main()`, but usage errors exit with 2 (the documented code)
-    /// rather than argument-parser's 64.
+    /// rather than argument-parser's 64, in the one error style: `error: reason`.
     static func main() {
+        var command: ParsableCommand
         do {
-            var command = try parseAsRoot()
+            command = try parseAsRoot()
+        } catch {
+            if exitCode(for: error) == .validationFailure {
+                warn("error: " + message(for: error))
+                let names = configuration.subcommands.map { $0._commandName }
+                let sub = CommandLine.arguments.dropFirst().first.flatMap { names.contains($0) ? $0 + " " : nil } ?? ""
+                warn("see 'tessera \(sub)--help'")
+                Foundation.exit(Exit.usage.rawValue)
+            }
+            exit(withError: error)
+        }
+        do {
             try command.run()
         } catch {
             if exitCode(for: error) == .validationFailure {
-                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+                warn("error: " + message(for: error))
                 Foundation.exit(Exit.usage.rawValue)
             }
             exit(withError: error)
@@ -28,8 +47,13 @@ struct Tessera: ParsableCommand {
     }
 }
 
-/// Exit codes: 0 all good, 1 some tasks failed, 2 usage or configuration error.
+/// Exit codes (README, `tessera --help`): 0 every task succeeded (or was unchanged),
+/// 1 some tasks failed, 2 usage or configuration error, 3 the coordinator failed or did
+/// not answer, 4 refused by the coordinator's CURVE authentication; 130/143 stopped by
+/// SIGINT/SIGTERM (a rerun resumes).
 enum Exit {
     static let someFailed = ExitCode(1)
     static let usage = ExitCode(2)
+    static let coordinator = ExitCode(3)
+    static let refused = ExitCode(4)
 }

@@ -31,8 +31,11 @@ struct Tiles: ParsableCommand {
     @Option(help: "Tile format: jpeg or png.")
     var format: String = "jpeg"
 
-    @Option(help: "JPEG quality, 1...100.")
-    var quality: Int = 75
+    @Option(help: "JPEG quality, 0...1 (dzsave's Q 75 is 0.75).")
+    var quality: Double = 0.75
+
+    @Option(help: "IIIF: the URL prefix of the image ids in info.json (the pyramid's name is appended).")
+    var baseUri: String = TileSettings(layout: .iiif).baseURI
 
     @Option(help: "Memory one task may use, in MB.")
     var memoryBudget: Int = 256
@@ -41,7 +44,7 @@ struct Tiles: ParsableCommand {
     var noViewer = false
 
     @Option(name: .shortAndLong, help: "Worker processes (default: the core count).")
-    var workers: Int = ProcessInfo.processInfo.activeProcessorCount
+    var workers: Int?
 
     @Option(help: "Write per-task records to FILE.jsonl and FILE.csv.")
     var report: String?
@@ -58,7 +61,11 @@ struct Tiles: ParsableCommand {
         }
         var settings = TileSettings(layout: l, tileSize: tileSize, overlap: overlap)
         settings.format = f
-        settings.quality = quality
+        guard quality.isFinite, quality > 0, quality <= 1 else {
+            throw ValidationError("--quality must be 0...1\(Recipe.qualityHint(quality)), got \(quality)")
+        }
+        settings.quality = max(1, Int((quality * 100).rounded()))
+        settings.baseURI = baseUri
         settings.memoryBudgetMB = memoryBudget
         settings.viewer = !noViewer
         do { try settings.validate() } catch let e as ImagingError { throw ValidationError(e.reason) }
@@ -67,7 +74,7 @@ struct Tiles: ParsableCommand {
 
     func validate() throws {
         _ = try settings()
-        guard workers >= 1 else { throw ValidationError("--workers must be at least 1") }
+        guard (workers ?? 1) >= 1 else { throw ValidationError("--workers must be at least 1") }
     }
 
     func run() throws {
@@ -77,7 +84,7 @@ struct Tiles: ParsableCommand {
         var spec = JobSpec(name: "tiles", kind: .tiles, inputs: sources.map { .path(absolute($0), patterns: [], recursive: true) },
                            output: absolute(output), tiles: settings)
         spec.options.maxMegapixels = JobOptions.tilesMaxMegapixels
-        var args = ["-", "--workers", String(workers)]
+        var args = ["-", "--workers", String(workers ?? ProcessInfo.processInfo.activeProcessorCount)]
         if let report { args += ["--report", report] }
         if json { args.append("--json") }
         try Run.parse(args).execute(spec)

@@ -55,7 +55,8 @@ final class CLITests: XCTestCase {
     func testRenderWritesGoodFilesAndReportsBadOnes() throws {
         let r = try tessera(["render", dir + "/in", "-p", "thumbnail", "-p", "favicon", "-o", dir + "/out", "-t", "2"])
         XCTAssertEqual(r.status, 1, "some files failed: exit 1\n\(r.stdout)\(r.stderr)")
-        XCTAssertTrue(r.stdout.contains("FAIL \(dir)/in/sub/broken.jpg: truncated JPEG"), r.stdout)
+        XCTAssertTrue(r.stderr.contains("error: \(dir)/in/sub/broken.jpg: truncated JPEG"), r.stderr)
+        XCTAssertTrue(r.stderr.hasSuffix("[truncated]\n"), r.stderr)
         XCTAssertTrue(r.stdout.contains("3 images, 2 ok, 1 failed"), r.stdout)
         let files = try FileManager.default.subpathsOfDirectory(atPath: dir + "/out").sorted()
         XCTAssertEqual(files, ["a-favicon.jpg", "a-thumbnail.jpg", "sub", "sub/b-favicon.jpg", "sub/b-thumbnail.jpg"])
@@ -71,6 +72,118 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(lines.count, 2)
         XCTAssertEqual(lines[0]?["status"] as? String, "succeeded")
         XCTAssertEqual(lines[1]?["succeeded"] as? Int, 1)
+        for line in lines { XCTAssertEqual(line?["version"] as? Int, 1) }
+        XCTAssertEqual(lines[0]?["type"] as? String, "record")
+        XCTAssertEqual(lines[1]?["type"] as? String, "summary")
+        XCTAssertNotNil((lines[0]?["timingsMilliseconds"] as? [String: Any])?["decode"])
+        XCTAssertNotNil(lines[1]?["elapsedSeconds"] as? Double)
+    }
+
+    /// `-s`, `--fit`, `-q`, `--format`, `--keep` without a recipe file, as vipsthumbnail and sharp take them.
+    func testRenderTakesSizeQualityAndFormat() throws {
+        let fit = try tessera(["render", dir + "/in/a.jpg", "-s", "100", "-o", dir + "/fit"])
+        XCTAssertEqual(fit.status, 0, fit.stderr)
+        var info = try ImageInfo.inspect([UInt8](try Data(contentsOf: URL(fileURLWithPath: dir + "/fit/a.jpg"))))
+        XCTAssertEqual(Size(width: info.width, height: info.height), Size(width: 75, height: 100), "upright, inside 100x100")
+        XCTAssertFalse(info.hasGPS)
+        let fill = try tessera(["render", dir + "/in/a.jpg", "-s", "64x32", "--fit", "fill", "--format", "png", "-o", dir + "/fill"])
+        XCTAssertEqual(fill.status, 0, fill.stderr)
+        info = try ImageInfo.inspect([UInt8](try Data(contentsOf: URL(fileURLWithPath: dir + "/fill/a.png"))))
+        XCTAssertEqual(Size(width: info.width, height: info.height), Size(width: 64, height: 32))
+        let width = try tessera(["render", dir + "/in/a.jpg", "-s", "60x", "-q", "0.3", "-o", dir + "/w", "--json"])
+        XCTAssertEqual(width.status, 0, width.stderr)
+        XCTAssertTrue(width.stdout.contains("\"jpegQuality\":30"), width.stdout)
+        info = try ImageInfo.inspect([UInt8](try Data(contentsOf: URL(fileURLWithPath: dir + "/w/a.jpg"))))
+        XCTAssertEqual(info.width, 60)
+        // A preset with -q: that preset at that quality.
+        let preset = try tessera(["render", dir + "/in/a.jpg", "-p", "favicon", "-q", "0.5", "-o", dir + "/p", "--json"])
+        XCTAssertTrue(preset.stdout.contains("\"jpegQuality\":50"), preset.stdout)
+    }
+
+    /// A vips/sharp user's `-q 85` is refused with the hint, not clamped to 1.0.
+    func testQualityAboveOneIsRefusedWithAHint() throws {
+        let r = try tessera(["render", dir + "/in/a.jpg", "-s", "64", "-q", "85", "-o", dir + "/out"])
+        XCTAssertEqual(r.status, 2)
+        XCTAssertTrue(r.stderr.hasPrefix("error: --quality must be 0...1"), r.stderr)
+        XCTAssertTrue(r.stderr.contains("0.85"), r.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/out/a.jpg"))
+        try #"{"format": "tessera.recipe", "version": 1, "output": {"quality": 90}}"#
+            .write(toFile: dir + "/r.json", atomically: true, encoding: .utf8)
+        let recipe = try tessera(["render", dir + "/in/a.jpg", "-r", dir + "/r.json", "-o", dir + "/out"])
+        XCTAssertEqual(recipe.status, 2)
+        XCTAssertTrue(recipe.stderr.contains("\(dir)/r.json: recipe: output.quality: expected 0...1"), recipe.stderr)
+        XCTAssertTrue(recipe.stderr.contains("0.9"), recipe.stderr)
+    }
+
+    /// `-` reads standard input and, as the output, writes standard output.
+    func testStandardInputAndOutput() throws {
+        let p = Process()
+        p.executableURL = CLITests.binary
+        p.arguments = ["render", "-", "-s", "40", "--format", "png", "-o", "-"]
+        let input = Pipe(), out = Pipe(), err = Pipe()
+        p.standardInput = input
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        input.fileHandleForWriting.write(try Data(contentsOf: URL(fileURLWithPath: dir + "/in/a.jpg")))
+        try input.fileHandleForWriting.close()
+        let bytes = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        XCTAssertEqual(p.terminationStatus, 0, String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+        let info = try ImageInfo.inspect([UInt8](bytes))
+        XCTAssertEqual(info.format, .png)
+        XCTAssertEqual(Size(width: info.width, height: info.height), Size(width: 30, height: 40))
+        let two = try tessera(["render", dir + "/in", "-s", "40", "-o", "-"])
+        XCTAssertEqual(two.status, 2, "-o - takes one input")
+    }
+
+    /// An output root that cannot be made is a usage error before any decoding.
+    func testUnwritableOutputRootIsAUsageError() throws {
+        try "x".write(toFile: dir + "/file", atomically: true, encoding: .utf8)
+        for root in [dir + "/file", dir + "/file/below", "/proc/tessera-out"] {
+            let r = try tessera(["render", dir + "/in", "-s", "64", "-o", root])
+            XCTAssertEqual(r.status, 2, root + ": " + r.stderr)
+            XCTAssertTrue(r.stderr.hasPrefix("error: "), r.stderr)
+            XCTAssertTrue(r.stderr.contains("[output-root]"), r.stderr)
+            XCTAssertEqual(r.stdout, "", "nothing decoded")
+        }
+    }
+
+    /// One error style: `error: ...`, nearest valid value suggested, no placeholders.
+    func testErrorsHaveOneStyle() throws {
+        let cases: [([String], String)] = [
+            (["render", dir + "/in", "-s", "64", "--fit", "fil", "-o", dir + "/o"], "(did you mean \"fit\"?)"),
+            (["render", dir + "/in", "-p", "thumbnial", "-o", dir + "/o"], "(did you mean \"thumbnail\"?)"),
+            (["render", dir + "/in", "-s", "64", "--format", "jepg", "-o", dir + "/o"], "(did you mean \"jpeg\"?)"),
+            (["render", dir + "/in", "-s", "64", "--keep", "icd", "-o", dir + "/o"], "(did you mean \"icc\"?)"),
+            (["render", dir + "/in", "-s", "6x4x", "-o", dir + "/o"], "--size"),
+            (["render", dir + "/in", "-o", dir + "/o"], "give a size"),
+            (["frobnicate"], "frobnicate"),
+        ]
+        for (args, expected) in cases {
+            let r = try tessera(args)
+            XCTAssertEqual(r.status, 2, args.joined(separator: " "))
+            XCTAssertTrue(r.stderr.hasPrefix("error: "), r.stderr)
+            XCTAssertTrue(r.stderr.contains(expected), r.stderr)
+            XCTAssertFalse(r.stderr.contains("Error:"), r.stderr)
+            XCTAssertFalse(r.stderr.contains("<input>"), r.stderr)
+        }
+    }
+
+    /// No option says its default twice, and the root help lists the exit codes.
+    func testHelpSaysEachDefaultOnce() throws {
+        let root = try tessera(["--help"])
+        XCTAssertTrue(root.stdout.contains("Exit codes: 0"), root.stdout)
+        for command in ["render", "run", "tiles", "strip", "inspect", "presets", "submit", "status", "wait", "cancel",
+                        "results", "coordinator", "worker", "keygen"] {
+            let help = try tessera([command, "--help"])
+            XCTAssertEqual(help.status, 0, command)
+            // Options wrap over lines: join each option's help before counting.
+            let text = help.stdout.replacingOccurrences(of: "\n                          ", with: " ")
+            for line in text.split(separator: "\n") {
+                XCTAssertLessThanOrEqual(line.components(separatedBy: "default").count - 1, 1, "\(command): \(line)")
+            }
+        }
     }
 
     func testStripRemovesGPSAndKeepsOrientation() throws {

@@ -57,7 +57,7 @@ final class MultiHostTests: XCTestCase {
         let metricsURL = "http://\(lab.address("coordinator")):9090/metrics"
         _ = try lab.spawn("coordinator", [binary, "coordinator", "--bind", endpoint, "--journal", c.journal,
                                           "--curve-secret", "\(keys)/coordinator.secret", "--allow", allow,
-                                          "--worker-timeout", "3", "--metrics-port", "9090"],
+                                          "--worker-timeout", "3", "--metrics-port", "9090", "--metrics-address", "0.0.0.0"],
                           log: c.dir + "/coordinator.log")
         for w in ["w1", "w2", "w3"] {
             _ = try lab.spawn(w, [binary, "worker", "--connect", endpoint, "--id", w, "--inline", "--log-level", "info"] + keyArgs(w),
@@ -98,7 +98,7 @@ final class MultiHostTests: XCTestCase {
         let deadline = Date().addingTimeInterval(150)
         while Date() < deadline {
             let m = try lab.run("client", ["curl", "-s", "--max-time", "2", metricsURL]).out
-            if let depth = metric(m, "tessera_queue_depth_total"), let done = metric(m, "tessera_tasks_completed_total{status=\"succeeded\"}") {
+            if let depth = metric(m, "tessera_queue_depth"), let done = metric(m, "tessera_tasks_completed_total{status=\"succeeded\"}") {
                 lastMetrics = m
                 // (The text is rendered every 0.5 s: skip what predates the job.)
                 if depths.last != depth && (depth > 0 || !depths.isEmpty) { depths.append(depth) }
@@ -127,7 +127,7 @@ final class MultiHostTests: XCTestCase {
         XCTAssertNil(byWorker["stranger"], "the unknown worker got no task")
         XCTAssertGreaterThan(byWorker["w1", default: 0], 0, "w1 worked before its link was cut")
         XCTAssertEqual(byWorker.values.reduce(0, +), inputs.count)
-        XCTAssertEqual(metric(lastMetrics, "tessera_queue_depth_total"), 0)
+        XCTAssertEqual(metric(lastMetrics, "tessera_queue_depth"), 0)
         XCTAssertGreaterThan(depths.first ?? 0, 0, "the queue was seen non-empty")
         // The queue drains; it may only grow back by the tasks w1 held when it was found lost
         // (requeued, at most its credit of 2), even after the others had emptied it.

@@ -1,4 +1,4 @@
-import ImagingShim
+import TesseraShim
 
 /// Chroma subsampling of an encoded JPEG.
 public enum ChromaSubsampling: String, Sendable, Codable {

@@ -1,5 +1,5 @@
 import CJPEG
-import ImagingShim
+import TesseraShim
 
 /// The frame header of a JPEG, as libjpeg reads it.
 struct JPEGHeader {

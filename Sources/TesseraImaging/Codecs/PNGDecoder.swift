@@ -1,4 +1,4 @@
-import ImagingShim
+import TesseraShim
 
 /// The IHDR and the ancillary chunks Tessera cares about.
 struct PNGHeader {

@@ -85,9 +85,23 @@ public struct Recipe: Codable, Sendable, Equatable {
             }
         }
         let o = output
-        guard o.quality.isFinite else { throw bad("output.quality", "0...1", o.quality) }
+        guard o.quality.isFinite, (0...1).contains(o.quality) else {
+            throw bad("output.quality", "0...1" + Recipe.qualityHint(o.quality), o.quality)
+        }
         if let m = o.maxBytes, m <= 0 { throw bad("output.maxBytes", "a positive byte count", m) }
         guard (0...9).contains(o.pngCompression) else { throw bad("output.pngCompression", "0...9", o.pngCompression) }
+    }
+
+    /// Quality is a fraction: a vips, sharp or ImageMagick user writing 85 is told so.
+    public static func qualityHint(_ q: Double) -> String {
+        q > 1 && q <= 100 ? " (a fraction, not a percentage: \(q) means \(formatFraction(q / 100)))" : ""
+    }
+
+    private static func formatFraction(_ v: Double) -> String {
+        var s = String(format: "%.3f", v)
+        while s.hasSuffix("0") { s.removeLast() }
+        if s.hasSuffix(".") { s.removeLast() }
+        return s
     }
 
     /// The recipe as canonical JSON (sorted keys), the form stored next to outputs.
@@ -225,7 +239,7 @@ public enum KeptMetadata: String, Codable, Sendable, CaseIterable {
 /// How an output is encoded.
 public struct OutputSettings: Codable, Sendable, Equatable {
     public var format: OutputFormat = .jpeg
-    /// 0...1 (values outside clamp); JPEG quality = round(quality × 100), at least 1.
+    /// 0...1 (validated; a value above 1 is refused); JPEG quality = round(quality × 100), at least 1.
     public var quality: Double = 0.9
     public var progressive: Bool = false
     /// Optimised Huffman tables.

@@ -1,4 +1,4 @@
-import ImagingShim
+import TesseraShim
 import Foundation
 
 /// The filter a resampler uses.

@@ -1,6 +1,6 @@
 import CJPEG
 import Foundation
-import ImagingShim
+import TesseraShim
 
 /// Rows of one pyramid level, top to bottom, never the whole image: what a band or the
 /// tail of a pyramid reads.

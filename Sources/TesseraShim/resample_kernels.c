@@ -2,7 +2,7 @@
 // the planning around them). C because Swift can neither target an instruction set per
 // function nor choose one at run time; these use AVX2+FMA when the CPU has them and SSE2
 // (every x86-64) otherwise. Non-x86 builds get the plain C versions.
-#include "imaging_shim.h"
+#include "tessera_shim.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -1,7 +1,8 @@
-// ImagingShim: the only C in Tessera. libjpeg and libpng report errors by
-// longjmp; every setjmp guard lives here, so no longjmp ever crosses a Swift
-// frame. Each function returns 0 on success and -1 on failure, with the
-// library's message available from the handle.
+// TesseraShim: the only C in Tessera, for what Swift cannot express. libjpeg and
+// libpng report errors by longjmp; every setjmp guard lives here, so no longjmp
+// ever crosses a Swift frame. Each function returns 0 on success and -1 on failure,
+// with the library's message available from the handle. Also the SIMD resampling
+// kernels, and prctl(2), which is variadic.
 #ifndef TESSERA_IMAGING_SHIM_H
 #define TESSERA_IMAGING_SHIM_H
 
@@ -158,6 +159,12 @@ void ts_filter_v_out(const float *const *rows, const float *w, int taps, int wid
 
 /// 1 when the AVX2+FMA kernels are in use.
 int ts_kernels_avx2(void);
+
+// MARK: - Processes
+
+/// Asks the kernel to send `sig` to this process when its parent exits
+/// (prctl(PR_SET_PDEATHSIG)); returns 0 or -1 with errno set.
+int ts_set_parent_death_signal(int sig);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
-// libjpeg wrappers with their setjmp guards. See include/imaging_shim.h.
-#include "imaging_shim.h"
+// libjpeg wrappers with their setjmp guards. See include/tessera_shim.h.
+#include "tessera_shim.h"
 
 #include <setjmp.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
-// libpng wrappers with their setjmp guards. See include/imaging_shim.h.
-#include "imaging_shim.h"
+// libpng wrappers with their setjmp guards. See include/tessera_shim.h.
+#include "tessera_shim.h"
 
 #include <png.h>
 #include <stdio.h>

@@ -1,0 +1,184 @@
+import Foundation
+import TesseraWire
+import XCTest
+
+/// The HTTP side of the coordinator and the worker: probes that answer under idle
+/// connections, Prometheus metrics that promtool accepts, loopback unless told otherwise.
+final class ServiceEndpointTests: XCTestCase {
+    /// One HTTP/1.1 GET over a fresh TCP connection: (status, body, seconds taken).
+    static func get(_ port: Int, _ path: String, host: String = "127.0.0.1") throws -> (status: Int, body: String, seconds: Double) {
+        let start = Date()
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EMFILE) }
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        inet_pton(AF_INET, host, &addr.sin_addr)
+        let connected = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .ECONNREFUSED) }
+        let request = Array("GET \(path) HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n".utf8)
+        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+        var response: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n <= 0 { break }
+            response += buffer[..<n]
+        }
+        let text = String(decoding: response, as: UTF8.self)
+        let status = text.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+        let body = text.range(of: "\r\n\r\n").map { String(text[$0.upperBound...]) } ?? ""
+        return (status, body, Date().timeIntervalSince(start))
+    }
+
+    /// Opens `count` TCP connections that never send a byte.
+    static func idleConnections(_ port: Int, count: Int) -> [Int32] {
+        (0..<count).compactMap { _ in
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var addr = sockaddr_in()
+            addr.sin_family = sa_family_t(AF_INET)
+            addr.sin_port = in_port_t(UInt16(port).bigEndian)
+            inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr)
+            let ok = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            if ok != 0 { close(fd); return nil }
+            return fd
+        }
+    }
+
+    static func freePort() -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr)
+        _ = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+        }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
+
+    func waitForHTTP(_ port: Int, timeout: Double = 20) {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if (try? Self.get(port, "/healthz"))?.status == 200 { return }
+            usleep(50_000)
+        }
+        XCTFail("no HTTP on port \(port)")
+    }
+
+    /// `promtool check metrics` on a scrape: nothing to report (skipped without promtool).
+    func promtool(_ text: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        guard let tool = ["/usr/bin/promtool", "/usr/local/bin/promtool"].first(where: FileManager.default.isExecutableFile) else {
+            throw XCTSkip("promtool not installed (Debian package prometheus)")
+        }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: tool)
+        p.arguments = ["check", "metrics"]
+        let input = Pipe(), output = Pipe()
+        p.standardInput = input
+        p.standardOutput = output
+        p.standardError = output
+        try p.run()
+        input.fileHandleForWriting.write(Data(text.utf8))
+        try input.fileHandleForWriting.close()
+        let report = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        XCTAssertEqual(p.terminationStatus, 0, report, file: file, line: line)
+        XCTAssertEqual(report.trimmingCharacters(in: .whitespacesAndNewlines), "", "promtool: " + report, file: file, line: line)
+    }
+
+    /// The queue as an autoscaler reads it, completions, durations in seconds, per-worker
+    /// memory; promtool accepts both endpoints.
+    func testMetricsShowTheQueueAndPassPromtool() throws {
+        let c = try Cluster()
+        _ = try c.makeImages(30, width: 800, height: 600)
+        let port = Self.freePort(), workerPort = Self.freePort()
+        c.coordinatorArguments = ["--metrics-port", "\(port)"]
+        try c.startCoordinator()
+        let job = try c.client.submit(try c.job(presets: ["thumbnail"])).job
+        usleep(700_000)
+        let before = try Self.get(port, "/metrics").body
+        XCTAssertTrue(before.contains("\ntessera_queue_depth 30"), before)
+        XCTAssertTrue(before.contains("tessera_job_queue_depth{job_id=\"\(job)\",job_name=\"test\",priority=\"0\"} 30"), before)
+        try c.startWorker(["--metrics-port", "\(workerPort)"])
+        _ = try c.client.wait(job: job)
+        usleep(700_000)
+        let after = try Self.get(port, "/metrics").body
+        XCTAssertTrue(after.contains("\ntessera_queue_depth 0"), after)
+        XCTAssertFalse(after.contains("tessera_job_queue_depth{"), "a finished job's series is gone\n" + after)
+        XCTAssertTrue(after.contains("tessera_tasks_completed_total{status=\"succeeded\"} 30"), after)
+        XCTAssertTrue(after.contains("tessera_task_duration_seconds_count 30"), after)
+        XCTAssertTrue(after.contains("tessera_stage_duration_seconds_bucket{stage=\"decode\",le=\"+Inf\"} 30"), after)
+        XCTAssertTrue(after.contains("tessera_worker_peak_rss_bytes{worker_id="), after)
+        XCTAssertTrue(after.contains("tessera_build_info{version="), after)
+        XCTAssertTrue(after.contains("process_resident_memory_bytes "), after)
+        XCTAssertTrue(after.contains("process_open_fds "), after)
+        for line in after.split(separator: "\n") where line.hasPrefix("# TYPE") {
+            let name = line.split(separator: " ")[2]
+            XCTAssertTrue(after.contains("# HELP \(name) "), "no help for \(name)")
+        }
+        let worker = try Self.get(workerPort, "/metrics").body
+        XCTAssertTrue(worker.contains("tessera_worker_tasks_total{status=\"succeeded\"} 30"), worker)
+        XCTAssertTrue(worker.contains("tessera_worker_task_duration_seconds_count 30"), worker)
+        XCTAssertEqual(try Self.get(port, "/healthz").status, 200)
+        XCTAssertEqual(try Self.get(port, "/readyz").status, 200)
+        XCTAssertEqual(try Self.get(workerPort, "/readyz").status, 200)
+        XCTAssertEqual(try Self.get(port, "/nope").status, 404)
+        try promtool(after)
+        try promtool(worker)
+    }
+
+    /// With 100 connections open and idle, probes still answer at once (Kubernetes' probe
+    /// timeout is 1 s; the old one-connection-at-a-time endpoint took 2 s per idle peer).
+    func testProbesAnswerWithAHundredIdleConnections() throws {
+        let c = try Cluster()
+        let port = Self.freePort(), workerPort = Self.freePort()
+        c.coordinatorArguments = ["--metrics-port", "\(port)"]
+        try c.startCoordinator()
+        try c.startWorker(["--metrics-port", "\(workerPort)"])
+        waitForHTTP(workerPort)
+        for p in [port, workerPort] {
+            let idle = Self.idleConnections(p, count: 100)
+            defer { idle.forEach { close($0) } }
+            XCTAssertEqual(idle.count, 100)
+            usleep(200_000)
+            var times: [Double] = []
+            for path in ["/healthz", "/readyz", "/metrics", "/healthz", "/healthz"] {
+                let r = try Self.get(p, path)
+                XCTAssertEqual(r.status, 200, "\(path): \(r.body)")
+                times.append(r.seconds)
+            }
+            times.sort()
+            XCTAssertLessThan(times[times.count / 2], 0.05, "median probe time on port \(p): \(times)")
+            XCTAssertLessThan(times.last!, 1.0, "slowest probe on port \(p): \(times)")
+        }
+    }
+
+    /// HTTP binds loopback unless `--metrics-address` says otherwise.
+    func testHTTPBindsLoopbackByDefault() throws {
+        let c = try Cluster()
+        let port = Self.freePort()
+        c.coordinatorArguments = ["--metrics-port", "\(port)"]
+        try c.startCoordinator()
+        waitForHTTP(port)
+        let listening = try String(contentsOfFile: "/proc/net/tcp", encoding: .utf8)
+        let hexPort = String(format: "%04X", port)
+        let local = listening.split(separator: "\n").dropFirst().compactMap { line -> String? in
+            let fields = line.split(separator: " ")
+            guard fields.count > 3, fields[3] == "0A", fields[1].hasSuffix(":" + hexPort) else { return nil }
+            return String(fields[1])
+        }
+        XCTAssertEqual(local, ["0100007F:\(hexPort)"], "listening on 127.0.0.1 only")
+    }
+}
