@@ -51,7 +51,7 @@ for rep in 1 2 3; do
     for n in 1 2; do
         out=$work/out-$n-$rep
         printf 'name: bench\ninputs: [%s]\noutput: %s\noutputs: [{preset: thumbnail}, {preset: favicon}]\n' "$photos" "$out" > "$work/run.yaml"
-        "$tessera" run "$work/run.yaml" --workers $n --json | tail -1 | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['imagesPerSecond'], d['images'], d['seconds'])" >> "$work/run$n.txt"
+        "$tessera" run "$work/run.yaml" --workers $n --json | tail -1 | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['tasksPerSecond'], d['tasks'], d['elapsedSeconds'])" >> "$work/run$n.txt"
     done
 done
 python3 - "$work" <<'PY'

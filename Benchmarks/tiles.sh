@@ -70,8 +70,8 @@ YAML
             read -r s m <"$work/time"
             secs[w$w]+="$s "; rss[w$w]+="$m "
             wrss[w$w]=$(python3 -c 'import json,sys
-s=[json.loads(l) for l in open(sys.argv[1]) if "workerPeakRSS" in l][-1]
-print(" ".join("%.1f" % (v/1e6) for v in sorted(s["workerPeakRSS"].values())))' "$work/out.json")
+s=[json.loads(l) for l in open(sys.argv[1]) if "workerPeakRSSBytes" in l][-1]
+print(" ".join("%.1f" % (v/1e6) for v in sorted(s["workerPeakRSSBytes"].values())))' "$work/out.json")
             rm -f "$work/j$w.sqlite"*
         done
         settle "$work/vips" "$work/vips_files" "$work/vips.dzi"

@@ -5,6 +5,12 @@ docs/PROTOCOL.md, nothing else.
     python3 examples/submit_and_wait.py --coordinator tcp://127.0.0.1:5555 job.json
     python3 examples/submit_and_wait.py --coordinator tcp://127.0.0.1:5555 \
         --input ~/Pictures --output /tmp/thumbs --preset thumbnail
+    python3 examples/submit_and_wait.py --coordinator tcp://10.0.0.5:5555 \
+        --curve-secret keys/alice.secret --server-key keys/coordinator.pub job.json
+
+With --curve-secret and --server-key (default $TESSERA_CURVE_SECRET, $TESSERA_SERVER_KEY:
+the files `tessera keygen` writes) the connection is CURVE-encrypted and authenticated,
+as the coordinator requires on any non-loopback endpoint.
 
 Prints the job id, then one line per task and a summary. Exit status: 0 when every
 task succeeded, 1 when any failed, 2 on a usage or protocol error.
@@ -19,10 +25,27 @@ import zmq
 TAG = b"TSR1"  # protocol tag and version
 
 
-def request(ctx, endpoint, kind, body, timeout=30.0):
+def load_keys(secret_file, server_key_file):
+    """(public, secret, server public) Z85 keys from `tessera keygen` files, or None."""
+    if not secret_file and not server_key_file:
+        return None
+    if not (secret_file and server_key_file):
+        raise RuntimeError("--curve-secret and --server-key go together")
+    if os.stat(secret_file).st_mode & 0o077:
+        raise RuntimeError(f"{secret_file}: secret key file is readable by others; chmod 600 it")
+    fields = dict(line.split(" ", 1) for line in open(secret_file).read().splitlines() if " " in line)
+    with open(server_key_file) as f:
+        server = next(l.strip() for l in f if l.strip() and not l.startswith("#"))
+    return fields["public"].strip(), fields["secret"].strip(), server
+
+
+def request(ctx, endpoint, kind, body, timeout=30.0, keys=None):
     """One request on a fresh DEALER socket; returns (type, decoded JSON body)."""
     sock = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
+    if keys:
+        public, secret, server = keys
+        sock.curve_publickey, sock.curve_secretkey, sock.curve_serverkey = public.encode(), secret.encode(), server.encode()
     sock.connect(endpoint)
     try:
         sock.send_multipart([TAG, kind.encode(), json.dumps(body).encode()])
@@ -46,6 +69,10 @@ def main():
     ap.add_argument("--input", help="instead of a job file: a directory of images")
     ap.add_argument("--output", help="with --input: the output root")
     ap.add_argument("--preset", default="thumbnail", help="with --input: the preset (default thumbnail)")
+    ap.add_argument("--curve-secret", default=os.environ.get("TESSERA_CURVE_SECRET"),
+                    help="this client's .secret file (tessera keygen)")
+    ap.add_argument("--server-key", default=os.environ.get("TESSERA_SERVER_KEY"), help="the coordinator's .pub file")
+    ap.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for an answer (default 30)")
     args = ap.parse_args()
     if args.job:
         with open(args.job) as f:
@@ -58,17 +85,19 @@ def main():
 
     ctx = zmq.Context()
     try:
-        _, submitted = request(ctx, args.coordinator, "submit", {"job": job}, timeout=120)
+        keys = load_keys(args.curve_secret, args.server_key)
+        call = lambda kind, body, timeout=args.timeout: request(ctx, args.coordinator, kind, body, timeout, keys)
+        _, submitted = call("submit", {"job": job}, timeout=max(args.timeout, 120) if keys is None else args.timeout)
         job_id = submitted["job"]
         print(f"submitted {job_id}: {submitted['tasks']} tasks")
         # `wait` is answered when the job ends; ask again every few seconds so a
         # coordinator restart cannot leave us waiting forever.
         while True:
             try:
-                _, status = request(ctx, args.coordinator, "wait", {"job": job_id}, timeout=5)
+                _, status = call("wait", {"job": job_id}, timeout=5)
                 break
             except TimeoutError:
-                _, progress = request(ctx, args.coordinator, "status", {"job": job_id})
+                _, progress = call("status", {"job": job_id})
                 s = progress["jobs"][0]
                 print(f"  {s['succeeded'] + s['failed'] + s['skipped']}/{s['total']} done", file=sys.stderr)
         # Per-task records, page by page.
@@ -77,21 +106,21 @@ def main():
             query = {"job": job_id, "limit": 1000}
             if after is not None:
                 query["after"] = after
-            _, page = request(ctx, args.coordinator, "results", query)
+            _, page = call("results", query)
             records += page["records"]
             after = page["next"]
             if after is None:
                 break
         for r in records:
             if r["status"] == "failed":
-                print(f"FAIL {r['error']['message']}")
+                print(f"failed    {r['error']['message']}")
             else:
                 outs = ", ".join(f"{o['name']} {o['width']}x{o['height']}" for o in r["outputs"])
-                print(f"{r['status']:9} {r['input']} -> {outs or '-'} ({r['timings']['total']:.1f} ms)")
+                print(f"{r['status']:9} {r['input']} -> {outs or '-'} ({r['timingsMilliseconds']['total']:.1f} ms)")
         print(f"{job_id} {status['state']}: {status['succeeded']} ok, {status['failed']} failed, "
               f"{status['skipped']} skipped of {status['total']}")
         return 0 if status["failed"] == 0 and status["state"] != "cancelled" else 1
-    except (RuntimeError, TimeoutError) as e:
+    except (RuntimeError, TimeoutError, OSError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     finally:

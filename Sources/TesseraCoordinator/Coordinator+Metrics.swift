@@ -4,9 +4,10 @@ import TesseraService
 import TesseraWire
 
 /// What the coordinator records, through swift-metrics (the exporter is the caller's
-/// choice: Prometheus in the `tessera` command). Counters move as events happen; gauges
-/// are set from the loop's state twice a second; per-job and per-worker series are
-/// destroyed when the job ends or the worker leaves.
+/// choice: Prometheus in the `tessera` command). Events are tallied on the loop thread and
+/// published with the gauges twice a second, so one scrape sees one instant (completions
+/// and queue depth agree); per-job and per-worker series are destroyed when the job ends
+/// or the worker leaves.
 final class CoordinatorMetrics {
     /// Every metric the coordinator records, with its help line.
     static let catalog: [MetricInfo] = [
@@ -35,16 +36,29 @@ final class CoordinatorMetrics {
     /// Stage names in the order of a report's timings (the last is the task total).
     static let stageNames = ["queue_wait", "read", "decode", "resize", "finish", "encode", "write", "total"]
 
+    /// A counter counted on the loop thread, published by `refresh`.
+    final class Tally {
+        let counter: CoreMetrics.Counter
+        private(set) var value = 0
+        private var published = 0
+        init(_ counter: CoreMetrics.Counter) { self.counter = counter }
+        func increment(by n: Int = 1) { value += n }
+        func publish() {
+            if value > published { counter.increment(by: value - published) }
+            published = value
+        }
+    }
+
     let factory: MetricsFactory
-    let dispatched: CoreMetrics.Counter
-    let retries: CoreMetrics.Counter
-    let requeued: CoreMetrics.Counter
-    let poisoned: CoreMetrics.Counter
-    let workersLost: CoreMetrics.Counter
-    let authRefused: CoreMetrics.Counter
-    let malformed: CoreMetrics.Counter
-    private let completed: [CoreMetrics.Counter]  // by Journal.ResultStatus raw value
-    private var failures: [String: CoreMetrics.Counter] = [:]
+    let dispatched: Tally
+    let retries: Tally
+    let requeued: Tally
+    let poisoned: Tally
+    let workersLost: Tally
+    let authRefused: Tally
+    let malformed: Tally
+    private let completed: [Tally]  // by Journal.ResultStatus raw value
+    private var failures: [String: Tally] = [:]
     private let taskDuration: CoreMetrics.Timer
     private let stageDurations: [CoreMetrics.Timer]
     private let queueDepth: Gauge
@@ -59,8 +73,8 @@ final class CoordinatorMetrics {
 
     init(factory: MetricsFactory) {
         self.factory = factory
-        func counter(_ name: String, _ dims: [(String, String)] = []) -> CoreMetrics.Counter {
-            CoreMetrics.Counter(label: name, dimensions: dims, factory: factory)
+        func counter(_ name: String, _ dims: [(String, String)] = []) -> Tally {
+            Tally(CoreMetrics.Counter(label: name, dimensions: dims, factory: factory))
         }
         dispatched = counter("tessera_task_dispatches_total")
         retries = counter("tessera_task_retries_total")
@@ -93,15 +107,17 @@ final class CoordinatorMetrics {
         if r.status == .failed {
             let code = r.errorCode.isEmpty ? "unknown" : r.errorCode
             if failures[code] == nil {
-                failures[code] = CoreMetrics.Counter(label: "tessera_task_failures_total", dimensions: [("code", code)],
-                                                     factory: factory)
+                failures[code] = Tally(CoreMetrics.Counter(label: "tessera_task_failures_total", dimensions: [("code", code)],
+                                                           factory: factory))
             }
             failures[code]?.increment()
         }
     }
 
-    /// Sets the gauges from the coordinator's state (loop thread).
+    /// Publishes the tallies and sets the gauges from the coordinator's state (loop thread).
     func refresh(jobs: [ActiveJob], workers: [WorkerConn]) {
+        for t in [dispatched, retries, requeued, poisoned, workersLost, authRefused, malformed] + completed { t.publish() }
+        for t in failures.values { t.publish() }
         var queued = 0, runningNow = 0, delayedNow = 0
         var seen = Set<String>()
         for job in jobs {

@@ -83,10 +83,10 @@ struct Submit: ParsableCommand {
         let spec = try loadJob(job, presets: presets, overrides: overrides)
         let client = try target.client
         let reply = try clientCall { try client.submit(spec) }
-        if json { printJSONLine(reply) } else { print(reply.job) }
+        if json { printJSONLine(reply, type: "submitted") } else { print(reply.job) }
         guard wait else { return }
         let end = try clientCall { try client.wait(job: reply.job) }
-        if json { printJSONLine(end) } else { print(describe(end)) }
+        if json { printJSONLine(end, type: "job") } else { print(describe(end)) }
         if end.failed > 0 || end.state == .cancelled { throw Exit.someFailed }
     }
 }
@@ -106,7 +106,7 @@ struct Status: ParsableCommand {
         let client = try target.client
         let reply = try clientCall { try client.status(job: id) }
         if json {
-            printJSONLine(reply)
+            printJSONLine(reply, type: "status")
             return
         }
         print("\(reply.workers) workers connected")
@@ -128,7 +128,7 @@ struct Wait: ParsableCommand {
     func run() throws {
         let client = try target.client
         let end = try clientCall { try client.wait(job: id) }
-        if json { printJSONLine(end) } else { print(describe(end)) }
+        if json { printJSONLine(end, type: "job") } else { print(describe(end)) }
         if end.failed > 0 || end.state == .cancelled { throw Exit.someFailed }
     }
 }

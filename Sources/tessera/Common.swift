@@ -42,11 +42,25 @@ func warn(_ s: String) {
     FileHandle.standardError.write(Data((s + "\n").utf8))
 }
 
-/// One JSON line on standard output.
+/// One JSON line on standard output (the value carries its own `type` and `version`).
 func printJSONLine<T: Encodable>(_ value: T) {
     let e = JSONEncoder()
     e.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
     if let d = try? e.encode(value), let s = String(data: d, encoding: .utf8) { print(s) }
+}
+
+/// One JSON line on standard output: `value`'s fields plus `"type": type` and the format
+/// `"version"` (docs/JSON.md).
+func printJSONLine<T: Encodable>(_ value: T, type: String) {
+    let e = JSONEncoder()
+    e.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    guard let d = try? e.encode(value),
+          var object = (try? JSONSerialization.jsonObject(with: d)) as? [String: Any] else { return }
+    object["type"] = type
+    object["version"] = JSONOutput.version
+    if let out = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) {
+        print(String(decoding: out, as: UTF8.self))
+    }
 }
 
 func formatBytes(_ n: Int) -> String {

@@ -21,7 +21,7 @@ struct Inspect: ParsableCommand {
                 let info = try ImageInfo.inspect(bytes)
                 if json {
                     struct Line: Encodable { var file: String; var info: ImageInfo }
-                    printJSONLine(Line(file: file, info: info))
+                    printJSONLine(Line(file: file, info: info), type: "inspect")
                 } else {
                     printHuman(file, info)
                 }
@@ -30,9 +30,9 @@ struct Inspect: ParsableCommand {
                 let message = (error as? ImagingError)?.naming(file).description ?? "\(error)"
                 if json {
                     struct Failure: Encodable { var file: String; var error: String }
-                    printJSONLine(Failure(file: file, error: message))
+                    printJSONLine(Failure(file: file, error: message), type: "error")
                 } else {
-                    print("\(file): error: \(message)")
+                    warn("error: \(message)")
                 }
             }
         }

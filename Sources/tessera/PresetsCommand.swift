@@ -21,7 +21,7 @@ struct Presets: ParsableCommand {
             let r = catalog[name]!
             if json {
                 struct Line: Encodable { var name: String; var recipe: Recipe }
-                printJSONLine(Line(name: name, recipe: r))
+                printJSONLine(Line(name: name, recipe: r), type: "preset")
                 continue
             }
             print(name.padding(toLength: 20, withPad: " ", startingAt: 0) + describe(r))

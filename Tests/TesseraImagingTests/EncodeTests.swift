@@ -57,11 +57,17 @@ final class EncodeTests: XCTestCase {
         XCTAssertEqual(try info { $0.quality = 0.8 }.subsampling, "4:2:0")
     }
 
-    func testQualityClampsLikeTheSeed() throws {
+    /// Quality is 0...1: a value outside is refused (with a hint for a percentage), not clamped.
+    func testQualityOutsideZeroToOneIsRefused() throws {
         let source = try Codec.encodePNG(Fixtures.noise(width: 32, height: 32))
-        XCTAssertEqual(try Renderer.render(source, recipes: [recipe([], quality: 1.7)]).outputs[0].jpegQuality, 100)
-        XCTAssertEqual(try Renderer.render(source, recipes: [recipe([], quality: -3)]).outputs[0].jpegQuality, 1)
         XCTAssertEqual(try Renderer.render(source, recipes: [recipe([], quality: 0.8)]).outputs[0].jpegQuality, 80)
+        XCTAssertEqual(try Renderer.render(source, recipes: [recipe([], quality: 0)]).outputs[0].jpegQuality, 1)
+        XCTAssertThrowsError(try Renderer.render(source, recipes: [recipe([], quality: 85)])) {
+            XCTAssertTrue("\($0)".contains("output.quality: expected 0...1 (a fraction, not a percentage: 85.0 means 0.85), got 85.0"), "\($0)")
+        }
+        XCTAssertThrowsError(try Renderer.render(source, recipes: [recipe([], quality: -3)])) {
+            XCTAssertEqual(($0 as? ImagingError)?.code, .invalidRecipe)
+        }
     }
 
     func testAlphaIsFlattenedForJPEG() throws {

@@ -47,6 +47,8 @@ final class CommandTests: XCTestCase {
         let second = try tessera(["run", job, "--workers", "2"])
         XCTAssertEqual(second.status, 0)
         XCTAssertTrue(second.out.contains("0 ok, 24 skipped"), second.out)
+        XCTAssertTrue(second.out.contains("24 images in "), second.out)
+        XCTAssertTrue(second.out.contains(", 0.0 images/s"), "skipped tasks do not count as work done\n" + second.out)
         // Change one input and delete another's output: exactly those two are redone.
         try Data(try Codec.encodeJPEG(Fixtures.solid(400, 300), quality: 80)).write(to: URL(fileURLWithPath: inputs[5]))
         try FileManager.default.removeItem(atPath: c.dir + "/out/img0004-thumbnail.jpg")
@@ -80,12 +82,73 @@ final class CommandTests: XCTestCase {
         XCTAssertTrue(r.out.contains("pyramids: 1 source, "), r.out)
         let g = PyramidGeometry(width: 3000, height: 1000, settings: TileSettings())
         XCTAssertTrue(r.out.contains("\(g.tileCount) tiles"), r.out)
+        XCTAssertTrue(r.out.contains(" parts of 1 pyramid in "), "tiles jobs count parts, not images\n" + r.out)
+        XCTAssertTrue(r.out.contains("outputs in \(c.dir)/out; journal \(c.dir)/out/.tessera/journal.sqlite"), r.out)
+        // Bytes in: the source once, however many parts read it.
+        let big = c.dir + "/in/big.jpg"
+        try Data(try Codec.encodeJPEG(TilePoolTests.scene(6000, 4000, seed: 5), quality: 80)).write(to: URL(fileURLWithPath: big))
+        let size = try XCTUnwrap(try FileManager.default.attributesOfItem(atPath: big)[.size] as? Int)
+        let json = try tessera(["tiles", big, "-o", c.dir + "/outj", "--workers", "2", "--json", "--report", c.dir + "/tiles"])
+        XCTAssertEqual(json.status, 0, json.err)
+        let summary = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(json.out.split(separator: "\n").last!.utf8))
+                                    as? [String: Any])
+        let records = try String(contentsOfFile: c.dir + "/tiles.jsonl", encoding: .utf8).split(separator: "\n")
+            .map { try JSONDecoder().decode(TaskRecord.self, from: Data($0.utf8)) }
+        XCTAssertGreaterThan(records.filter { $0.bytesIn == size }.count, 1, "several parts read the source")
+        XCTAssertEqual(summary["bytesIn"] as? Int, size)
         for f in ["wide.dzi", "wide.html", "wide_files/12/11_3.jpg", "wide_files/0/0_0.jpg"] {
             XCTAssertTrue(FileManager.default.fileExists(atPath: c.dir + "/out/" + f), f)
         }
         let bad = try tessera(["tiles", src, "-o", c.dir + "/out2", "--layout", "zoomify"])
         XCTAssertEqual(bad.status, 2, bad.err)  // usage
         XCTAssertTrue(bad.err.contains("--layout must be one of deepzoom, iiif, iiif3"), bad.err)
+    }
+
+    /// On a terminal the progress bar fits its width and is redrawn in place (carriage
+    /// return, clear to end of line), never wrapping.
+    func testProgressBarFitsTheTerminal() throws {
+        let c = try Cluster()
+        _ = try c.makeImages(30, width: 800, height: 600)
+        let job = c.dir + "/job.yaml"
+        try "name: a job with a long name that would not fit a narrow terminal\ninputs: [in]\noutput: out\noutputs: [{preset: thumbnail}]\n"
+            .write(toFile: job, atomically: true, encoding: .utf8)
+        // A pseudo-terminal 50 columns wide (python's pty and TIOCSWINSZ).
+        let script = """
+            import fcntl, os, pty, struct, sys, termios
+            pid, fd = pty.fork()
+            if pid == 0:
+                os.execv(sys.argv[1], sys.argv[1:])
+            fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 50, 0, 0))
+            out = b""
+            while True:
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            _, status = os.waitpid(pid, 0)
+            sys.stdout.buffer.write(out)
+            sys.exit(os.waitstatus_to_exitcode(status))
+            """
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = ["python3", "-c", script, Cluster.binary.path, "run", job, "--workers", "2"]
+        let out = Pipe()
+        p.standardOutput = out
+        try p.run()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        XCTAssertEqual(p.terminationStatus, 0, text)
+        let redraws = text.components(separatedBy: "\r").map { $0.replacingOccurrences(of: "\u{1B}[K", with: "") }
+            .filter { $0.contains("ETA") }
+        XCTAssertGreaterThan(redraws.count, 0, text)
+        for line in redraws {
+            let bar = line.split(separator: "\n").first.map(String.init) ?? line
+            XCTAssertLessThan(bar.count, 50, "fits 50 columns: \(bar)")
+        }
+        XCTAssertTrue(text.contains("\u{1B}[K"), "clears to the end of the line")
     }
 
     func testSubmitStatusWaitResults() throws {

@@ -1,4 +1,5 @@
 import Foundation
+import TesseraWire
 import XCTest
 
 /// Any script can drive the queue: the pyzmq example submits a job and waits for it.
@@ -40,7 +41,7 @@ final class PythonClientTests: XCTestCase {
         XCTAssertEqual(run.status, 1, "one input is broken: exit 1\n\(run.out)")
         XCTAssertTrue(run.out.contains("submitted j-"), run.out)
         XCTAssertTrue(run.out.contains("failed: 10 ok, 1 failed"), run.out)
-        XCTAssertTrue(run.out.contains("FAIL \(c.dir)/in/broken.jpg: not a JPEG or PNG"), run.out)
+        XCTAssertTrue(run.out.contains("failed    \(c.dir)/in/broken.jpg: not a JPEG or PNG"), run.out)
         XCTAssertEqual(run.out.components(separatedBy: "succeeded ").count - 1, inputs.count)
         XCTAssertTrue(FileManager.default.fileExists(atPath: c.dir + "/out/sub/img0000-w.jpg"))
         // Without a job file, a preset over a directory; an unknown preset is a clear error.
@@ -48,5 +49,40 @@ final class PythonClientTests: XCTestCase {
                               "--preset", "nope"])
         XCTAssertEqual(bad.status, 2)
         XCTAssertTrue(bad.out.contains("unknown preset \"nope\""), bad.out)
+    }
+
+    /// With `tessera keygen` files the script talks CURVE, as the README's cluster setup needs.
+    func testPyzmqClientUsesCurveKeys() throws {
+        if try python(["-c", "import zmq"]).status != 0 {
+            if ProcessInfo.processInfo.environment["CI"] != nil { XCTFail("pyzmq missing in CI (.ci/run installs it)") }
+            throw XCTSkip("pyzmq not installed")
+        }
+        let c = try Cluster()
+        _ = try c.makeImages(4, width: 400, height: 300)
+        let keys = c.dir + "/keys", allow = c.dir + "/allow"
+        for name in ["coordinator", "worker", "alice", "mallory"] {
+            try CurveKeyPair.generate().write(name: name, directory: keys)
+        }
+        try FileManager.default.createDirectory(atPath: allow, withIntermediateDirectories: true)
+        for name in ["worker", "alice"] { try FileManager.default.copyItem(atPath: "\(keys)/\(name).pub", toPath: "\(allow)/\(name).pub") }
+        let port = ServiceEndpointTests.freePort()
+        let endpoint = "tcp://127.0.0.1:\(port)"
+        c.coordinator = try Cluster.spawn(["coordinator", "--bind", endpoint, "--journal", c.journal,
+                                           "--curve-secret", keys + "/coordinator.secret", "--allow", allow],
+                                          log: c.dir + "/coordinator.log")
+        c.workers.append(try Cluster.spawn(["worker", "--connect", endpoint, "--curve-secret", keys + "/worker.secret",
+                                            "--server-key", keys + "/coordinator.pub"], log: c.dir + "/worker.log"))
+        let ok = try python([script, "--coordinator", endpoint, "--curve-secret", keys + "/alice.secret",
+                             "--server-key", keys + "/coordinator.pub", "--input", c.dir + "/in", "--output", c.dir + "/out",
+                             "--preset", "favicon"])
+        XCTAssertEqual(ok.status, 0, ok.out + c.logs())
+        XCTAssertTrue(ok.out.contains("succeeded: 4 ok, 0 failed"), ok.out)
+        // A key that is not allowed gets no answer (the handshake is refused).
+        let refused = try python([script, "--coordinator", endpoint, "--curve-secret", keys + "/mallory.secret",
+                                  "--server-key", keys + "/coordinator.pub", "--timeout", "2",
+                                  "--input", c.dir + "/in", "--output", c.dir + "/out2"])
+        XCTAssertEqual(refused.status, 2, refused.out)
+        XCTAssertTrue(refused.out.contains("no answer"), refused.out)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: c.dir + "/out2"))
     }
 }
