@@ -5,7 +5,7 @@ import TesseraWire
 
 extension Coordinator {
     /// `submit`: plan the job (expand inputs), journal it with all its tasks, queue it.
-    func submit(_ identity: [UInt8], _ e: Envelope, now: Double) throws {
+    func submit(_ identity: [UInt8], _ e: Envelope, owner: String, now: Double) throws {
         let request: SubmitRequest
         do { request = try JSONDecoder().decode(SubmitRequest.self, from: Data(e.body)) } catch let error as DecodingError {
             throw ErrorReply(code: "invalid-job", message: "submit: \(describeDecoding(error))")
@@ -24,8 +24,9 @@ extension Coordinator {
         if spec.kind == .tiles { inputs = TilePlanner.plan(spec, inputs: inputs) }
         let id = "j-" + String(UInt64.random(in: 0...UInt64.max) & 0xFFFF_FFFF_FFFF, radix: 36)
         let submitted = Date().timeIntervalSince1970
-        let (seq, first) = try journal.insertJob(id: id, spec: spec, inputs: inputs, submitted: submitted)
+        let (seq, first) = try journal.insertJob(id: id, spec: spec, inputs: inputs, submitted: submitted, owner: owner)
         let job = ActiveJob(id: id, seq: seq, spec: spec, firstTask: first, inputs: inputs, submitted: submitted)
+        job.owner = owner
         if spec.options.incremental && spec.kind != .noop {
             job.renditions = (try? journal.renditions(recipe: job.recipeHash)) ?? [:]
         }
@@ -78,9 +79,17 @@ extension Coordinator {
         reply(identity, Envelope(MessageType.done, json: s))
     }
 
-    func cancel(_ identity: [UInt8], _ e: Envelope, now: Double) throws {
+    func cancel(_ identity: [UInt8], _ e: Envelope, peer: Peer, now: Double) throws {
         let q = try e.decode(JobQuery.self)
         guard let id = q.job else { throw ErrorReply(code: "invalid-request", message: "cancel needs a job") }
+        // A client cancels its own jobs; an admin (or a local peer) any.
+        if !peer.isLocal && peer.role != .admin {
+            let owner = try jobsByID[id]?.owner ?? journal.job(id)?.owner
+            if let owner, owner != peer.key {
+                refuse("cancel", from: identity, reason: "job \(id) belongs to another client")
+                throw ErrorReply(code: "forbidden", message: "job \(id) was submitted by another client; only it or an admin may cancel it")
+            }
+        }
         guard let job = jobsByID[id] else {
             guard let s = try jobStatus(id) else { throw ErrorReply(code: "no-such-job", message: "no job \(id)") }
             reply(identity, Envelope(MessageType.cancelled, json: s))  // already over

@@ -29,6 +29,7 @@ final class CoordinatorMetrics {
         MetricInfo("tessera_worker_peak_rss_bytes", "Highest peak resident memory a worker reported for a task."),
         MetricInfo("tessera_auth_refused_total", "Connections refused by CURVE authentication."),
         MetricInfo("tessera_messages_malformed_total", "Messages that did not parse."),
+        MetricInfo("tessera_messages_refused_total", "Messages refused: wrong role, revoked key, a task not the sender's current attempt."),
         MetricInfo("tessera_task_duration_seconds", "Task time on the worker."),
         MetricInfo("tessera_stage_duration_seconds", "Time per stage of a task on the worker."),
     ]
@@ -58,6 +59,7 @@ final class CoordinatorMetrics {
     let authRefused: Tally
     let malformed: Tally
     private let completed: [Tally]  // by Journal.ResultStatus raw value
+    let refusedMessages: Tally
     private var failures: [String: Tally] = [:]
     private let taskDuration: CoreMetrics.Timer
     private let stageDurations: [CoreMetrics.Timer]
@@ -83,6 +85,7 @@ final class CoordinatorMetrics {
         workersLost = counter("tessera_workers_lost_total")
         authRefused = counter("tessera_auth_refused_total")
         malformed = counter("tessera_messages_malformed_total")
+        refusedMessages = counter("tessera_messages_refused_total")
         completed = ["succeeded", "failed", "skipped", "cancelled"].map { counter("tessera_tasks_completed_total", [("status", $0)]) }
         taskDuration = CoreMetrics.Timer(label: "tessera_task_duration_seconds", factory: factory)
         stageDurations = Self.stageNames.dropLast().map {
@@ -96,6 +99,8 @@ final class CoordinatorMetrics {
     }
 
     func completed(_ status: Journal.ResultStatus) { completed[status.rawValue].increment() }
+
+    func refused(_ reason: String) { refusedMessages.increment() }
 
     /// A report's timings (milliseconds, in `stageNames` order) and failure code.
     func observe(_ r: TaskReport) {
@@ -116,7 +121,9 @@ final class CoordinatorMetrics {
 
     /// Publishes the tallies and sets the gauges from the coordinator's state (loop thread).
     func refresh(jobs: [ActiveJob], workers: [WorkerConn]) {
-        for t in [dispatched, retries, requeued, poisoned, workersLost, authRefused, malformed] + completed { t.publish() }
+        for t in [dispatched, retries, requeued, poisoned, workersLost, authRefused, malformed, refusedMessages] + completed {
+            t.publish()
+        }
         for t in failures.values { t.publish() }
         var queued = 0, runningNow = 0, delayedNow = 0
         var seen = Set<String>()

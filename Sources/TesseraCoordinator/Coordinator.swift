@@ -147,6 +147,7 @@ public final class Coordinator: @unchecked Sendable {
             let job = ActiveJob(id: row.id, seq: row.seq, spec: row.spec, firstTask: row.firstTask,
                                 inputs: taskRows.map { InputFile(path: $0.path, root: $0.root, part: $0.part) },
                                 submitted: row.submitted)
+            job.owner = row.owner
             job.state = .running
             let complete = job.holdDescriptors { i in
                 (taskRows[i].result != nil, taskRows[i].result == .failed || taskRows[i].result == .cancelled)
@@ -278,8 +279,8 @@ public final class Coordinator: @unchecked Sendable {
             if readable[0] {
                 // Drain what is queued (bounded), so journal writes and acks batch under load.
                 var n = 0
-                while n < 2000, let frames = try router.receive(dontWait: true) {
-                    handle(frames)
+                while n < 2000, let message = try router.receiveMessage(dontWait: true) {
+                    handle(message.frames, userID: message.userID)
                     n += 1
                 }
             }
@@ -296,13 +297,18 @@ public final class Coordinator: @unchecked Sendable {
                 if exporter != nil { metrics.refresh(jobs: jobs, workers: Array(workers.values)) }
                 if let allow, now - lastAllowReload >= 3 {
                     lastAllowReload = now
-                    if let change = try? allow.reload() {
-                        logger.info("allow-list reloaded: \(allow.keys.count) keys (+\(change.added) -\(change.removed))")
+                    do {
+                        if let change = try allow.reload() {
+                            logger.info("allow-list reloaded: \(allow.keys.count) keys (+\(change.added) -\(change.removed.count))")
+                            revokeSessions(of: change.removed, now: now)
+                        }
+                    } catch {
+                        logger.error("allow-list not reloaded (the previous one stays in force): \(error)")
                     }
                 }
             }
             dispatch(now: now)
-            try commit()
+            try flushJournalAndSend()
         }
     }
 
@@ -314,10 +320,10 @@ public final class Coordinator: @unchecked Sendable {
         let mechanism = String(decoding: f[5], as: UTF8.self)
         var status = "400", text = "key not allowed", user = ""
         if mechanism == "CURVE", f.count >= 7, let key = CurveKeys.z85(f[6]) {
-            if allow?.contains(key) == true {
+            if let role = allow?.role(of: key) {
                 status = "200"
                 text = "OK"
-                user = key
+                user = role.rawValue + ":" + key  // every message on the connection carries it (User-Id)
             } else {
                 metrics.authRefused.increment()
                 logger.warning("refused CURVE key \(key.prefix(8)) (\(key)) from \(address): not in the allow-list")
@@ -330,7 +336,7 @@ public final class Coordinator: @unchecked Sendable {
     }
 
     /// Commits queued journal writes, then sends what waited for them (acks, replies).
-    func commit() throws {
+    func flushJournalAndSend() throws {
         if journal.hasPending { try journal.flush() }
         for (identity, refs) in pendingAcks where !refs.isEmpty {
             send(identity, Envelope(MessageType.ack, body: TaskRef.encode(refs)))
@@ -368,7 +374,58 @@ public final class Coordinator: @unchecked Sendable {
 
     // MARK: Messages
 
-    private func handle(_ frames: [[UInt8]]) {
+    /// Who sent a message: under CURVE its role and key (from the ZAP user id, checked
+    /// against the allow-list as it is now, so a removed key is refused at once); without
+    /// CURVE (loopback, ipc) a local peer, trusted with everything.
+    struct Peer {
+        var role: PeerRole?
+        var key: String?
+        var isLocal: Bool { key == nil }
+        func may(_ r: PeerRole) -> Bool { isLocal || role == r || (r == .client && role == .admin) }
+    }
+
+    static let workerMessages: Set<String> = [MessageType.hello, MessageType.heartbeat, MessageType.report,
+                                              MessageType.needBytes, MessageType.started, MessageType.bye,
+                                              MessageType.commit]
+    static let clientMessages: Set<String> = [MessageType.submit, MessageType.status, MessageType.wait,
+                                              MessageType.cancel, MessageType.results]
+
+    /// The peer behind `userID`, allowed to send `type`; throws the refusal otherwise.
+    func authorize(_ type: String, userID: String?) throws -> Peer {
+        guard let allow else { return Peer(role: nil, key: nil) }
+        guard let userID, let colon = userID.firstIndex(of: ":"),
+              let role = PeerRole(rawValue: String(userID[..<colon])) else {
+            throw ErrorReply(code: "forbidden", message: "unauthenticated connection")
+        }
+        let key = String(userID[userID.index(after: colon)...])
+        guard allow.role(of: key) == role else {
+            throw ErrorReply(code: "forbidden", message: "key \(key.prefix(8))… is no longer allowed as \(role.rawValue)")
+        }
+        let peer = Peer(role: role, key: key)
+        if Self.workerMessages.contains(type) && !peer.may(.worker) {
+            throw ErrorReply(code: "forbidden", message: "\(type) needs a worker key; this is a \(role.rawValue) key")
+        }
+        if Self.clientMessages.contains(type) && !peer.may(.client) {
+            throw ErrorReply(code: "forbidden", message: "\(type) needs a client key; this is a \(role.rawValue) key")
+        }
+        if type == MessageType.shutdown && !peer.may(.admin) {
+            throw ErrorReply(code: "forbidden", message: "shutdown needs an admin key")
+        }
+        return peer
+    }
+
+    /// Logs a refused message (at most once a second per reason, so a misbehaving peer
+    /// cannot flood the log) and counts it.
+    func refuse(_ what: String, from identity: [UInt8], reason: String) {
+        metrics.refused(reason)
+        let now = monotonicNow()
+        if now - (lastRefusalLog[reason] ?? 0) >= 1 {
+            lastRefusalLog[reason] = now
+            logger.warning("refused \(what) from \(String(decoding: identity.prefix(64), as: UTF8.self)): \(reason)")
+        }
+    }
+
+    private func handle(_ frames: [[UInt8]], userID: String?) {
         guard frames.count >= 2 else { return }
         let identity = frames[0]
         let envelope: Envelope
@@ -379,22 +436,41 @@ public final class Coordinator: @unchecked Sendable {
             replyError(identity, "bad-message", "\(error)")
             return
         }
+        let peer: Peer
+        do { peer = try authorize(envelope.type, userID: userID) } catch let e as ErrorReply {
+            refuse(envelope.type, from: identity, reason: e.message)
+            replyError(identity, e.code, e.message)
+            return
+        } catch { return }
         let now = monotonicNow()
-        if let w = workers[identity] { w.lastSeen = now }
+        // Worker traffic after hello: only from the key that said hello on this identity.
+        var worker = workers[identity]
+        if let w = worker, w.key != peer.key {
+            if envelope.type != MessageType.hello {
+                refuse(envelope.type, from: identity, reason: "identity \(w.id) belongs to another key")
+                replyError(identity, "forbidden", "this worker identity belongs to another key")
+                return
+            }
+            worker = nil
+        }
+        if let w = worker, Self.workerMessages.contains(envelope.type) { w.lastSeen = now }
         do {
             switch envelope.type {
-            case MessageType.hello: try hello(identity, envelope, now: now)
+            case MessageType.hello: try hello(identity, envelope, peer: peer, now: now)
             case MessageType.heartbeat: try heartbeat(identity, envelope)
             case MessageType.report: try report(identity, envelope, now: now)
             case MessageType.needBytes: try needBytes(identity, envelope, now: now)
+            case MessageType.commit: try grantCommit(identity, envelope, now: now)
             case MessageType.started:
-                // Precise crash attribution: these tasks are now executing.
-                if let w = workers[identity] { w.running.formUnion(try TaskRef.decode(envelope.body)) }
+                // Precise crash attribution: these tasks are now executing (only its own).
+                if let w = worker {
+                    for ref in try TaskRef.decode(envelope.body) where w.held[ref] != nil { w.running.insert(ref) }
+                }
             case MessageType.bye: try bye(identity, envelope, now: now)
-            case MessageType.submit: try submit(identity, envelope, now: now)
+            case MessageType.submit: try submit(identity, envelope, owner: peer.key ?? "", now: now)
             case MessageType.status: try status(identity, envelope)
             case MessageType.wait: try wait(identity, envelope)
-            case MessageType.cancel: try cancel(identity, envelope, now: now)
+            case MessageType.cancel: try cancel(identity, envelope, peer: peer, now: now)
             case MessageType.results: try results(identity, envelope)
             case MessageType.ping: reply(identity, Envelope(MessageType.pong, json: ["coordinator": id]))
             case MessageType.shutdown:
@@ -416,16 +492,31 @@ public final class Coordinator: @unchecked Sendable {
         }
     }
 
-    private func hello(_ identity: [UInt8], _ e: Envelope, now: Double) throws {
+    /// Keys removed from the allow-list (or moved to another role): their worker sessions
+    /// end now (held tasks requeued, not charged); their later messages are refused.
+    func revokeSessions(of keys: Set<String>, now: Double) {
+        guard !keys.isEmpty else { return }
+        for w in Array(workers.values) where w.key.map(keys.contains) == true {
+            logger.warning("worker \(w.id): its key was removed from the allow-list; session ended, \(w.held.count) tasks requeued")
+            send(w.identity, Envelope(MessageType.error, json: ErrorReply(code: "forbidden", message: "this worker's key was revoked")))
+            lose(w, now: now, reason: "key revoked", charge: false)
+        }
+    }
+
+    private func hello(_ identity: [UInt8], _ e: Envelope, peer: Peer, now: Double) throws {
         let h = try e.decode(WorkerHello.self)
         guard h.protocolVersion == Envelope.version else {
             throw ErrorReply(code: "version", message: "worker speaks protocol \(h.protocolVersion), coordinator \(Envelope.version)")
         }
         if let old = workers[identity] {
+            guard old.key == peer.key else {
+                throw ErrorReply(code: "forbidden", message: "worker identity \(old.id) is in use by another key")
+            }
             // Same identity again (it restarted its session): forget what it held unless it still holds it.
             lose(old, now: now, reason: "re-hello", charge: false, keep: Set(h.holding))
         }
         let w = WorkerConn(identity: identity, hello: h, now: now)
+        w.key = peer.key
         workers[identity] = w
         // Re-attach tasks it still holds (after our restart or a reconnect).
         for ref in h.holding {
@@ -461,32 +552,37 @@ public final class Coordinator: @unchecked Sendable {
 
     private func report(_ identity: [UInt8], _ e: Envelope, now: Double) throws {
         let reports = try TaskReport.decode(e)
-        let w = workers[identity]
-        if w == nil {
-            // Unknown (we restarted, or declared it lost): still take its results, then ask it to hello.
+        guard let w = workers[identity] else {
+            // Unknown (we restarted, or declared it lost): it says hello again and resends.
+            refuse("report", from: identity, reason: "report from a worker that has not said hello")
             send(identity, Envelope(MessageType.reregister))
+            return
         }
         for r in reports {
+            // Acknowledged either way: a refused report is final, the worker stops resending it.
             pendingAcks[identity, default: []].append(r.ref)
-            guard let (job, i) = locate(r.ref.task) else { continue }
-            var slot = job.tasks[i]
-            if let w {
+            metrics.reports += 1
+            // Only the current attempt of a task this worker holds: not another worker's
+            // task, not a superseded attempt, not a finished task.
+            guard let (job, i) = w.held[r.ref], job.tasks[i].state == .dispatched,
+                  job.tasks[i].attempt == r.ref.attempt, job.tasks[i].worker === w else {
                 w.running.remove(r.ref)
                 w.revoked.remove(r.ref)
-                if w.held.removeValue(forKey: r.ref) != nil {
-                    w.completed += 1
-                    w.peakRSS = max(w.peakRSS, r.peakRSS)
+                // A superseded attempt handing its task back is normal; anything else is refused.
+                if r.status != .returned {
+                    refuse("report", from: identity, reason: "task \(r.ref.task) attempt \(r.ref.attempt) is not this worker's current attempt")
                 }
+                continue
             }
-            guard slot.state != .done else { continue }  // a duplicate or a late attempt
-            let current = slot.state == .dispatched && slot.attempt == r.ref.attempt
+            w.running.remove(r.ref)
+            w.revoked.remove(r.ref)
+            w.held.removeValue(forKey: r.ref)
+            w.completed += 1
+            w.peakRSS = max(w.peakRSS, r.peakRSS)
             switch r.status {
             case .returned:
-                guard current else { continue }
                 release(job, i, now: now)
-                slot = job.tasks[i]
-                slot.state = .pending
-                job.tasks[i] = slot
+                job.tasks[i].state = .pending
                 job.enqueue(i)
             case .succeeded, .skipped:
                 var record = r.record
@@ -513,6 +609,30 @@ public final class Coordinator: @unchecked Sendable {
                      record: r.record, now: now)
             }
         }
+    }
+
+    /// Fencing: a worker asks to publish the outputs of attempts it staged. Only the current
+    /// attempt of a task it holds may; the others are revoked (the worker discards them).
+    private func grantCommit(_ identity: [UInt8], _ e: Envelope, now: Double) throws {
+        let refs = try TaskRef.decode(e.body)
+        guard let w = workers[identity] else {
+            // Not known (yet): after its hello the worker asks again for what it still holds.
+            send(identity, Envelope(MessageType.reregister))
+            return
+        }
+        var granted: [TaskRef] = [], refused: [TaskRef] = []
+        for ref in refs {
+            if let (job, i) = w.held[ref], job.tasks[i].state == .dispatched, job.tasks[i].attempt == ref.attempt,
+               job.tasks[i].worker === w, !w.revoked.contains(ref) {
+                granted.append(ref)
+                job.tasks[i].committed = true
+            } else {
+                refused.append(ref)
+                refuse("commit", from: identity, reason: "task \(ref.task) attempt \(ref.attempt) is not this worker's current attempt")
+            }
+        }
+        if !granted.isEmpty { send(identity, Envelope(MessageType.committed, body: TaskRef.encode(granted))) }
+        if !refused.isEmpty { send(identity, Envelope(MessageType.revoke, body: TaskRef.encode(refused))) }
     }
 
     /// The worker could not read the input: send it the bytes.
@@ -675,13 +795,22 @@ public final class Coordinator: @unchecked Sendable {
     }
 
     var finishedJobs: [String: JobStatus] = [:]
+    var lastRefusalLog: [String: Double] = [:]
 
     /// Gives a worker up: requeue what it held, charging tasks it was running.
     func lose(_ w: WorkerConn, now: Double, reason: String, charge: Bool = true, keep: Set<TaskRef> = []) {
         workers.removeValue(forKey: w.identity)
+        // Charged: what it said was running, and — when it died before saying anything about
+        // the tasks it was sent last — the first of those (what its executors would have
+        // started), so a task that kills its worker on arrival still meets the poison rule.
+        var charged = w.running
+        let silent = w.held.filter { ref, slot in
+            !w.running.contains(ref) && slot.0.tasks[slot.1].dispatchedAt >= w.lastSeen
+        }.sorted { ($0.value.0.tasks[$0.value.1].dispatchedAt, $0.key.task) < ($1.value.0.tasks[$1.value.1].dispatchedAt, $1.key.task) }
+        for (ref, _) in silent.prefix(max(0, w.concurrency - w.running.count)) { charged.insert(ref) }
         for (ref, (job, i)) in w.held where !keep.contains(ref) {
             guard job.tasks[i].state == .dispatched, job.tasks[i].attempt == ref.attempt else { continue }
-            crashed(job, i, charge: charge && w.running.contains(ref), reason: "worker \(reason)", now: now)
+            crashed(job, i, charge: charge && charged.contains(ref), reason: "worker \(reason)", now: now)
         }
         w.held = [:]
         if charge { metrics.workersLost.increment() }
@@ -704,8 +833,11 @@ public final class Coordinator: @unchecked Sendable {
                 for (ref, (j, i)) in w.held where j === job && job.tasks[i].state == .dispatched && now > job.tasks[i].deadline {
                     logger.warning("lease expired for \(job.tasks[i].input.path) on \(w.id)")
                     send(w.identity, Envelope(MessageType.revoke, body: TaskRef.encode([ref])))
-                    w.revoked.insert(ref)
-                    crashed(job, i, charge: true, reason: "hung (lease expired after \(job.spec.options.timeout) s)", now: now)
+                    // A hang is charged only to a task the worker said it started (one still
+                    // queued behind a hung one is innocent).
+                    let started = w.running.contains(ref)
+                    if started { w.revoked.insert(ref) }
+                    crashed(job, i, charge: started, reason: "hung (lease expired after \(job.spec.options.timeout) s)", now: now)
                 }
             }
             if !job.delayed.isEmpty {
@@ -749,6 +881,8 @@ public final class Coordinator: @unchecked Sendable {
                 job.tasks[i].attempt = ref.attempt
                 job.tasks[i].worker = w
                 job.tasks[i].deadline = now + job.spec.options.timeout
+                job.tasks[i].dispatchedAt = now
+                job.tasks[i].committed = false
                 job.running += 1
                 job.state = .running
                 w.held[ref] = (job, i)

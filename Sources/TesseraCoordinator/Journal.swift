@@ -35,6 +35,7 @@ final class Journal {
         var submitted: Double
         var finished: Double?
         var counts: [Int]  // succeeded, failed, skipped, cancelled
+        var owner: String
     }
 
     struct TaskRow {
@@ -85,6 +86,10 @@ final class Journal {
             // Tile tasks: the piece of the input a task makes (a pyramid part).
             try db.execute(sql: "ALTER TABLE tasks ADD COLUMN part TEXT NOT NULL DEFAULT ''")
         }
+        migrator.registerMigration("v3-owner") { db in
+            // The CURVE key that submitted a job ("" without CURVE): only it (or an admin) may cancel.
+            try db.execute(sql: "ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
+        }
         try migrator.migrate(db)
     }
 
@@ -100,16 +105,17 @@ final class Journal {
     // MARK: Jobs
 
     /// Inserts a job and its tasks in one transaction; returns the first task id.
-    func insertJob(id: String, spec: JobSpec, inputs: [InputFile], submitted: Double) throws -> (seq: Int, firstTask: UInt64) {
+    func insertJob(id: String, spec: JobSpec, inputs: [InputFile], submitted: Double,
+                   owner: String = "") throws -> (seq: Int, firstTask: UInt64) {
         let specJSON = try JSONEncoder().encode(spec)
         return try db.write { db in
             let seq = (try Int.fetchOne(db, sql: "SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs")) ?? 1
             let first = UInt64((try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(id), 0) + 1 FROM tasks")) ?? 1)
             try db.execute(sql: """
-                INSERT INTO jobs (id, seq, name, kind, priority, spec, state, total, first_task, submitted)
-                VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)
+                INSERT INTO jobs (id, seq, name, kind, priority, spec, state, total, first_task, submitted, owner)
+                VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)
                 """, arguments: [id, seq, spec.name, spec.kind.rawValue, spec.priority, specJSON, inputs.count,
-                                 Int64(first), submitted])
+                                 Int64(first), submitted, owner])
             let insert = try db.cachedStatement(sql: "INSERT INTO tasks (id, job, path, root, part) VALUES (?, ?, ?, ?, ?)")
             for (i, input) in inputs.enumerated() {
                 try insert.execute(arguments: [Int64(first) + Int64(i), id, input.path, input.root, input.part])
@@ -139,7 +145,7 @@ final class Journal {
         return JobRow(id: r["id"], seq: r["seq"], spec: try JSONDecoder().decode(JobSpec.self, from: specData),
                       state: JobStatus.State(rawValue: r["state"]) ?? .queued, total: r["total"],
                       firstTask: UInt64(r["first_task"] as Int64), submitted: r["submitted"], finished: r["finished"],
-                      counts: [r["succeeded"], r["failed"], r["skipped"], r["cancelled"]])
+                      counts: [r["succeeded"], r["failed"], r["skipped"], r["cancelled"]], owner: r["owner"])
     }
 
     /// Every task of a job with its result status (nil: unfinished).

@@ -27,6 +27,10 @@ struct TaskSlot {
     var worker: WorkerConn?
     /// Lease deadline (dispatched) or not-before time (delayed), monotonic seconds.
     var deadline: Double = 0
+    /// When the current attempt was dispatched (monotonic seconds).
+    var dispatchedAt: Double = 0
+    /// The current attempt was allowed to publish its outputs (fencing).
+    var committed = false
 }
 
 /// A job with unfinished tasks.
@@ -38,6 +42,8 @@ final class ActiveJob {
     let execJSON: Data
     let recipeHash: UInt64
     let firstTask: UInt64
+    /// The CURVE key that submitted it ("" without CURVE).
+    var owner = ""
     var tasks: [TaskSlot]
     /// Indices ready to dispatch, FIFO from `readyHead`.
     private var ready: [Int] = []
@@ -148,6 +154,10 @@ final class WorkerConn {
     /// Peak RSS it reported, bytes.
     var peakRSS: UInt64 = 0
     var completed = 0
+
+    /// The CURVE key it authenticated with (nil without CURVE): every later message on
+    /// this identity must come from the same key.
+    var key: String?
 
     init(identity: [UInt8], hello: WorkerHello, now: Double) {
         self.identity = identity

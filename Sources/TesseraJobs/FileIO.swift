@@ -60,6 +60,20 @@ public enum FileIO {
         return MappedFile(base: p, count: size)
     }
 
+    /// `mkdir -p` with errno's reason in the error (naming `file`).
+    public static func makeDirectories(_ path: String, file: String) throws {
+        var st = stat()
+        if stat(path, &st) == 0 {
+            guard (st.st_mode & S_IFMT) == S_IFDIR else { throw JobError(.writeFailed, "\(path) is not a directory", file: file) }
+            return
+        }
+        let parent = Paths.directory(of: path)
+        if !parent.isEmpty && parent != path { try makeDirectories(parent, file: file) }
+        if mkdir(path, 0o777) != 0 && errno != EEXIST {
+            throw JobError(.writeFailed, "cannot create directory \(path): \(String(cString: strerror(errno)))", file: file)
+        }
+    }
+
     /// Writes `bytes` to `path` atomically, creating parent directories.
     public static func writeAtomically(_ bytes: [UInt8], to path: String, directoryExists: Bool = false) throws {
         let dir = Paths.directory(of: path)

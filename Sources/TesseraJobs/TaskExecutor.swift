@@ -157,6 +157,9 @@ public struct TaskOutcome: Sendable {
     public var retryable: Bool
     /// Outputs to send back instead of writing (inline mode): path relative to the root.
     public var inlineOutputs: [(path: String, bytes: [UInt8])]
+    /// The coordinator refused this attempt's commit (it was superseded): nothing was
+    /// published and there is nothing to report.
+    public var superseded = false
 }
 
 /// Runs tasks: read, render (decode once) or strip, write every output atomically.
@@ -188,9 +191,11 @@ public enum TaskExecutor {
     ///   - expectedHash: the input's hash when its outputs were last made with this recipe:
     ///     equal content means nothing to do (status `skipped`).
     ///   - returnInline: give outputs back instead of writing them.
+    ///   - fence: in the pool, outputs are staged and published only when the coordinator
+    ///     says this attempt is current (nil: written in place, as `tessera render` does).
     public static func run(_ job: ExecutableJob, input: InputFile, inlineInput: [UInt8]? = nil,
                            expectedHash: UInt64? = nil, returnInline: Bool = false,
-                           renderOptions: RenderOptions? = nil) -> TaskOutcome {
+                           renderOptions: RenderOptions? = nil, fence: Fence? = nil) -> TaskOutcome {
         let clock = ContinuousClock()
         let start = clock.now
         var outcome = TaskOutcome(record: TaskRecord(input: input.path, status: .failed), inputHash: 0,
@@ -252,7 +257,7 @@ public enum TaskExecutor {
                     files.append(("strip", rel, result.bytes, nil, result.format, nil))
                 case .tiles:
                     try runTiles(job, input: input, bytes: bytes, options: options, returnInline: returnInline,
-                                 record: &record, outcome: &outcome)
+                                 fence: fence, record: &record, outcome: &outcome)
                     record.status = .succeeded
                     return
                 case .noop:
@@ -265,6 +270,21 @@ public enum TaskExecutor {
                 let writeStart = clock.now
                 if returnInline {
                     outcome.inlineOutputs = files.map { ($0.relative, $0.bytes) }
+                } else if let fence {
+                    // Staged, then published only while this attempt is the current one.
+                    let staging = try Staging(root: job.outputRoot, fence: fence)
+                    do {
+                        for f in files { try staging.stage(f.relative, f.bytes) }
+                    } catch {
+                        staging.discard()
+                        throw error
+                    }
+                    guard fence.commit() else {
+                        staging.discard()
+                        outcome.superseded = true
+                        return
+                    }
+                    try staging.publish()
                 } else {
                     var written: [String] = []
                     for f in files {
@@ -310,7 +330,7 @@ public enum TaskExecutor {
 
     /// A `tiles` task: one part of one pyramid.
     static func runTiles(_ job: ExecutableJob, input: InputFile, bytes: UnsafeRawBufferPointer, options: RenderOptions,
-                         returnInline: Bool, record: inout TaskRecord, outcome: inout TaskOutcome) throws {
+                         returnInline: Bool, fence: Fence?, record: inout TaskRecord, outcome: inout TaskOutcome) throws {
         guard let settings = job.tiles else { throw JobError(.invalidJob, "a tiles job without tile settings") }
         guard let part = PyramidPart(input.part) else {
             throw JobError(.invalidJob, "task names no pyramid part (\"\(input.part)\")", file: input.path)
@@ -328,7 +348,10 @@ public enum TaskExecutor {
         var renderer = TileRenderer(settings: settings, info: info, name: name)
         renderer.limits = limits
         renderer.strict = job.options.strict
-        let writer = returnInline ? nil : try TileWriter(root: job.outputRoot, name: name, resumeAfter: job.createdAt)
+        // Fenced: tiles are staged (adopting what an earlier, killed attempt of this part staged).
+        let staging = returnInline ? nil : try fence.map { try Staging(root: job.outputRoot, fence: $0, adopt: true) }
+        let writer = returnInline ? nil : try TileWriter(root: job.outputRoot, name: name, resumeAfter: job.createdAt,
+                                                         staging: staging)
         var inline: [(path: String, bytes: [UInt8])] = []
         var writeTime = Duration.zero
         let work: TileWork
@@ -351,6 +374,16 @@ public enum TaskExecutor {
             // The input's fault: no attempt will do better, so leave no tiles of this part behind.
             writer?.removeWritten()
             throw e.naming(input.path)
+        }
+        if let staging, let fence {
+            guard fence.commit() else {
+                staging.discard()
+                outcome.superseded = true
+                return
+            }
+            let w0 = clock.now
+            try staging.publish()
+            writeTime += clock.now - w0
         }
         outcome.inlineOutputs = inline
         record.tiles = work

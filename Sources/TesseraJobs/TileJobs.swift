@@ -53,14 +53,19 @@ final class TileWriter {
     /// Tiles written at or after this time (by an earlier attempt of this job) are kept.
     let resumeAfter: Double?
 
-    init(root: String, name: String, resumeAfter: Double?) throws {
+    /// Fenced attempts write here and publish after the coordinator's commit.
+    let staging: Staging?
+
+    init(root: String, name: String, resumeAfter: Double?, staging: Staging? = nil) throws {
         self.root = root
         self.resumeAfter = resumeAfter
+        self.staging = staging
         // The pyramid's own directory (and .dzi/.html next to it) must stay inside the root.
         _ = try OutputNaming.confine(name + ".probe", under: root)
     }
 
     func exists(_ relative: String) -> Bool {
+        if let staging, staging.contains(relative) { return true }
         guard let after = resumeAfter else { return false }
         var st = stat()
         guard stat(root + "/" + relative, &st) == 0, st.st_size > 0 else { return false }
@@ -70,6 +75,10 @@ final class TileWriter {
     func write(_ relative: String, _ bytes: [UInt8]) throws {
         guard !relative.hasPrefix("/"), !relative.split(separator: "/").contains("..") else {
             throw JobError(.unsafeOutputPath, "tile path \"\(relative)\" leaves the output root")
+        }
+        if let staging {
+            try staging.stage(relative, bytes)
+            return
         }
         let path = root + "/" + relative
         let dir = Paths.directory(of: path)
@@ -86,5 +95,6 @@ final class TileWriter {
     func removeWritten() {
         for p in written { unlink(p) }
         written = []
+        staging?.discard()
     }
 }

@@ -105,48 +105,99 @@ extension CurveKeys {
 /// The public keys allowed to connect: a directory of `.pub` files, or one file with a
 /// key per line (`#` comments). Re-read when it changes, so keys are added and revoked
 /// without a restart.
+/// What a key may do: workers take and report tasks; clients submit, watch and cancel
+/// their own jobs; admins also cancel any job and shut the coordinator down.
+public enum PeerRole: String, Sendable, CaseIterable {
+    case worker, client, admin
+
+    /// The allow-list subdirectory holding this role's keys.
+    public var directory: String { rawValue + "s" }
+}
+
+/// The public keys a coordinator lets in, each with its role. Either a directory with
+/// `workers/`, `clients/` and `admins/` subdirectories of `.pub` files (`tessera keygen`
+/// output; one key per line), where any other visible top-level file holds `ROLE KEY`
+/// lines (what a Kubernetes ConfigMap mounts); or one file of `ROLE KEY` lines. Re-read
+/// when anything in it changes.
 public final class AllowList: @unchecked Sendable {
     public let path: String
-    public private(set) var keys: Set<String> = []
+    public private(set) var roles: [String: PeerRole] = [:]
     private var signature = ""
 
     public init(path: String) throws {
         self.path = path
-        guard try reload() != nil || !keys.isEmpty || FileManager.default.fileExists(atPath: path) else {
-            throw KeyError("\(path): no such allow-list")
-        }
+        guard FileManager.default.fileExists(atPath: path) else { throw KeyError("\(path): no such allow-list") }
+        try reload()
     }
 
-    public func contains(_ key: String) -> Bool { keys.contains(key) }
+    public var keys: Set<String> { Set(roles.keys) }
 
-    /// Re-reads when anything changed; returns (added, removed) when it did.
+    public func contains(_ key: String) -> Bool { roles[key] != nil }
+
+    public func role(of key: String) -> PeerRole? { roles[key] }
+
+    /// Re-reads when anything changed; returns the keys added and removed (or whose role
+    /// changed) when it did. A malformed list throws and leaves the current one in force.
     @discardableResult
-    public func reload() throws -> (added: Int, removed: Int)? {
+    public func reload() throws -> (added: Int, removed: Set<String>)? {
         var isDir: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDir) else { return nil }
-        var files = [path]
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDir) else {
+            throw KeyError("\(path): the allow-list is gone")
+        }
+        var files: [(String, PeerRole?)] = [(path, nil)]
         if isDir.boolValue {
-            files = ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [])
-                .filter { $0.hasSuffix(".pub") }.sorted().map { path + "/" + $0 }
+            let top = ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).filter { !$0.hasPrefix(".") }.sorted()
+            if let stray = top.first(where: { $0.hasSuffix(".pub") }) {
+                throw KeyError("\(path)/\(stray): a key's role is where it is: move it into "
+                               + PeerRole.allCases.map { path + "/" + $0.directory + "/" }.joined(separator: ", "))
+            }
+            let roleDirectories = Set(PeerRole.allCases.map(\.directory))
+            files = top.filter { !roleDirectories.contains($0) }.compactMap { name -> (String, PeerRole?)? in
+                var isSubdirectory: ObjCBool = false
+                _ = FileManager.default.fileExists(atPath: path + "/" + name, isDirectory: &isSubdirectory)
+                return isSubdirectory.boolValue ? nil : (path + "/" + name, nil)
+            }
+            files += PeerRole.allCases.flatMap { role -> [(String, PeerRole?)] in
+                let dir = path + "/" + role.directory
+                return ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [])
+                    .filter { !$0.hasPrefix(".") }.sorted().map { (dir + "/" + $0, role) }
+            }
         }
         let sig = files.map { f -> String in
             var st = stat()
-            _ = stat(f, &st)
-            return "\(f):\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec):\(st.st_size)"
+            _ = stat(f.0, &st)
+            return "\(f.0):\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec):\(st.st_size)"
         }.joined(separator: "|")
         guard sig != signature else { return nil }
-        signature = sig
-        var next = Set<String>()
-        for f in files {
-            guard let text = try? String(contentsOfFile: f, encoding: .utf8) else { continue }
-            for line in text.split(whereSeparator: \.isNewline) {
-                let key = line.trimmingCharacters(in: .whitespaces)
-                if key.count == 40 && !key.hasPrefix("#") && CurveKeys.isZ85(key) { next.insert(key) }
+        var next: [String: PeerRole] = [:]
+        for (file, dirRole) in files {
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { continue }
+            for (n, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+                let line = raw.trimmingCharacters(in: .whitespaces)
+                if line.isEmpty || line.hasPrefix("#") { continue }
+                let parts = line.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+                var role = dirRole, key = parts[0]
+                if dirRole == nil {
+                    guard parts.count == 2, let r = PeerRole(rawValue: parts[0]) else {
+                        throw KeyError("\(file):\(n + 1): expected ROLE KEY (role: worker, client or admin)")
+                    }
+                    role = r
+                    key = parts[1]
+                }
+                guard key.count == 40, CurveKeys.isZ85(key), let role else {
+                    throw KeyError("\(file):\(n + 1): not a 40-character Z85 public key")
+                }
+                if let other = next[key], other != role {
+                    throw KeyError("\(file): key \(key.prefix(8))… is listed as both \(other.rawValue) and \(role.rawValue)")
+                }
+                next[key] = role
             }
         }
-        let change = (next.subtracting(keys).count, keys.subtracting(next).count)
-        keys = next
-        return change
+        signature = sig
+        let removed = Set(roles.filter { next[$0.key] != $0.value }.keys)
+        let added = next.filter { roles[$0.key] != $0.value }.count
+        roles = next
+        return (added, removed)
     }
 }
 

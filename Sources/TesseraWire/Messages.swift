@@ -6,7 +6,8 @@ import TesseraJobs
 /// `body` is JSON for control and client messages, binary for `tasks` and `report`.
 public struct Envelope: Equatable, Sendable {
     public static let tag = Array("TSR1".utf8)
-    public static let version = 1
+    /// 2: workers ask to `commit` before publishing outputs; roles for CURVE keys.
+    public static let version = 2
 
     public var type: String
     public var body: [UInt8]
@@ -61,6 +62,9 @@ public enum MessageType {
     public static let hello = "hello", welcome = "welcome", heartbeat = "hb", job = "job", tasks = "tasks"
     public static let report = "report", ack = "ack", revoke = "revoke", needBytes = "needbytes", bye = "bye"
     public static let started = "started"
+    /// Fenced attempts: a worker asks before publishing outputs (`commit`, task refs); the
+    /// coordinator grants the current attempts (`committed`) and revokes the others.
+    public static let commit = "commit", committed = "committed"
     public static let drain = "drain", reregister = "reregister"
     // client <-> coordinator
     public static let submit = "submit", submitted = "submitted", status = "status", wait = "wait", done = "done"

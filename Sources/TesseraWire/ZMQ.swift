@@ -162,7 +162,14 @@ public final class ZMQSocket: @unchecked Sendable {
 
     /// Receives one multipart message (`zmq_msg_recv`); nil when `dontWait` and none is ready.
     public func receive(dontWait: Bool = false) throws -> [[UInt8]]? {
+        try receiveMessage(dontWait: dontWait)?.frames
+    }
+
+    /// Receives one multipart message with the ZAP user id its connection was authenticated
+    /// as (`zmq_msg_gets(msg, "User-Id")`; nil without authentication).
+    public func receiveMessage(dontWait: Bool = false) throws -> (frames: [[UInt8]], userID: String?)? {
         var frames: [[UInt8]] = []
+        var userID: String?
         var msg = zmq_msg_t()
         zmq_msg_init(&msg)
         defer { zmq_msg_close(&msg) }
@@ -181,7 +188,8 @@ public final class ZMQSocket: @unchecked Sendable {
                 let data = zmq_msg_data(&msg)!.assumingMemoryBound(to: UInt8.self)
                 frames.append(Array(UnsafeBufferPointer(start: data, count: size)))
             }
-            if zmq_msg_more(&msg) == 0 { return frames }
+            if userID == nil, let p = zmq_msg_gets(&msg, "User-Id") { userID = String(cString: p) }
+            if zmq_msg_more(&msg) == 0 { return (frames, userID) }
         }
     }
 }

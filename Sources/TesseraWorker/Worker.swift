@@ -20,6 +20,8 @@ public struct WorkerConfig: Sendable {
     public var resendAfter = 3.0
     /// Seconds a draining worker waits for acknowledgements before exiting anyway.
     public var drainTimeout = 30.0
+    /// Seconds an executor waits for the coordinator's answer to a commit (none: discard).
+    public var commitTimeout = 10.0
     /// Fault injection for tests: abort the process when an input path contains this.
     public var crashOnInputContaining: String?
     /// CURVE: this worker's key pair and the coordinator's public key.
@@ -55,6 +57,14 @@ public final class Worker: @unchecked Sendable {
     private var outbox: [TaskReport] = []
     /// Tasks that began executing since the last `started` notice.
     private var startedOutbox: [TaskRef] = []
+    /// Fencing: attempts waiting to be allowed to publish, and the answers.
+    private var commitOutbox: [TaskRef] = []
+    private var commitAnswers: [TaskRef: Bool] = [:]
+    /// Running tasks the coordinator took back: their commit will be refused; asked at once.
+    private var revokedRunning: Set<TaskRef> = []
+    /// Commits that got no answer in time: those tasks are reported `returned`.
+    private var unanswered: Set<TaskRef> = []
+    private var awaitingCommit: Set<TaskRef> = []
     private var stopping = false
     private var drainRequested = false
 
@@ -297,7 +307,25 @@ public final class Worker: @unchecked Sendable {
         case MessageType.welcome, MessageType.heartbeat:
             break
         case MessageType.reregister:
+            // The coordinator does not know this worker (it restarted, or gave this worker up
+            // and requeued its tasks): queued tasks are dropped, not run; then hello again
+            // with what is still running, and ask again for the commits still waiting (a
+            // restarted coordinator re-attaches those tasks and may grant them).
+            lock.lock()
+            let dropped = queue.count
+            queue.removeAll()
+            commitOutbox = Array(awaitingCommit.filter { commitAnswers[$0] == nil })
+            lock.unlock()
+            parked.removeAll()
+            awaitingBytes.removeAll()
+            if dropped > 0 { logger.warning("coordinator lost track of this worker: dropped \(dropped) queued tasks") }
             try sendHello(dealer)
+        case MessageType.committed:
+            let refs = try TaskRef.decode(e.body)
+            lock.lock()
+            for ref in refs where awaitingCommit.contains(ref) { commitAnswers[ref] = true }
+            lock.broadcast()
+            lock.unlock()
         case MessageType.job:
             let a = try e.decode(JobAnnouncement.self)
             jobs[a.job] = a.spec
@@ -312,6 +340,9 @@ public final class Worker: @unchecked Sendable {
             let refs = Set(try TaskRef.decode(e.body))
             lock.lock()
             queue.removeAll { refs.contains($0.0.ref) }
+            for ref in refs where awaitingCommit.contains(ref) { commitAnswers[ref] = false }
+            revokedRunning.formUnion(refs.intersection(running))
+            lock.broadcast()
             lock.unlock()
             for r in refs { awaitingBytes.removeValue(forKey: r) }
         case MessageType.drain:
@@ -366,9 +397,12 @@ public final class Worker: @unchecked Sendable {
         outbox.removeAll(keepingCapacity: true)
         let started = startedOutbox
         startedOutbox.removeAll(keepingCapacity: true)
+        let commits = commitOutbox
+        commitOutbox.removeAll(keepingCapacity: true)
         lock.unlock()
         // Before anything else: if this process dies in a task, the coordinator knows which.
         if !started.isEmpty { send(dealer, Envelope(MessageType.started, body: TaskRef.encode(started)), now: now) }
+        if !commits.isEmpty { send(dealer, Envelope(MessageType.commit, body: TaskRef.encode(commits)), now: now) }
         guard !reports.isEmpty else { return }
         for r in reports {
             unacked[r.ref] = (r, now)
@@ -415,17 +449,62 @@ public final class Worker: @unchecked Sendable {
                 logger.critical("fault injection: crashing on \(task.input.path)")
                 abort()
             }
+            let ref = task.ref
+            let fence = Fence(task: ref.task, attempt: ref.attempt) { [weak self, poke] in
+                self?.awaitCommit(ref, poke: poke) ?? false
+            }
             let outcome = TaskExecutor.run(job, input: task.input, inlineInput: task.inlineInput,
-                                           expectedHash: task.expectedHash, returnInline: task.inlineInput != nil)
+                                           expectedHash: task.expectedHash, returnInline: task.inlineInput != nil,
+                                           fence: task.inlineInput == nil ? fence : nil)
             let peak = measureMemory ? ResourceAccounting.peakResident() : 0
             let report = makeReport(task, outcome, queueWait: wait, peak: peak, concurrent: !alone)
 
             lock.lock()
             running.remove(task.ref)
-            outbox.append(report)
+            revokedRunning.remove(task.ref)
+            // A superseded attempt published nothing and reports nothing: the coordinator
+            // already gave its task to another attempt.
+            if outcome.superseded {
+                // Nothing was published. The task is handed back: the coordinator requeues it
+                // if this was still its current attempt (no answer in time), else ignores it.
+                if unanswered.remove(task.ref) != nil {
+                    logger.warning("task \(task.ref.task): no answer to its commit in \(Int(config.commitTimeout)) s; outputs discarded, task handed back")
+                } else {
+                    logger.info("task \(task.ref.task) attempt \(task.ref.attempt) was superseded: outputs discarded")
+                }
+                var back = report
+                back.status = .returned
+                outbox.append(back)
+            } else {
+                outbox.append(report)
+            }
             lock.unlock()
             _ = try? poke?.send([[1]], dontWait: true)
         }
+    }
+
+    /// Asks the coordinator (through the loop) whether attempt `ref` may publish; waits up
+    /// to `commitTimeout` seconds for the answer (no answer: it may not).
+    private func awaitCommit(_ ref: TaskRef, poke: ZMQSocket?) -> Bool {
+        lock.lock()
+        if revokedRunning.contains(ref) {
+            lock.unlock()
+            return false
+        }
+        awaitingCommit.insert(ref)
+        commitOutbox.append(ref)
+        lock.unlock()
+        _ = try? poke?.send([[1]], dontWait: true)
+        let deadline = Date().addingTimeInterval(config.commitTimeout)
+        lock.lock()
+        defer { lock.unlock() }
+        while commitAnswers[ref] == nil && !stopping && Date() < deadline { _ = lock.wait(until: deadline) }
+        awaitingCommit.remove(ref)
+        guard let answer = commitAnswers.removeValue(forKey: ref) else {
+            unanswered.insert(ref)  // no word from the coordinator: the task is handed back
+            return false
+        }
+        return answer
     }
 
     private func makeReport(_ t: TaskAssignment, _ o: TaskOutcome, queueWait: Double, peak: UInt64,

@@ -57,9 +57,7 @@ final class ClusterSecurityTests: XCTestCase {
         for name in ["coordinator", "good", "client", "stranger"] {
             XCTAssertEqual(try tessera(["keygen", name, "-o", c.dir + "/keys"]).status, 0)
         }
-        try FileManager.default.createDirectory(atPath: c.dir + "/allow", withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: c.dir + "/keys/good.pub", toPath: c.dir + "/allow/good.pub")
-        try FileManager.default.copyItem(atPath: c.dir + "/keys/client.pub", toPath: c.dir + "/allow/client.pub")
+        try Cluster.allow(c.dir + "/allow", keys: c.dir + "/keys", workers: ["good"], clients: ["client"])
         let port = 40000 + Int(getpid() % 20000)
         let endpoint = "tcp://127.0.0.1:\(port)"
         let coordinator = try Cluster.spawn(["coordinator", "--bind", endpoint, "--journal", c.journal,
@@ -108,11 +106,11 @@ final class ClusterSecurityTests: XCTestCase {
         XCTAssertTrue(cli.err.contains("allow-list"), cli.err)
         XCTAssertTrue(try String(contentsOfFile: c.dir + "/stranger.log", encoding: .utf8).contains("refused this worker's key"))
         // Allow the stranger: it is let in without a restart (reload every 3 s, worker retry ≤ 10 s).
-        try FileManager.default.copyItem(atPath: c.dir + "/keys/stranger.pub", toPath: c.dir + "/allow/stranger.pub")
+        try FileManager.default.copyItem(atPath: c.dir + "/keys/stranger.pub", toPath: c.dir + "/allow/workers/stranger.pub")
         var admitted = false
         let deadline = Date().addingTimeInterval(30)
         while !admitted && Date() < deadline {
-            admitted = (try? stranger.status().workers) == 2
+            admitted = (try? client.status().workers) == 2
             if !admitted { usleep(200_000) }
         }
         XCTAssertTrue(admitted, "allow-list reloaded\n" + c.logs())

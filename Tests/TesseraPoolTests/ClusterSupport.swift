@@ -132,6 +132,17 @@ final class Cluster {
         }
     }
 
+    /// An allow-list directory: `keys/NAME.pub` copied into `workers/`, `clients/`, `admins/`.
+    static func allow(_ allow: String, keys: String, workers: [String] = [], clients: [String] = [],
+                      admins: [String] = []) throws {
+        for (dir, names) in [("workers", workers), ("clients", clients), ("admins", admins)] {
+            try FileManager.default.createDirectory(atPath: allow + "/" + dir, withIntermediateDirectories: true)
+            for name in names {
+                try FileManager.default.copyItem(atPath: "\(keys)/\(name).pub", toPath: "\(allow)/\(dir)/\(name).pub")
+            }
+        }
+    }
+
     func logs() -> String {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
         return names.filter { $0.hasSuffix(".log") }.sorted().map { name in

@@ -22,10 +22,7 @@ final class MultiHostTests: XCTestCase {
         for name in ["coordinator", "w1", "w2", "w3", "client", "stranger"] {
             XCTAssertEqual(try NetworkLab.exec([binary, "keygen", name, "-o", keys]).status, 0)
         }
-        try FileManager.default.createDirectory(atPath: allow, withIntermediateDirectories: true)
-        for name in ["w1", "w2", "w3", "client"] {
-            try FileManager.default.copyItem(atPath: "\(keys)/\(name).pub", toPath: "\(allow)/\(name).pub")
-        }
+        try Cluster.allow(allow, keys: keys, workers: ["w1", "w2", "w3"], clients: ["client"])
         let serverKey = "\(keys)/coordinator.pub"
         func keyArgs(_ name: String) -> [String] { ["--curve-secret", "\(keys)/\(name).secret", "--server-key", serverKey] }
 

@@ -63,8 +63,7 @@ final class PythonClientTests: XCTestCase {
         for name in ["coordinator", "worker", "alice", "mallory"] {
             try CurveKeyPair.generate().write(name: name, directory: keys)
         }
-        try FileManager.default.createDirectory(atPath: allow, withIntermediateDirectories: true)
-        for name in ["worker", "alice"] { try FileManager.default.copyItem(atPath: "\(keys)/\(name).pub", toPath: "\(allow)/\(name).pub") }
+        try Cluster.allow(allow, keys: keys, workers: ["worker"], clients: ["alice"])
         let port = ServiceEndpointTests.freePort()
         let endpoint = "tcp://127.0.0.1:\(port)"
         c.coordinator = try Cluster.spawn(["coordinator", "--bind", endpoint, "--journal", c.journal,

@@ -1,0 +1,106 @@
+import Foundation
+
+/// A pool attempt's right to publish: outputs are staged, the coordinator is asked, and
+/// only a current attempt renames them into place (docs/decisions/011-fenced-attempts.md).
+public struct Fence: Sendable {
+    public var task: UInt64
+    public var attempt: UInt32
+    /// Asks the coordinator whether this attempt may publish (blocks; false when it may
+    /// not, or when no answer came in time).
+    public var commit: @Sendable () -> Bool
+
+    public init(task: UInt64, attempt: UInt32, commit: @escaping @Sendable () -> Bool) {
+        self.task = task
+        self.attempt = attempt
+        self.commit = commit
+    }
+}
+
+/// The staging area of one attempt: `ROOT/.tessera/staging/TASK/ATTEMPT/RELATIVE`.
+///
+/// On creation, what earlier attempts of the task left (a worker killed mid-task) is
+/// removed — or, with `adopt`, moved into this attempt's area first (tile parts keep the
+/// tiles an earlier attempt made). Files are written whole (temporary name, rename), so
+/// anything visible in a staging area is complete. `publish()` renames every file to its
+/// place under the root; `discard()` removes the area.
+final class Staging {
+    let root: String
+    let taskDirectory: String
+    let directory: String
+    private(set) var files: [String] = []
+    private var made: Set<String> = []
+
+    init(root: String, fence: Fence, adopt: Bool = false) throws {
+        self.root = root
+        taskDirectory = root + "/.tessera/staging/\(fence.task)"
+        directory = taskDirectory + "/\(fence.attempt)"
+        try FileIO.makeDirectories(directory, file: root)
+        made.insert(directory)
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: taskDirectory)) ?? [] where name != "\(fence.attempt)" {
+            let old = taskDirectory + "/" + name
+            if adopt { self.adopt(from: old) }
+            try? FileManager.default.removeItem(atPath: old)
+        }
+    }
+
+    /// Moves the complete files of an earlier attempt's area into this one.
+    private func adopt(from old: String) {
+        guard let walker = FileManager.default.enumerator(atPath: old) else { return }
+        while let relative = walker.nextObject() as? String {
+            let name = (relative as NSString).lastPathComponent
+            guard !name.hasPrefix(".") else { continue }  // half-written temporaries
+            var isDir: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: old + "/" + relative, isDirectory: &isDir), !isDir.boolValue else { continue }
+            let target = directory + "/" + relative
+            if (try? ensureDirectory(Paths.directory(of: target))) != nil, rename(old + "/" + relative, target) == 0 {
+                files.append(relative)
+            }
+        }
+    }
+
+    /// Whether this attempt's area holds `relative` (written by it or adopted).
+    func contains(_ relative: String) -> Bool { access(directory + "/" + relative, F_OK) == 0 }
+
+    /// Writes `bytes` as `relative` in the staging area.
+    func stage(_ relative: String, _ bytes: [UInt8]) throws {
+        let path = directory + "/" + relative
+        try ensureDirectory(Paths.directory(of: path))
+        try FileIO.writeAtomically(bytes, to: path, directoryExists: true)
+        files.append(relative)
+    }
+
+    /// Renames every staged file into place under the root (all, or none left behind in
+    /// place: a failure removes what this call already published); returns the paths.
+    @discardableResult
+    func publish() throws -> [String] {
+        var published: [String] = []
+        do {
+            for relative in files {
+                let target = try OutputNaming.confine(relative, under: root)
+                try ensureDirectory(Paths.directory(of: target))
+                guard rename(directory + "/" + relative, target) == 0 else {
+                    throw JobError(.writeFailed, "publishing: \(String(cString: strerror(errno)))", file: target)
+                }
+                published.append(target)
+            }
+        } catch {
+            for p in published { unlink(p) }
+            throw error
+        }
+        discard()
+        return published
+    }
+
+    /// Removes the staging area (and the task's directory when nothing else is in it).
+    func discard() {
+        try? FileManager.default.removeItem(atPath: directory)
+        rmdir(taskDirectory)
+        files = []
+    }
+
+    private func ensureDirectory(_ dir: String) throws {
+        guard !made.contains(dir) else { return }
+        try FileIO.makeDirectories(dir, file: dir)
+        made.insert(dir)
+    }
+}
