@@ -50,6 +50,16 @@ public struct TaskRecord: Sendable, Codable {
         public var height: Int
         public var bytes: Int
         public var jpegQuality: Int?
+
+        public init(name: String, path: String, format: String, width: Int, height: Int, bytes: Int, jpegQuality: Int?) {
+            self.name = name
+            self.path = path
+            self.format = format
+            self.width = width
+            self.height = height
+            self.bytes = bytes
+            self.jpegQuality = jpegQuality
+        }
     }
 
     public struct Failure: Sendable, Codable, Equatable {
