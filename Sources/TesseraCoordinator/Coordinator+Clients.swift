@@ -11,8 +11,9 @@ extension Coordinator {
             throw ErrorReply(code: "invalid-job", message: "submit: \(describeDecoding(error))")
         }
         let spec = request.job
-        guard spec.output.hasPrefix("/") else {
-            throw ErrorReply(code: "invalid-job", message: "output must be an absolute path, got \"\(spec.output)\"")
+        // The same validation as a job file's (ranges, templates, recipes): scripts get the same errors.
+        do { try spec.validate() } catch let e as JobError {
+            throw ErrorReply(code: "invalid-job", message: "submit: job: \(e.reason)")
         }
         let clock = ContinuousClock()
         let start = clock.now

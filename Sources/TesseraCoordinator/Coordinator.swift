@@ -26,6 +26,8 @@ public struct CoordinatorConfig: Sendable {
     public var recoveryGrace = 3.0
     /// Largest message accepted from the network.
     public var maxMessageBytes = 600 << 20
+    /// Seconds an inline input may take to read (off the loop) before its task fails.
+    public var inlineReadTimeout = 30.0
     /// CURVE: the coordinator's key pair; connections must present a key in `allowList`.
     public var curve: CurveKeyPair?
     /// A directory of `.pub` files or a file of keys (re-read every few seconds).
@@ -80,6 +82,11 @@ public final class Coordinator: @unchecked Sendable {
     private var boundEndpoints: [String] = []
     private let boundCondition = NSCondition()
     private var zap: ZMQSocket?
+    private let readerEndpoint = "inproc://coordinator-reader-\(UInt32.random(in: 0...UInt32.max))"
+    private var readerWake: ZMQSocket?
+    private lazy var reader = InlineReader(context: context, wakeEndpoint: readerEndpoint)
+    /// Inline reads under way: task ref -> deadline (monotonic seconds).
+    var pendingReads: [TaskRef: Double] = [:]
     var allow: AllowList?
     private var http: HTTPService?
     /// When the loop last turned, and whether it is serving (read by the probes).
@@ -239,6 +246,9 @@ public final class Coordinator: @unchecked Sendable {
         try router.setConnectionHeartbeat(intervalMilliseconds: 2000, timeoutMilliseconds: 10_000)
         control = try ZMQSocket(context, .pair)
         try control.bind(controlEndpoint)
+        let wake = try ZMQSocket(context, .pull)
+        try wake.bind(readerEndpoint)
+        readerWake = wake
         var bound: [String] = []
         for e in config.endpoints {
             try router.bind(e)
@@ -258,14 +268,17 @@ public final class Coordinator: @unchecked Sendable {
             serving = false
             probeLock.unlock()
             try? journal.flush()
+            reader.stop()
             router.close()
             control.close()
+            readerWake?.close()
             zap?.close()
             http?.stop()
         }
         var poller = ZMQPoller()
         poller.add(router)
         poller.add(control)
+        poller.add(wake)
         if let zap { poller.add(zap) }
         var lastTimers = 0.0
         var lastSlowTimers = 0.0
@@ -273,7 +286,11 @@ public final class Coordinator: @unchecked Sendable {
         while !shouldStop {
             let readable = try poller.poll(timeoutMilliseconds: journal.hasPending ? 0 : 50)
             if readable[1] || shouldStop { break }
-            if readable.count > 2 && readable[2], let zap {
+            if readable[2] {
+                while try wake.receive(dontWait: true) != nil {}
+            }
+            inlineReadsDone(now: monotonicNow())
+            if readable.count > 3 && readable[3], let zap {
                 while let frames = try zap.receive(dontWait: true) { try zap.send(authenticate(frames)) }
             }
             if readable[0] {
@@ -638,19 +655,48 @@ public final class Coordinator: @unchecked Sendable {
     /// The worker could not read the input: send it the bytes.
     private func needBytes(_ identity: [UInt8], _ e: Envelope, now: Double) throws {
         guard let w = workers[identity] else { return }
-        var batch: [TaskAssignment] = []
         for ref in try TaskRef.decode(e.body) {
             guard let (job, i) = w.held[ref], job.tasks[i].state == .dispatched, job.tasks[i].attempt == ref.attempt else { continue }
-            do {
-                let bytes = try FileIO.read(job.tasks[i].input.path, limit: job.spec.options.maxInputMB << 20)
-                batch.append(assignment(job, i, ref: ref, inline: bytes))
-            } catch {
-                w.held.removeValue(forKey: ref)
-                fail(job, i, ref: ref, retryable: false, code: (error as? JobError)?.code.rawValue ?? "read-failed",
-                     message: "\(error)", record: nil, now: now)
+            readInline(job, i, ref: ref, for: w, now: now)
+        }
+    }
+
+    /// Starts reading an inline task's input off the loop; `inlineReadsDone` sends it.
+    func readInline(_ job: ActiveJob, _ i: Int, ref: TaskRef, for w: WorkerConn, now: Double) {
+        guard pendingReads[ref] == nil else { return }
+        pendingReads[ref] = now + config.inlineReadTimeout
+        reader.submit(.init(job: job.id, index: i, ref: ref, worker: w.identity, path: job.tasks[i].input.path,
+                            limit: job.spec.options.maxInputMB << 20))
+    }
+
+    /// Sends the inline inputs that were read, fails the tasks whose input could not be,
+    /// and those whose read is past its deadline.
+    func inlineReadsDone(now: Double) {
+        for d in reader.take() {
+            let ref = d.request.ref
+            guard pendingReads.removeValue(forKey: ref) != nil, let job = jobsByID[d.request.job],
+                  job.tasks[d.request.index].state == .dispatched, job.tasks[d.request.index].attempt == ref.attempt,
+                  let w = workers[d.request.worker], job.tasks[d.request.index].worker === w else { continue }
+            let i = d.request.index
+            if let bytes = d.bytes {
+                metrics.dispatched.increment()
+                send(w.identity, TaskAssignment.envelope([assignment(job, i, ref: ref, inline: bytes)]))
+            } else {
+                let code = (d.error as? JobError)?.code ?? .readFailed
+                fail(job, i, ref: ref, retryable: code == .readFailed, code: code.rawValue,
+                     message: "\(d.error.map { "\($0)" } ?? "unreadable")", record: nil, now: now)
             }
         }
-        if !batch.isEmpty { send(identity, TaskAssignment.envelope(batch)) }
+        guard !pendingReads.isEmpty else { return }
+        for (ref, deadline) in pendingReads where now > deadline {
+            pendingReads.removeValue(forKey: ref)
+            guard let (job, i) = locate(ref.task), job.tasks[i].state == .dispatched, job.tasks[i].attempt == ref.attempt else { continue }
+            logger.warning("reading \(job.tasks[i].input.path) took over \(Int(config.inlineReadTimeout)) s: failing the attempt")
+            if let w = job.tasks[i].worker { send(w.identity, Envelope(MessageType.revoke, body: TaskRef.encode([ref]))) }
+            fail(job, i, ref: ref, retryable: true, code: JobError.Code.readFailed.rawValue,
+                 message: "\(job.tasks[i].input.path): reading the input took over \(Int(config.inlineReadTimeout)) s",
+                 record: nil, now: now)
+        }
     }
 
     private func bye(_ identity: [UInt8], _ e: Envelope, now: Double) throws {
@@ -893,14 +939,8 @@ public final class Coordinator: @unchecked Sendable {
                 }
             }
             for (job, i) in needsInline {
-                let ref = TaskRef(task: job.firstTask + UInt64(i), attempt: job.tasks[i].attempt)
-                do {
-                    let bytes = try FileIO.read(job.tasks[i].input.path, limit: job.spec.options.maxInputMB << 20)
-                    batch.append(assignment(job, i, ref: ref, inline: bytes))
-                } catch {
-                    fail(job, i, ref: ref, retryable: false, code: (error as? JobError)?.code.rawValue ?? "read-failed",
-                         message: "\(error)", record: nil, now: now)
-                }
+                // Read off the loop: sent when the bytes are in (inlineReadsDone).
+                readInline(job, i, ref: TaskRef(task: job.firstTask + UInt64(i), attempt: job.tasks[i].attempt), for: w, now: now)
             }
             if !batch.isEmpty {
                 metrics.dispatched.increment(by: batch.count)
@@ -912,7 +952,7 @@ public final class Coordinator: @unchecked Sendable {
     func assignment(_ job: ActiveJob, _ i: Int, ref: TaskRef, inline: [UInt8]?) -> TaskAssignment {
         var expected: UInt64?
         if job.spec.options.incremental, let r = job.renditions[job.tasks[i].input.key],
-           !r.outputs.isEmpty, r.outputs.allSatisfy({ access($0, F_OK) == 0 }) {
+           !r.outputs.isEmpty, r.outputs.allSatisfy(Paths.exists) {
             expected = r.hash
         }
         return TaskAssignment(ref: ref, job: job.id, input: job.tasks[i].input, expectedHash: expected,

@@ -20,7 +20,7 @@ public enum Codec {
             let d = try JPEGDecoder(bytes: raw, limits: limits)
             let layout: JPEGDecoder.OutputLayout = d.header.components == 1 ? .gray : .rgb
             let size = try d.start(scaleEighths: scaleEighths, layout: layout)
-            let image = PixelBuffer(width: size.width, height: size.height, layout: layout == .gray ? .gray : .rgb)
+            let image = try PixelBuffer.make(width: size.width, height: size.height, layout: layout == .gray ? .gray : .rgb)
             var y = 0
             while y < size.height {
                 let n = try d.read(into: image.row(y), stride: image.stride, maxRows: size.height - y)

@@ -29,6 +29,9 @@ public struct ImagingError: Error, Equatable, Sendable, CustomStringConvertible 
         public static let encodeFailed = Code(rawValue: "encode-failed")
         /// A lossless transform could not be done.
         public static let transformFailed = Code(rawValue: "transform-failed")
+        /// Memory ran out (an allocation failed) or the task's planned peak is over the
+        /// worker's memory budget: the task fails, the worker lives.
+        public static let outOfMemory = Code(rawValue: "out-of-memory")
     }
 
     public var code: Code
@@ -50,6 +53,16 @@ public struct ImagingError: Error, Equatable, Sendable, CustomStringConvertible 
     }
 
     public var description: String {
-        (file.map { "\($0): " } ?? "") + "\(reason) [\(code)]"
+        (file.map { "\(Self.display($0)): " } ?? "") + "\(reason) [\(code)]"
+    }
+
+    /// A file name for people: bytes that are not UTF-8 (carried as U+10FF00 + byte) as `\xNN`.
+    static func display(_ name: String) -> String {
+        guard name.unicodeScalars.contains(where: { $0.value >= 0x10FF00 && $0.value <= 0x10FFFF }) else { return name }
+        var out = ""
+        for s in name.unicodeScalars {
+            if s.value >= 0x10FF00 && s.value <= 0x10FFFF { out += String(format: "\\x%02X", s.value - 0x10FF00) } else { out.unicodeScalars.append(s) }
+        }
+        return out
     }
 }

@@ -46,8 +46,7 @@ public struct ImageInfo: Sendable, Codable {
             case .jpeg: return try jpeg(raw)
             case .png: return try png(raw)
             case nil:
-                let head = raw.prefix(8).map { hex($0) }.joined(separator: " ")
-                throw ImagingError(.unsupportedFormat, "not a JPEG or PNG file (starts with \(head))")
+                throw ImagingError(.unsupportedFormat, FormatDetection.unsupportedMessage(raw))
             }
         }
     }

@@ -13,6 +13,10 @@ public struct Limits: Sendable, Equatable, Codable {
     public var maxProgressiveScans: Int = 500
     /// Memory libjpeg may use for whole-image buffers (progressive coefficients), in bytes.
     public var maxDecoderMemory: Int = 1 << 30
+    /// Memory one task may plan to use (pixel buffers, decoder state, encoded outputs), in
+    /// bytes; 0: no budget. A worker sets it from its memory limit: a task planned over it
+    /// fails with `out-of-memory` before decoding instead of the kernel killing the worker.
+    public var maxMemoryBytes: Int = 0
 
     public init() {}
 

@@ -119,7 +119,7 @@ public enum Renderer {
             var image = stage.images[i]
             var format = resolveFormat(recipe.output.format, source: stage.summary.format)
             if image.layout == .rgba, let bg = recipe.flattenBackground ?? (format == .jpeg ? recipe.output.background : nil) {
-                image = flatten(image, onto: bg)
+                image = try flatten(image, onto: bg)
             }
             t.finish = stage.finishTimes[i] + clock.elapsed - start
             // Metadata: only what the recipe keeps. Never an orientation tag: pixels are upright.
@@ -155,7 +155,7 @@ public enum Renderer {
         try bytes.withUnsafeBytes { raw in
             let stage = try pixels(bytes: raw, recipes: [recipe], options: options, clock: Stopwatch())
             let image = stage.images[0]
-            if image.layout == .rgba, let bg = recipe.flattenBackground { return flatten(image, onto: bg) }
+            if image.layout == .rgba, let bg = recipe.flattenBackground { return try flatten(image, onto: bg) }
             return image
         }
     }
@@ -211,10 +211,36 @@ public enum Renderer {
         return try decodeAndFinish(source: source, plans: plans, recipes: recipes, options: options, clock: clock)
     }
 
+    /// What a render will hold at its peak, from the header and the plans: the decoder's
+    /// rows (or the whole image for interlaced PNG and full progressive decodes), each
+    /// output's resampled pixels, an oriented copy where the output is rotated, and the
+    /// encoded bytes. An estimate (±20 %), checked against the worker's budget.
+    static func plannedPeakBytes(source: SourceDecoder, plans: [OutputPlan], scaleEighths: Int) -> Int {
+        let stored = source.storedSize
+        let decodedW = (stored.width * scaleEighths + 7) / 8, decodedH = (stored.height * scaleEighths + 7) / 8
+        let channels = max(3, source.channels)
+        var bytes = decodedW * channels * 64 + (8 << 20)  // row batches, tables, libjpeg/libpng state
+        if source.format == .png { bytes += decodedW * decodedH * channels }  // an interlaced PNG is decoded whole
+        if source.isProgressive { bytes += stored.width * stored.height * 3 }  // coefficients, 4:2:0 (2 bytes each)
+        for plan in plans {
+            let out = plan.storedOutputSize.width * plan.storedOutputSize.height * channels
+            bytes += out + out / 2                           // pixels, encoded output
+            if plan.orientation != .up { bytes += out }      // the upright copy
+        }
+        return bytes
+    }
+
     private static func decodeAndFinish(source: SourceDecoder, plans: [OutputPlan], recipes: [Recipe],
                                         options: RenderOptions, clock: Stopwatch) throws -> Stage {
         let scale = source.format == .jpeg ? plans.map(\.minimumScaleEighths).max()! : 8
         for plan in plans { try options.limits.checkDimensions(plan.outputSize) }
+        if options.limits.maxMemoryBytes > 0 {
+            let need = plannedPeakBytes(source: source, plans: plans, scaleEighths: scale)
+            guard need <= options.limits.maxMemoryBytes else {
+                throw ImagingError(.outOfMemory, "needs about \((need + (1 << 20) - 1) >> 20) MB (a \(source.storedSize) image decoded at \(scale)/8), "
+                                   + "over this worker's memory budget of \(options.limits.maxMemoryBytes >> 20) MB per task")
+            }
+        }
 
         // Decode once, streaming rows into every output's resampler. Every row is read,
         // even past the last one an output needs, so damage at the end is reported.
@@ -226,8 +252,8 @@ public enum Renderer {
         // libjpeg maps each 8x8 block to m x m pixels: the geometry is exactly m/8
         // (the last, partial block rounds the decoded size up).
         let sx = Double(source.scaleEighths) / 8, sy = sx
-        let resamplers = plans.map { plan in
-            Resampler(inputWidth: decoded.width, inputHeight: decoded.height, inputChannels: source.channels,
+        let resamplers = try plans.map { plan in
+            try Resampler(inputWidth: decoded.width, inputHeight: decoded.height, inputChannels: source.channels,
                       region: plan.storedRegion.scaled(x: sx, y: sy),
                       outputSize: plan.storedOutputSize, filter: plan.filter)
         }
@@ -261,7 +287,7 @@ public enum Renderer {
         var finishTimes: [Double] = []
         for (i, plan) in plans.enumerated() {
             let start = clock.elapsed
-            let image = plan.orientation.apply(to: resamplers[i].output)
+            let image = try plan.orientation.apply(to: resamplers[i].output)
             if convertible && !recipes[i].output.keep.contains(.icc), let p = profile {
                 let format: ColorTransform.Format = image.layout == .rgba ? .rgba8 : .rgb8
                 if let transform = ColorTransform(from: p, format, to: .sRGB, format) {
@@ -301,7 +327,7 @@ public enum Renderer {
                 throw ImagingError(.budgetExceeded, "PNG output is \(png.count) bytes, over the budget of \(max) bytes")
             }
             format = .jpeg
-            if image.layout == .rgba { image = flatten(image, onto: s.background) }
+            if image.layout == .rgba { image = try flatten(image, onto: s.background) }
         }
         var settings = JPEGEncoder.Settings(quality: s.jpegQuality, progressive: s.progressive,
                                             optimize: s.optimize, subsampling: s.subsampling)

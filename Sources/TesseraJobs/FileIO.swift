@@ -3,28 +3,54 @@ import Foundation
 /// Whole-file reads and atomic writes (temporary name in the same directory, then
 /// `rename`), so a crash or an error never leaves a partial output.
 public enum FileIO {
-    /// Reads a file, refusing one larger than `limit` before reading it.
-    public static func read(_ path: String, limit: Int) throws -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+    /// Opens an input for reading without ever blocking in `open` (O_NONBLOCK: a FIFO or a
+    /// device would wait for a writer forever) and only if it is a regular file outside
+    /// /proc and /sys; returns the descriptor and the size.
+    static func openInput(_ path: String, limit: Int) throws -> (fd: Int32, size: Int) {
+        let real = Paths.withCString(path, { realpath($0, nil) }).map { p -> String in
+            defer { free(p) }
+            return Paths.fromBytes(UnsafeBufferPointer(start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self), count: strlen(p)))
+        } ?? path
+        for pseudo in ["/proc", "/sys"] where real == pseudo || real.hasPrefix(pseudo + "/") {
+            throw JobError(.notARegularFile, "\(pseudo) files are not inputs", file: path)
+        }
+        let fd = Paths.withCString(path) { open($0, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) }
         guard fd >= 0 else {
             let code = errno
             throw JobError(code == ENOENT || code == ENOTDIR || code == EACCES ? .inputNotFound : .readFailed,
                            String(cString: strerror(code)), file: path)
         }
-        defer { close(fd) }
         var st = stat()
-        guard fstat(fd, &st) == 0 else { throw JobError(.readFailed, String(cString: strerror(errno)), file: path) }
-        guard (st.st_mode & S_IFMT) == S_IFREG else { throw JobError(.inputNotFound, "not a regular file", file: path) }
+        guard fstat(fd, &st) == 0 else {
+            let message = String(cString: strerror(errno))
+            close(fd)
+            throw JobError(.readFailed, message, file: path)
+        }
+        let kind = st.st_mode & S_IFMT
+        guard kind == S_IFREG else {
+            close(fd)
+            let what = [S_IFIFO: "a FIFO", S_IFCHR: "a character device", S_IFBLK: "a block device", S_IFSOCK: "a socket",
+                        S_IFDIR: "a directory"][kind] ?? "not a regular file"
+            throw JobError(.notARegularFile, "\(what), not a regular file", file: path)
+        }
         let size = Int(st.st_size)
         guard size <= limit else {
+            close(fd)
             throw JobError(.inputTooLarge, "file is \(size) bytes, over the input limit of \(limit)", file: path)
         }
+        return (fd, size)
+    }
+
+    /// Reads a file, refusing one larger than `limit` (or not a regular file) before reading it.
+    public static func read(_ path: String, limit: Int) throws -> [UInt8] {
+        let (fd, size) = try openInput(path, limit: limit)
+        defer { close(fd) }
         var bytes = [UInt8](repeating: 0, count: size)
         var done = 0
         try bytes.withUnsafeMutableBytes { buf in
             while done < size {
                 let n = Glibc.read(fd, buf.baseAddress! + done, size - done)
-                if n < 0 && errno == EINTR { continue }
+                if n < 0 && (errno == EINTR || errno == EAGAIN) { continue }
                 guard n >= 0 else { throw JobError(.readFailed, String(cString: strerror(errno)), file: path) }
                 if n == 0 { break }
                 done += n
@@ -39,20 +65,8 @@ public enum FileIO {
     /// A file truncated by another process while mapped would fault: inputs are
     /// expected not to change while a job runs (as for every image tool).
     public static func map(_ path: String, limit: Int) throws -> MappedFile {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            let code = errno
-            throw JobError(code == ENOENT || code == ENOTDIR || code == EACCES ? .inputNotFound : .readFailed,
-                           String(cString: strerror(code)), file: path)
-        }
+        let (fd, size) = try openInput(path, limit: limit)
         defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { throw JobError(.readFailed, String(cString: strerror(errno)), file: path) }
-        guard (st.st_mode & S_IFMT) == S_IFREG else { throw JobError(.inputNotFound, "not a regular file", file: path) }
-        let size = Int(st.st_size)
-        guard size <= limit else {
-            throw JobError(.inputTooLarge, "file is \(size) bytes, over the input limit of \(limit)", file: path)
-        }
         guard size > 0 else { return MappedFile(base: nil, count: 0) }
         guard let p = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), p != MAP_FAILED else {
             throw JobError(.readFailed, String(cString: strerror(errno)), file: path)
@@ -63,13 +77,13 @@ public enum FileIO {
     /// `mkdir -p` with errno's reason in the error (naming `file`).
     public static func makeDirectories(_ path: String, file: String) throws {
         var st = stat()
-        if stat(path, &st) == 0 {
+        if Paths.withCString(path, { stat($0, &st) }) == 0 {
             guard (st.st_mode & S_IFMT) == S_IFDIR else { throw JobError(.writeFailed, "\(path) is not a directory", file: file) }
             return
         }
         let parent = Paths.directory(of: path)
         if !parent.isEmpty && parent != path { try makeDirectories(parent, file: file) }
-        if mkdir(path, 0o777) != 0 && errno != EEXIST {
+        if Paths.withCString(path, { mkdir($0, 0o777) }) != 0 && errno != EEXIST {
             throw JobError(.writeFailed, "cannot create directory \(path): \(String(cString: strerror(errno)))", file: file)
         }
     }
@@ -77,19 +91,15 @@ public enum FileIO {
     /// Writes `bytes` to `path` atomically, creating parent directories.
     public static func writeAtomically(_ bytes: [UInt8], to path: String, directoryExists: Bool = false) throws {
         let dir = Paths.directory(of: path)
-        if !dir.isEmpty && !directoryExists {
-            do { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) } catch {
-                throw JobError(.writeFailed, "cannot create directory \(dir): \(error.localizedDescription)", file: path)
-            }
-        }
-        let name = (path as NSString).lastPathComponent
+        if !dir.isEmpty && !directoryExists { try makeDirectories(dir, file: path) }
+        let name = path.split(separator: "/").last.map(String.init) ?? path
         let tmp = (dir.isEmpty ? "" : dir + "/") + ".\(name).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        let fd = Paths.withCString(tmp) { open($0, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644) }
         guard fd >= 0 else { throw JobError(.writeFailed, String(cString: strerror(errno)), file: path) }
         var ok = false
         defer {
             close(fd)
-            if !ok { unlink(tmp) }
+            if !ok { Paths.withCString(tmp) { _ = unlink($0) } }
         }
         var done = 0
         try bytes.withUnsafeBytes { buf in
@@ -100,7 +110,7 @@ public enum FileIO {
                 done += n
             }
         }
-        guard rename(tmp, path) == 0 else { throw JobError(.writeFailed, String(cString: strerror(errno)), file: path) }
+        guard Paths.withCString(tmp, { t in Paths.withCString(path) { rename(t, $0) } }) == 0 else { throw JobError(.writeFailed, String(cString: strerror(errno)), file: path) }
         ok = true
     }
 }

@@ -51,44 +51,10 @@ public enum InputDiscovery {
     /// whatever their name (the renderer sniffs content, not names).
     public static let imageExtensions: Set<String> = ["jpg", "jpeg", "jpe", "jfif", "png"]
 
+    /// Files and directories (searched with the jobs' walker) as inputs, in order.
     public static func expand(_ paths: [String], recursive: Bool = true) throws -> [InputFile] {
-        let fm = FileManager.default
-        var result: [InputFile] = []
-        for raw in paths {
-            let path = raw.count > 1 && raw.hasSuffix("/") ? String(raw.dropLast()) : raw
-            var isDir: ObjCBool = false
-            guard fm.fileExists(atPath: path, isDirectory: &isDir) else {
-                throw JobError(.inputNotFound, "no such file or directory", file: path)
-            }
-            if !isDir.boolValue {
-                result.append(InputFile(path: path, root: Paths.directory(of: path)))
-                continue
-            }
-            var found: [String] = []
-            if recursive {
-                guard let e = fm.enumerator(atPath: path) else { continue }
-                while let rel = e.nextObject() as? String {
-                    let name = (rel as NSString).lastPathComponent
-                    if name.hasPrefix(".") {
-                        if (e.fileAttributes?[.type] as? FileAttributeType) == .typeDirectory { e.skipDescendants() }
-                        continue
-                    }
-                    if imageExtensions.contains((rel as NSString).pathExtension.lowercased()) { found.append(rel) }
-                }
-            } else {
-                for name in try fm.contentsOfDirectory(atPath: path) where !name.hasPrefix(".")
-                    && imageExtensions.contains((name as NSString).pathExtension.lowercased()) {
-                    found.append(name)
-                }
-            }
-            for rel in found.sorted() {
-                let full = path + "/" + rel
-                var sub: ObjCBool = false
-                if fm.fileExists(atPath: full, isDirectory: &sub), !sub.boolValue {
-                    result.append(InputFile(path: full, root: path))
-                }
-            }
+        try paths.flatMap { raw in
+            try JobPlanner.expand(raw.count > 1 && raw.hasSuffix("/") ? String(raw.dropLast()) : raw, recursive: recursive)
         }
-        return result
     }
 }

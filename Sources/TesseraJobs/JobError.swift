@@ -7,6 +7,8 @@ public struct JobError: Error, Equatable, Sendable, CustomStringConvertible {
         public var description: String { rawValue }
 
         public static let inputNotFound = Code(rawValue: "input-not-found")
+        /// A FIFO, device, socket or directory, or a file of /proc or /sys: never opened for reading.
+        public static let notARegularFile = Code(rawValue: "not-a-regular-file")
         /// An I/O error reading an input that exists (may pass on retry, e.g. on network storage).
         public static let readFailed = Code(rawValue: "read-failed")
         public static let inputTooLarge = Code(rawValue: "input-too-large")
@@ -26,5 +28,5 @@ public struct JobError: Error, Equatable, Sendable, CustomStringConvertible {
         self.file = file
     }
 
-    public var description: String { (file.map { "\($0): " } ?? "") + "\(reason) [\(code)]" }
+    public var description: String { (file.map { "\(Paths.display($0)): " } ?? "") + "\(reason) [\(code)]" }
 }

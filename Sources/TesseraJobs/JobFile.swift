@@ -20,9 +20,18 @@ import Yams
 /// ```
 public enum JobFile {
     /// Reads and validates a job file; relative paths resolve against its directory.
+    /// Largest job file read (inputs belong in directories or manifests, not in the file).
+    public static let maxBytes = 1 << 20
+    /// Most YAML nodes a job file may expand to, aliases followed: a few kB of anchors and
+    /// aliases can otherwise stand for billions of nodes (the "billion laughs").
+    public static let maxNodes = 100_000
+
     public static func load(path: String, catalog: PresetCatalog = .builtIn) throws -> JobSpec {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw JobError(.invalidJob, "cannot read the job file", file: path)
+        let data: [UInt8]
+        do { data = try FileIO.read(path, limit: maxBytes) } catch let e as JobError where e.code == .inputTooLarge {
+            throw JobError(.invalidJob, "the job file is over \(maxBytes >> 20) MB; list inputs in a manifest instead", file: path)
+        } catch {
+            throw JobError(.invalidJob, "cannot read the job file (\((error as? JobError)?.reason ?? "\(error)"))", file: path)
         }
         let base = URL(fileURLWithPath: path).deletingLastPathComponent().path
         return try parse(yaml: String(decoding: data, as: UTF8.self), file: path, baseDirectory: base, catalog: catalog)
@@ -33,7 +42,15 @@ public enum JobFile {
         var p = Parser(file: file, base: baseDirectory, catalog: catalog)
         let root: Node
         do {
+            guard yaml.utf8.count <= maxBytes else {
+                throw JobError(.invalidJob, "the job file is over \(maxBytes >> 20) MB; list inputs in a manifest instead", file: file)
+            }
             guard let node = try Yams.compose(yaml: yaml) else { throw p.error(nil, "", "the file is empty") }
+            var budget = maxNodes
+            guard Self.fits(node, budget: &budget) else {
+                throw JobError(.invalidJob, "the YAML expands to more than \(maxNodes) nodes through its aliases (&anchor/*alias): refused",
+                               file: file)
+            }
             root = node
         } catch let e as JobError {
             throw e
@@ -41,6 +58,22 @@ public enum JobFile {
             throw JobError(.invalidJob, "not valid YAML: \(error)", file: file)
         }
         return try p.job(root)
+    }
+
+    /// Counts nodes as a reader would see them (aliases expanded) and stops at the budget.
+    static func fits(_ node: Node, budget: inout Int) -> Bool {
+        budget -= 1
+        if budget < 0 { return false }
+        switch node {
+        case .scalar: return true
+        case .sequence(let s):
+            for child in s where !fits(child, budget: &budget) { return false }
+            return true
+        case .mapping(let m):
+            for (k, v) in m where !fits(k, budget: &budget) || !fits(v, budget: &budget) { return false }
+            return true
+        case .alias: return true
+        }
     }
 
     /// Validation with positions.
@@ -53,6 +86,21 @@ public enum JobFile {
             self.file = file
             self.base = base
             self.catalog = catalog
+        }
+
+        /// The node at a dotted field path (`outputs[1].path`), if the file has it.
+        static func node(at field: String, in root: Node) -> Node? {
+            var node: Node? = root
+            for part in field.split(separator: ".") {
+                var name = Substring(part), index: Int?
+                if let open = part.firstIndex(of: "["), let close = part.firstIndex(of: "]") {
+                    name = part[..<open]
+                    index = Int(part[part.index(after: open)..<close])
+                }
+                node = node?.mapping?[String(name)]
+                if let index { node = node?.sequence.flatMap { index < $0.count ? $0[index] : nil } }
+            }
+            return node
         }
 
         func error(_ node: Node?, _ field: String, _ reason: String) -> JobError {
@@ -164,6 +212,11 @@ public enum JobFile {
             if kind == .tiles && m["options"]?.mapping?["maxMegapixels"] == nil {
                 spec.options.maxMegapixels = JobOptions.tilesMaxMegapixels
             }
+            // The one validation JSON jobs pass too; the line is that of the field, when found.
+            do { try spec.validate() } catch let e as JobError {
+                let field = e.reason.split(separator: ":").first.map(String.init) ?? ""
+                throw error(Self.node(at: field, in: root) ?? root, "", e.reason)
+            }
             return spec
         }
 
@@ -237,6 +290,7 @@ public enum JobFile {
 
         func checkTemplate(_ s: String, _ n: Node, _ field: String) throws {
             guard !s.hasPrefix("/") else { throw error(n, field, "must be relative to the output root, got \"\(s)\"") }
+            if let problem = OutputNaming.templateProblem(s) { throw error(n, field, problem) }
             guard !s.split(separator: "/").contains("..") else { throw error(n, field, "must not contain \"..\"") }
             var rest = Substring(s)
             while let open = rest.firstIndex(of: "{") {
@@ -322,9 +376,9 @@ public enum JobFile {
             if let v = m["inline"] { o.inline = try bool(v, "options.inline") }
             if let v = m["incremental"] { o.incremental = try bool(v, "options.incremental") }
             if let v = m["fast"] { o.fast = try bool(v, "options.fast") }
-            guard o.maxMegapixels > 0 else { throw error(m["maxMegapixels"], "options.maxMegapixels", "must be positive") }
-            guard (1...100).contains(o.maxAttempts) else { throw error(m["maxAttempts"], "options.maxAttempts", "expected 1...100") }
-            guard o.timeout > 0 else { throw error(m["timeout"], "options.timeout", "must be positive seconds") }
+            if let p = o.problem() {
+                throw error(m[String(p.field.dropFirst("options.".count))], p.field, p.message)
+            }
             return o
         }
 

@@ -13,34 +13,38 @@ public enum JobPlanner {
         for source in job.inputs {
             switch source {
             case .path(let path, let patterns, let recursive):
-                var st = stat()
-                guard stat(path, &st) == 0 else {
-                    throw JobError(.inputNotFound, "no such file or directory", file: path)
-                }
-                if (st.st_mode & S_IFMT) == S_IFDIR {
-                    var found: [String] = []
-                    var visited: Set<[UInt64]> = [[UInt64(st.st_dev), UInt64(st.st_ino)]]
-                    walk(path, relative: "", patterns: patterns, recursive: recursive, visited: &visited, into: &found)
-                    for rel in found.sorted() { add(InputFile(path: path + "/" + rel, root: path)) }
-                } else {
-                    add(InputFile(path: path, root: Paths.directory(of: path)))
-                }
+                for f in try expand(path, patterns: patterns, recursive: recursive) { add(f) }
             case .manifest(let manifest):
-                guard let text = try? String(contentsOfFile: manifest, encoding: .utf8) else {
-                    throw JobError(.inputNotFound, "cannot read the manifest", file: manifest)
-                }
+                // Read like an input (never blocking on a FIFO); lines are byte strings.
+                let bytes = try FileIO.read(manifest, limit: 1 << 30)
                 let dir = Paths.directory(of: manifest)
-                for line in text.split(whereSeparator: \.isNewline) {
-                    let entry = line.trimmingCharacters(in: .whitespaces)
+                for line in bytes.split(whereSeparator: { $0 == 10 || $0 == 13 }) {
+                    let entry = Paths.fromBytes(line).trimmingCharacters(in: .whitespaces)
                     if entry.isEmpty || entry.hasPrefix("#") { continue }
-                    let full = entry.hasPrefix("/") ? entry : dir + "/" + entry
-                    // Manifest entries keep their directory relative to the manifest for {dir}.
+                    let full = Paths.normalize(entry.hasPrefix("/") ? entry : dir + "/" + entry)
+                    // Manifest entries keep their own names (a symlink is not replaced by its
+                    // target) and their directory relative to the manifest for {dir}.
                     let root = full.hasPrefix(dir + "/") ? dir : Paths.directory(of: full)
-                    add(InputFile(path: (full as NSString).standardizingPath, root: root))
+                    add(InputFile(path: full, root: root))
                 }
             }
         }
         return files
+    }
+
+    /// A file, or the image files of a directory (every file matching `patterns`, or with an
+    /// image extension when there are none), sorted: the one walker of render, strip, tiles
+    /// and jobs.
+    public static func expand(_ path: String, patterns: [String] = [], recursive: Bool = true) throws -> [InputFile] {
+        var st = stat()
+        guard Paths.withCString(path, { stat($0, &st) }) == 0 else {
+            throw JobError(.inputNotFound, "no such file or directory", file: path)
+        }
+        guard (st.st_mode & S_IFMT) == S_IFDIR else { return [InputFile(path: path, root: Paths.directory(of: path))] }
+        var found: [String] = []
+        var visited: Set<[UInt64]> = [[UInt64(st.st_dev), UInt64(st.st_ino)]]
+        walk(path, relative: "", patterns: patterns, recursive: recursive, visited: &visited, into: &found)
+        return found.sorted().map { InputFile(path: path + "/" + $0, root: path) }
     }
 
     /// Appends paths (relative to `base`) of image files below `base`.
@@ -48,19 +52,17 @@ public enum JobPlanner {
     static func walk(_ base: String, relative: String, patterns: [String], recursive: Bool,
                      visited: inout Set<[UInt64]>, into found: inout [String]) {
         let dirPath = relative.isEmpty ? base : base + "/" + relative
-        guard let dir = opendir(dirPath) else { return }
+        guard let dir = Paths.withCString(dirPath, { opendir($0) }) else { return }
         defer { closedir(dir) }
         var subdirectories: [String] = []
         while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in Paths.fromBytes(raw.prefix { $0 != 0 }) }
             if name.hasPrefix(".") { continue }  // ., .., hidden files and directories
             let rel = relative.isEmpty ? name : relative + "/" + name
             var type = entry.pointee.d_type
             if type == UInt8(DT_UNKNOWN) || type == UInt8(DT_LNK) || (type == UInt8(DT_DIR) && recursive) {
                 var st = stat()
-                guard stat(dirPath + "/" + name, &st) == 0 else { continue }
+                guard Paths.withCString(dirPath + "/" + name, { stat($0, &st) }) == 0 else { continue }
                 let isDir = (st.st_mode & S_IFMT) == S_IFDIR
                 if isDir && recursive && !visited.insert([UInt64(st.st_dev), UInt64(st.st_ino)]).inserted { continue }
                 type = isDir ? UInt8(DT_DIR) : (st.st_mode & S_IFMT) == S_IFREG ? UInt8(DT_REG) : UInt8(DT_UNKNOWN)

@@ -258,3 +258,64 @@ public struct ExecutableJob: Codable, Sendable, Equatable {
         return XXH64.hash(Array(data))
     }
 }
+
+// MARK: - Validation
+
+extension JobOptions {
+    /// Each numeric option's range: finite, positive, and small enough for the arithmetic
+    /// it feeds (pixels and bytes as `Int`, leases in seconds).
+    public static let ranges: [(field: String, range: ClosedRange<Double>, unit: String)] = [
+        ("maxMegapixels", 0.000001...JobOptions.tilesMaxMegapixels, "megapixels"),
+        ("maxInputMB", 1...65_536, "MB"),
+        ("maxAttempts", 1...100, "attempts"),
+        ("timeout", 0.1...604_800, "seconds"),
+    ]
+
+    /// The first option out of its range, as (field, message), or nil.
+    public func problem() -> (field: String, message: String)? {
+        let values: [String: Double] = ["maxMegapixels": maxMegapixels, "maxInputMB": Double(maxInputMB),
+                                        "maxAttempts": Double(maxAttempts), "timeout": timeout]
+        for (field, range, unit) in Self.ranges {
+            let v = values[field]!
+            guard v.isFinite, range.contains(v) else {
+                func show(_ x: Double) -> String { x == x.rounded() && abs(x) < 1e15 ? String(Int(x)) : "\(x)" }
+                return ("options.\(field)", "expected \(show(range.lowerBound))...\(show(range.upperBound)) \(unit), got \(show(v))")
+            }
+        }
+        return nil
+    }
+}
+
+extension JobSpec {
+    /// The one validation every job passes, however it arrived (a YAML file, JSON from a
+    /// script, the command line): numeric ranges, output names and templates, tile
+    /// settings, recipes. Throws `invalid-job` naming the field, what was expected and
+    /// what was given.
+    public func validate() throws {
+        func bad(_ field: String, _ message: String) -> JobError { JobError(.invalidJob, "\(field): \(message)") }
+        guard !name.isEmpty else { throw bad("name", "must not be empty") }
+        guard (-1_000_000...1_000_000).contains(priority) else { throw bad("priority", "expected -1000000...1000000, got \(priority)") }
+        guard output.hasPrefix("/") else { throw bad("output", "must be an absolute path, got \"\(output)\"") }
+        guard !inputs.isEmpty else { throw bad("inputs", "expected at least one input") }
+        if let p = options.problem() { throw bad(p.field, p.message) }
+        if (kind == .thumbnail || kind == .recompress) && outputs.isEmpty {
+            throw bad("outputs", "a \(kind.rawValue) job needs at least one output (a preset or recipe)")
+        }
+        var names = Set<String>()
+        for (i, o) in outputs.enumerated() {
+            guard names.insert(o.name).inserted else { throw bad("outputs[\(i)].name", "\"\(o.name)\" is used twice") }
+            if let t = o.path {
+                if let problem = OutputNaming.templateProblem(t) { throw bad("outputs[\(i)].path", problem) }
+                guard !t.hasPrefix("/"), !t.split(separator: "/").contains("..") else {
+                    throw bad("outputs[\(i)].path", "must stay under the output root, got \"\(t)\"")
+                }
+                guard t.contains("{stem}") else { throw bad("outputs[\(i)].path", "must contain {stem}, or every input writes the same file") }
+            }
+            do { try o.recipe.validate() } catch let e as ImagingError { throw bad("outputs[\(i)].recipe", e.reason) }
+        }
+        if let tiles {
+            guard kind == .tiles else { throw bad("tiles", "only a tiles job (kind: tiles) takes tile settings") }
+            do { try tiles.validate() } catch let e as ImagingError { throw bad("tiles", e.reason) }
+        }
+    }
+}

@@ -35,8 +35,21 @@ public struct OutputNaming: Sendable, Codable {
         return try OutputNaming.normalise(rel)
     }
 
-    /// `a/./b//c` -> `a/b/c`; refuses absolute paths, `..` and empty paths.
+    /// Why a template cannot name files (NUL or control characters, which the kernel would
+    /// cut or which no one can type), or nil.
+    public static func templateProblem(_ template: String) -> String? {
+        if template.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+            return "contains a control character (NUL, newline, ...)"
+        }
+        return nil
+    }
+
+    /// `a/./b//c` -> `a/b/c`; refuses absolute paths, `..`, control characters and empty paths.
     static func normalise(_ relative: String) throws -> String {
+        // A NUL would end the name at the kernel: every output would go to one file.
+        guard !relative.unicodeScalars.contains(where: { $0.value == 0 }) else {
+            throw JobError(.unsafeOutputPath, "output path contains a NUL character")
+        }
         guard !relative.hasPrefix("/") else {
             throw JobError(.unsafeOutputPath, "output path \"\(relative)\" is absolute; it must be relative to the output root")
         }
@@ -54,12 +67,12 @@ public struct OutputNaming: Sendable, Codable {
     public static func confine(_ relative: String, under root: String) throws -> String {
         let path = root + "/" + (try normalise(relative))
         // A symlink inside the root could still point out of it: check the existing prefix.
-        let realRoot = URL(fileURLWithPath: root).resolvingSymlinksInPath().path
+        let realRoot = Paths.realPath(root) ?? root
         var probe = Paths.directory(of: path)
-        while !FileManager.default.fileExists(atPath: probe) && probe.count > root.count {
+        while !Paths.exists(probe) && probe.count > root.count {
             probe = Paths.directory(of: probe)
         }
-        let realProbe = URL(fileURLWithPath: probe).resolvingSymlinksInPath().path
+        let realProbe = Paths.realPath(probe) ?? probe
         guard realProbe == realRoot || realProbe.hasPrefix(realRoot + "/") else {
             throw JobError(.unsafeOutputPath, "output path \"\(relative)\" leads outside the output root through a symlink")
         }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Path arithmetic on strings. Foundation's `NSString.deletingLastPathComponent` traps on
 /// a one-character path without a slash (`"a"`, `"-"`; swift-corelibs-foundation), so
 /// Tessera never calls it.
@@ -11,5 +13,131 @@ public enum Paths {
         var dir = p[..<slash]
         while dir.count > 1 && dir.hasSuffix("/") { dir = dir.dropLast() }
         return String(dir)
+    }
+}
+
+// MARK: - File names that are not UTF-8
+
+/// Linux file names are bytes. A name that is not valid UTF-8 is carried in a Swift
+/// `String` with each invalid byte `b` as the private-use scalar U+10FF00 + b, and turned
+/// back into the same bytes whenever it reaches the kernel (`Paths.withCString`), so such
+/// files are found, read and written under their own names. In JSON they appear as those
+/// scalars; `Paths.display` shows them as `\xNN`.
+extension Paths {
+    static let escapeBase: UInt32 = 0x10FF00
+
+    /// A name or path from the kernel's bytes.
+    public static func fromBytes<C: Collection>(_ bytes: C) -> String where C.Element == UInt8 {
+        if let s = String(validatingUTF8Bytes: bytes) { return s }
+        var scalars = String.UnicodeScalarView()
+        var it = Array(bytes)[...]
+        while !it.isEmpty {
+            // The longest valid UTF-8 sequence at the front, or one escaped byte.
+            var decoded: Unicode.Scalar?
+            var used = 0
+            for n in 1...min(4, it.count) {
+                if let s = String(validatingUTF8Bytes: it.prefix(n)), s.unicodeScalars.count == 1 {
+                    decoded = s.unicodeScalars.first
+                    used = n
+                    break
+                }
+            }
+            if let decoded, !(decoded.value >= escapeBase && decoded.value <= escapeBase + 0xFF) {
+                scalars.append(decoded)
+                it = it.dropFirst(used)
+            } else {
+                scalars.append(Unicode.Scalar(escapeBase + UInt32(it.first!))!)
+                it = it.dropFirst()
+            }
+        }
+        return String(scalars)
+    }
+
+    /// Whether `path` holds escaped bytes.
+    public static func hasEscapes(_ path: String) -> Bool {
+        path.unicodeScalars.contains { $0.value >= escapeBase && $0.value <= escapeBase + 0xFF }
+    }
+
+    /// The kernel's bytes for `path` (NUL-terminated).
+    public static func fileSystemBytes(_ path: String) -> [CChar] {
+        var out: [CChar] = []
+        out.reserveCapacity(path.utf8.count + 1)
+        for s in path.unicodeScalars {
+            if s.value >= escapeBase && s.value <= escapeBase + 0xFF {
+                out.append(CChar(bitPattern: UInt8(s.value - escapeBase)))
+            } else {
+                out += String(s).utf8.map { CChar(bitPattern: $0) }
+            }
+        }
+        out.append(0)
+        return out
+    }
+
+    /// Calls `body` with the kernel's bytes for `path`.
+    public static func withCString<T>(_ path: String, _ body: (UnsafePointer<CChar>) throws -> T) rethrows -> T {
+        if !hasEscapes(path) { return try path.withCString(body) }
+        return try fileSystemBytes(path).withUnsafeBufferPointer { try body($0.baseAddress!) }
+    }
+
+    /// `path` for people: escaped bytes as `\xNN`.
+    public static func display(_ path: String) -> String {
+        guard hasEscapes(path) else { return path }
+        var out = ""
+        for s in path.unicodeScalars {
+            if s.value >= escapeBase && s.value <= escapeBase + 0xFF {
+                out += String(format: "\\x%02X", s.value - escapeBase)
+            } else {
+                out.unicodeScalars.append(s)
+            }
+        }
+        return out
+    }
+
+    /// Whether a file or directory exists at `path` (following symbolic links).
+    public static func exists(_ path: String) -> Bool {
+        var st = stat()
+        return withCString(path) { stat($0, &st) } == 0
+    }
+
+    /// `realpath(3)`: symbolic links resolved, or nil when the path does not exist.
+    public static func realPath(_ path: String) -> String? {
+        guard let p = withCString(path, { realpath($0, nil) }) else { return nil }
+        defer { free(p) }
+        return fromBytes(UnsafeBufferPointer(start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self), count: strlen(p)))
+    }
+
+    /// `.` and `..` segments removed without touching the file system (symbolic links keep
+    /// their own names; `NSString.standardizingPath` would resolve them).
+    public static func normalize(_ path: String) -> String {
+        var parts: [Substring] = []
+        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
+            if part == "." { continue }
+            if part == "..", let last = parts.last, last != ".." {
+                parts.removeLast()
+                continue
+            }
+            if part == "..", path.hasPrefix("/") { continue }
+            parts.append(part)
+        }
+        let joined = parts.joined(separator: "/")
+        return path.hasPrefix("/") ? "/" + joined : (joined.isEmpty ? "." : joined)
+    }
+}
+
+extension String {
+    /// The string the bytes spell in UTF-8, or nil when they are not valid UTF-8.
+    init?<C: Collection>(validatingUTF8Bytes bytes: C) where C.Element == UInt8 {
+        var decoder = UTF8()
+        var it = bytes.makeIterator()
+        var s = String.UnicodeScalarView()
+        while true {
+            switch decoder.decode(&it) {
+            case .scalarValue(let v): s.append(v)
+            case .emptyInput:
+                self = String(s)
+                return
+            case .error: return nil
+            }
+        }
     }
 }

@@ -52,14 +52,15 @@ final class Staging {
             var isDir: ObjCBool = false
             guard FileManager.default.fileExists(atPath: old + "/" + relative, isDirectory: &isDir), !isDir.boolValue else { continue }
             let target = directory + "/" + relative
-            if (try? ensureDirectory(Paths.directory(of: target))) != nil, rename(old + "/" + relative, target) == 0 {
+            if (try? ensureDirectory(Paths.directory(of: target))) != nil,
+               Paths.withCString(old + "/" + relative, { o in Paths.withCString(target) { rename(o, $0) } }) == 0 {
                 files.append(relative)
             }
         }
     }
 
     /// Whether this attempt's area holds `relative` (written by it or adopted).
-    func contains(_ relative: String) -> Bool { access(directory + "/" + relative, F_OK) == 0 }
+    func contains(_ relative: String) -> Bool { Paths.exists(directory + "/" + relative) }
 
     /// Writes `bytes` as `relative` in the staging area.
     func stage(_ relative: String, _ bytes: [UInt8]) throws {
@@ -78,13 +79,13 @@ final class Staging {
             for relative in files {
                 let target = try OutputNaming.confine(relative, under: root)
                 try ensureDirectory(Paths.directory(of: target))
-                guard rename(directory + "/" + relative, target) == 0 else {
+                guard Paths.withCString(directory + "/" + relative, { s in Paths.withCString(target) { rename(s, $0) } }) == 0 else {
                     throw JobError(.writeFailed, "publishing: \(String(cString: strerror(errno)))", file: target)
                 }
                 published.append(target)
             }
         } catch {
-            for p in published { unlink(p) }
+            for p in published { Paths.withCString(p) { _ = unlink($0) } }
             throw error
         }
         discard()

@@ -68,7 +68,7 @@ final class TileWriter {
         if let staging, staging.contains(relative) { return true }
         guard let after = resumeAfter else { return false }
         var st = stat()
-        guard stat(root + "/" + relative, &st) == 0, st.st_size > 0 else { return false }
+        guard Paths.withCString(root + "/" + relative, { stat($0, &st) }) == 0, st.st_size > 0 else { return false }
         return Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9 >= after
     }
 
@@ -83,9 +83,7 @@ final class TileWriter {
         let path = root + "/" + relative
         let dir = Paths.directory(of: path)
         if !made.contains(dir) {
-            do { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) } catch {
-                throw JobError(.writeFailed, "cannot create directory \(dir): \(error.localizedDescription)", file: path)
-            }
+            try FileIO.makeDirectories(dir, file: path)
             made.insert(dir)
         }
         try FileIO.writeAtomically(bytes, to: path, directoryExists: true)

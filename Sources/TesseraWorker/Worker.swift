@@ -22,6 +22,43 @@ public struct WorkerConfig: Sendable {
     public var drainTimeout = 30.0
     /// Seconds an executor waits for the coordinator's answer to a commit (none: discard).
     public var commitTimeout = 10.0
+    /// The memory this worker may use, in bytes (nil: no budget). Each task gets an equal
+    /// share after the worker's own baseline; a task planned over its share fails with
+    /// `out-of-memory` before decoding.
+    public var memoryLimit: Int?
+
+    /// The per-task budget `memoryLimit` gives (bytes), or nil.
+    public var taskMemoryBudget: Int? {
+        memoryLimit.map { max(16 << 20, ($0 - Self.baseline) / max(1, concurrency)) }
+    }
+
+    /// What a worker holds besides its tasks (code, libraries, sockets, buffers).
+    public static let baseline = 48 << 20
+
+    /// The memory limit of this process' cgroup (v2 `memory.max`, v1
+    /// `memory.limit_in_bytes`), or nil when there is none.
+    public static func cgroupMemoryLimit() -> Int? {
+        // /proc/self/cgroup: "ID:controllers:path"; v1 names "memory", v2 is "0::path".
+        var candidates: [String] = []
+        let groups = (try? String(contentsOfFile: "/proc/self/cgroup", encoding: .utf8)) ?? ""
+        for line in groups.split(separator: "\n") {
+            let parts = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+            guard parts.count == 3 else { continue }
+            let path = parts[2] == "/" ? "" : String(parts[2])
+            if parts[1].split(separator: ",").contains("memory") {
+                candidates.append("/sys/fs/cgroup/memory\(path)/memory.limit_in_bytes")
+            } else if parts[0] == "0" && parts[1].isEmpty {
+                candidates += ["/sys/fs/cgroup\(path)/memory.max", "/sys/fs/cgroup/unified\(path)/memory.max"]
+            }
+        }
+        for path in candidates {
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { continue }
+            let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
+            if value == "max" { continue }
+            if let n = Int(value), n < Int(1) << 50 { return n }
+        }
+        return nil
+    }
     /// Fault injection for tests: abort the process when an input path contains this.
     public var crashOnInputContaining: String?
     /// CURVE: this worker's key pair and the coordinator's public key.
@@ -359,7 +396,7 @@ public final class Worker: @unchecked Sendable {
     /// Queues a task, or asks for its bytes when the path is not readable here.
     private func accept(_ t: TaskAssignment, _ dealer: ZMQSocket, now: Double) {
         guard let job = jobs[t.job] else { return }
-        if t.inlineInput == nil && job.kind != .noop && access(t.input.path, R_OK) != 0 {
+        if t.inlineInput == nil && job.kind != .noop && Paths.withCString(t.input.path, { access($0, R_OK) }) != 0 {
             awaitingBytes[t.ref] = t
             send(dealer, Envelope(MessageType.needBytes, body: TaskRef.encode([t.ref])), now: now)
             return
@@ -453,9 +490,11 @@ public final class Worker: @unchecked Sendable {
             let fence = Fence(task: ref.task, attempt: ref.attempt) { [weak self, poke] in
                 self?.awaitCommit(ref, poke: poke) ?? false
             }
+            var renderOptions = job.options.renderOptions
+            if let budget = config.taskMemoryBudget { renderOptions.limits.maxMemoryBytes = budget }
             let outcome = TaskExecutor.run(job, input: task.input, inlineInput: task.inlineInput,
                                            expectedHash: task.expectedHash, returnInline: task.inlineInput != nil,
-                                           fence: task.inlineInput == nil ? fence : nil)
+                                           renderOptions: renderOptions, fence: task.inlineInput == nil ? fence : nil)
             let peak = measureMemory ? ResourceAccounting.peakResident() : 0
             let report = makeReport(task, outcome, queueWait: wait, peak: peak, concurrent: !alone)
 

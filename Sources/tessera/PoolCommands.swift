@@ -211,6 +211,9 @@ struct WorkerCommand: ParsableCommand {
     @Option(help: "Address the HTTP port binds (0.0.0.0: every interface).")
     var metricsAddress: String = "127.0.0.1"
 
+    @Option(help: "Memory this worker may use, in MB (default: its cgroup's limit, if any). Tasks planned over their share fail with out-of-memory instead of the worker being killed.")
+    var memoryLimit: Int?
+
     @OptionGroup var keys: ClientKeys
     @OptionGroup var log: LogOptions
 
@@ -219,6 +222,12 @@ struct WorkerCommand: ParsableCommand {
         config.curve = try keys.resolve(for: connect)
         config.metricsPort = metricsPort
         config.metricsAddress = metricsAddress
+        if let memoryLimit {
+            guard memoryLimit >= 64 else { throw ValidationError("--memory-limit must be at least 64 (MB), got \(memoryLimit)") }
+            config.memoryLimit = memoryLimit << 20
+        } else {
+            config.memoryLimit = WorkerConfig.cgroupMemoryLimit()
+        }
         config.prefetch = prefetch
         config.inline = inline
         config.crashOnInputContaining = crashOn

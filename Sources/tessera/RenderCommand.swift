@@ -286,7 +286,7 @@ struct Render: ParsableCommand {
         }.joined(separator: ", ")
         let scale = r.scaleEighths.map { $0 == 8 ? "1/1" : "\($0)/8" } ?? "-"
         let t = r.timings
-        print("ok   \(r.input) \(r.sourceWidth ?? 0)x\(r.sourceHeight ?? 0) \(formatBytes(r.bytesIn)) -> \(outs)"
+        print("ok   \(Paths.display(r.input)) \(r.sourceWidth ?? 0)x\(r.sourceHeight ?? 0) \(formatBytes(r.bytesIn)) -> \(outs)"
               + " | scale \(scale) decode \(ms(t.decode)) resize \(ms(t.resize)) encode \(ms(t.encode)) total \(ms(t.total)) ms")
     }
 }

@@ -12,13 +12,13 @@ final class FastModeTests: XCTestCase {
     /// A 4:3 image whose EXIF thumbnail is a 160x120 version of itself (orientation 6).
     func photo(thumbnail: PixelBuffer) throws -> [UInt8] {
         let displayed = Fixtures.quadrants(width: 800, height: 1066)
-        let stored = Orientation(exif: 6).inverse.apply(to: displayed)  // 1066x800
+        let stored = try Orientation(exif: 6).inverse.apply(to: displayed)  // 1066x800
         let thumb = try Codec.encodeJPEG(thumbnail, quality: 90)
         return try Codec.encodeJPEG(stored, quality: 90, exif: Exif.build(orientation: 6, thumbnail: thumb))
     }
 
     func testSmallOutputsComeFromTheExifThumbnail() throws {
-        let thumbnail = Orientation(exif: 6).inverse.apply(to: Fixtures.quadrants(width: 120, height: 160))
+        let thumbnail = try Orientation(exif: 6).inverse.apply(to: Fixtures.quadrants(width: 120, height: 160))
         let jpeg = try photo(thumbnail: thumbnail)
         let result = try Renderer.render(jpeg, recipes: [recipe([fit(64, 64)])], options: fastOptions())
         XCTAssertEqual(result.decodePath, .exifThumbnail)
@@ -33,7 +33,7 @@ final class FastModeTests: XCTestCase {
     }
 
     func testThumbnailRejectedWhenTooSmallOrLetterboxed() throws {
-        let thumbnail = Orientation(exif: 6).inverse.apply(to: Fixtures.quadrants(width: 120, height: 160))
+        let thumbnail = try Orientation(exif: 6).inverse.apply(to: Fixtures.quadrants(width: 120, height: 160))
         let jpeg = try photo(thumbnail: thumbnail)
         // Too small for a 256 px output.
         XCTAssertEqual(try Renderer.render(jpeg, recipes: [recipe([fit(256, 256)])], options: fastOptions()).decodePath, .jpeg)

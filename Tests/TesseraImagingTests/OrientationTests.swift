@@ -8,7 +8,7 @@ final class OrientationTests: XCTestCase {
         let displayed = Fixtures.quadrants(width: 64, height: 48)
         for value in 1...8 {
             let o = Orientation(exif: value)
-            let stored = o.inverse.apply(to: displayed)
+            let stored = try o.inverse.apply(to: displayed)
             XCTAssertEqual(stored.width, value >= 5 ? 48 : 64)
             let jpeg = try Codec.encodeJPEG(stored, quality: 95, subsampling: .s444,
                                             exif: Exif.build(orientation: value))
@@ -35,7 +35,7 @@ final class OrientationTests: XCTestCase {
         }
     }
 
-    func testOrientationAlgebra() {
+    func testOrientationAlgebra() throws {
         let image = Fixtures.noise(width: 7, height: 5)
         for a in 1...8 {
             let oa = Orientation(exif: a)
@@ -43,8 +43,8 @@ final class OrientationTests: XCTestCase {
             XCTAssertEqual(Orientation(exif: oa.exifValue), oa)
             for b in 1...8 {
                 let ob = Orientation(exif: b)
-                let stepwise = ob.apply(to: oa.apply(to: image))
-                let composed = oa.then(ob).apply(to: image)
+                let stepwise = try ob.apply(to: oa.apply(to: image))
+                let composed = try oa.then(ob).apply(to: image)
                 XCTAssertEqual(stepwise.bytes, composed.bytes, "\(a) then \(b)")
                 XCTAssertEqual(stepwise.width, composed.width)
             }
@@ -57,7 +57,7 @@ final class OrientationTests: XCTestCase {
 
     func testRecipeRotationsAfterTheExifOrientation() throws {
         let displayed = Fixtures.quadrants(width: 64, height: 48)
-        let jpeg = try Codec.encodeJPEG(Orientation(exif: 6).inverse.apply(to: displayed), quality: 95,
+        let jpeg = try Codec.encodeJPEG(try Orientation(exif: 6).inverse.apply(to: displayed), quality: 95,
                                         subsampling: .s444, exif: Exif.build(orientation: 6))
         // Rotate 90° clockwise after making it upright: top-left becomes bottom-left's colour.
         let (out, px) = try renderAndDecode(jpeg, recipe([fit(32, 32), .rotate(degrees: 90), .flip(.horizontal)]))

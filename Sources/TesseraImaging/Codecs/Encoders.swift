@@ -53,7 +53,9 @@ enum JPEGEncoder {
             }
         }
         guard rc == 0, let out else {
-            throw ImagingError(.encodeFailed, "JPEG encoding failed: \(String(cString: message))")
+            let m = String(cString: message)
+            throw ImagingError(m.contains("Insufficient memory") || m.contains("out of memory") ? .outOfMemory : .encodeFailed,
+                               "JPEG encoding failed: \(m)")
         }
         defer { ts_free(out) }
         return Array(UnsafeBufferPointer(start: out, count: Int(outLen)))
@@ -78,7 +80,9 @@ enum PNGEncoder {
                           iccPtr, UInt32(iccLen), &out, &outLen, &message, message.count)
         }
         guard rc == 0, let out else {
-            throw ImagingError(.encodeFailed, "PNG encoding failed: \(String(cString: message))")
+            let m = String(cString: message)
+            throw ImagingError(m.lowercased().contains("out of memory") || m.contains("Insufficient memory") ? .outOfMemory : .encodeFailed,
+                               "PNG encoding failed: \(m)")
         }
         defer { ts_free(out) }
         return Array(UnsafeBufferPointer(start: out, count: outLen))

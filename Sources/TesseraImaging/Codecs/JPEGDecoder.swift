@@ -152,7 +152,10 @@ final class JPEGDecoder {
         if m.hasPrefix("Unsupported") || m.contains("not supported") || m.contains("Unsupported JPEG") {
             return ImagingError(.unsupportedFeature, m)
         }
-        if m.contains("Insufficient memory") || m.contains("Backing store") || m.contains("more than") {
+        if m.contains("Insufficient memory") {
+            return ImagingError(.outOfMemory, "the JPEG decoder ran out of memory (\(m))")
+        }
+        if m.contains("Backing store") || m.contains("more than") {
             return ImagingError(.limitExceeded, m)
         }
         if m.contains("Maximum supported image dimension") {

@@ -6,7 +6,8 @@ public enum ImageFormat: String, Codable, Sendable {
 
     /// Recognises a format from its first bytes.
     public static func sniff(_ bytes: UnsafeRawBufferPointer) -> ImageFormat? {
-        if bytes.count >= 3, bytes[0] == 0xFF, bytes[1] == 0xD8, bytes[2] == 0xFF { return .jpeg }
+        // SOI and the first marker's FF; two bytes FF D8 are a JPEG cut short (truncated, not foreign).
+        if bytes.count >= 2, bytes[0] == 0xFF, bytes[1] == 0xD8, bytes.count == 2 || bytes[2] == 0xFF { return .jpeg }
         let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
         if bytes.count >= 8, (0..<8).allSatisfy({ bytes[$0] == png[$0] }) { return .png }
         return nil
@@ -28,6 +29,8 @@ final class SourceDecoder {
     private(set) var pngHeader: PNGHeader?
 
     private let jpeg: JPEGDecoder?
+    /// A progressive JPEG (libjpeg keeps a whole-image coefficient buffer for it).
+    var isProgressive: Bool { jpeg?.header.progressive ?? false }
     private let png: PNGDecoder?
     private let bytes: UnsafeRawBufferPointer
     /// Whether the 1/8 image came from the DC scans alone (progressive JPEG).
@@ -61,8 +64,7 @@ final class SourceDecoder {
         guard bytes.count > 0 else { throw ImagingError(.empty, "the file is empty (0 bytes)") }
         try options.limits.checkInput(bytes: bytes.count)
         guard let format = ImageFormat.sniff(bytes) else {
-            let head = bytes.prefix(8).map { hex($0) }.joined(separator: " ")
-            throw ImagingError(.unsupportedFormat, "not a JPEG or PNG file (starts with \(head))")
+            throw ImagingError(.unsupportedFormat, FormatDetection.unsupportedMessage(bytes))
         }
         self.format = format
         switch format {
@@ -129,7 +131,7 @@ final class SourceDecoder {
             scaleEighths = 8
             if wholeImage {
                 let layout: PixelLayout = c == 1 ? .gray : c == 3 ? .rgb : .rgba
-                let buffer = PixelBuffer(width: storedSize.width, height: storedSize.height, layout: layout)
+                let buffer = try PixelBuffer.make(width: storedSize.width, height: storedSize.height, layout: layout)
                 try png.readImage(into: buffer.base, stride: buffer.stride)
                 whole = buffer
             }

@@ -91,10 +91,10 @@ public struct Orientation: Hashable, Sendable, CustomStringConvertible {
     public var description: String { "orientation \(exifValue)" }
 
     /// The transformed copy of `image` (the same object when this is `.up`).
-    public func apply(to image: PixelBuffer) -> PixelBuffer {
+    public func apply(to image: PixelBuffer) throws -> PixelBuffer {
         if self == .up { return image }
         let size = apply(to: Size(width: image.width, height: image.height))
-        let out = PixelBuffer(width: size.width, height: size.height, layout: image.layout)
+        let out = try PixelBuffer.make(width: size.width, height: size.height, layout: image.layout)
         let c = image.channels
         // Destination step (in bytes) when the source x advances by one, and the
         // destination of source pixel (0, y).

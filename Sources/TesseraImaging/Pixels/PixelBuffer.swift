@@ -1,3 +1,5 @@
+import Foundation
+
 /// How the bytes of one pixel are laid out. Alpha is straight (not premultiplied).
 public enum PixelLayout: Int, Sendable, Codable {
     case gray = 1
@@ -17,17 +19,37 @@ public final class PixelBuffer: @unchecked Sendable {
     public let stride: Int
     let base: UnsafeMutablePointer<UInt8>
 
-    /// Allocates an uninitialised buffer. Callers check the size against limits first.
-    public init(width: Int, height: Int, layout: PixelLayout) {
+    /// Allocates an uninitialised buffer (tests and small images; the pipeline uses
+    /// `make`, which reports an allocation failure instead of stopping the process).
+    public convenience init(width: Int, height: Int, layout: PixelLayout) {
         precondition(width > 0 && height > 0, "empty pixel buffer")
+        guard let p = malloc(width * layout.channels * height) else {
+            fatalError("cannot allocate a \(width)x\(height) image")
+        }
+        self.init(width: width, height: height, layout: layout, memory: p.assumingMemoryBound(to: UInt8.self))
+    }
+
+    private init(width: Int, height: Int, layout: PixelLayout, memory: UnsafeMutablePointer<UInt8>) {
         self.width = width
         self.height = height
         self.layout = layout
         self.stride = width * layout.channels
-        self.base = .allocate(capacity: stride * height)
+        self.base = memory
     }
 
-    deinit { base.deallocate() }
+    /// Allocates an uninitialised buffer, or throws `out-of-memory` when the system has
+    /// no memory for it (a task failure, not a worker death). Callers check the size
+    /// against limits first.
+    public static func make(width: Int, height: Int, layout: PixelLayout) throws -> PixelBuffer {
+        precondition(width > 0 && height > 0, "empty pixel buffer")
+        let bytes = width.multipliedReportingOverflow(by: height * layout.channels)
+        guard !bytes.overflow, let p = malloc(bytes.partialValue) else {
+            throw ImagingError(.outOfMemory, "cannot allocate \(bytes.partialValue >> 20) MB for a \(width)x\(height) image")
+        }
+        return PixelBuffer(width: width, height: height, layout: layout, memory: p.assumingMemoryBound(to: UInt8.self))
+    }
+
+    deinit { free(base) }
 
     public var channels: Int { layout.channels }
     public var byteCount: Int { stride * height }

@@ -1,8 +1,8 @@
 /// Composites straight-alpha RGBA onto an opaque background, giving RGB.
 /// Blends in sRGB space, as browsers composite.
-func flatten(_ image: PixelBuffer, onto background: RGBColor) -> PixelBuffer {
+func flatten(_ image: PixelBuffer, onto background: RGBColor) throws -> PixelBuffer {
     precondition(image.layout == .rgba)
-    let out = PixelBuffer(width: image.width, height: image.height, layout: .rgb)
+    let out = try PixelBuffer.make(width: image.width, height: image.height, layout: .rgb)
     let bg = (Int(background.r), Int(background.g), Int(background.b))
     for y in 0..<image.height {
         var s = UnsafePointer(image.row(y))

@@ -150,13 +150,13 @@ final class Resampler {
     /// - Parameters:
     ///   - region: the part of the input to map onto the output (fractional edges allowed).
     init(inputWidth: Int, inputHeight: Int, inputChannels: Int, region: Rect,
-         outputSize: Size, filter: ResampleFilter) {
+         outputSize: Size, filter: ResampleFilter) throws {
         precondition([1, 3, 4].contains(inputChannels))
         self.inputWidth = inputWidth
         self.inputHeight = inputHeight
         self.inputChannels = inputChannels
         let layout: PixelLayout = inputChannels == 1 ? .gray : inputChannels == 3 ? .rgb : .rgba
-        output = PixelBuffer(width: outputSize.width, height: outputSize.height, layout: layout)
+        output = try PixelBuffer.make(width: outputSize.width, height: outputSize.height, layout: layout)
         h = FilterTaps(inputSize: inputWidth, origin: region.x, span: region.width,
                        outputSize: outputSize.width, filter: filter)
         v = FilterTaps(inputSize: inputHeight, origin: region.y, span: region.height,

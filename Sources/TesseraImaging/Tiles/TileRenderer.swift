@@ -271,7 +271,7 @@ public struct TileRenderer {
             let k0 = part.shrink
             let t0 = clock.now
             let src = try source(bytes, shrink: k0, startRow: 0)
-            var level = PixelBuffer(width: src.width, height: src.height, layout: outChannels == 1 ? .gray
+            var level = try PixelBuffer.make(width: src.width, height: src.height, layout: outChannels == 1 ? .gray
                                     : outChannels == 3 ? .rgb : .rgba)
             let scratch: UnsafeMutablePointer<UInt8>? = src.channels == 4 && outChannels == 3
                 ? .allocate(capacity: src.width * 4) : nil
@@ -284,7 +284,7 @@ public struct TileRenderer {
             for k in k0..<geometry.levelCount {
                 if k > k0 {
                     let t1 = clock.now
-                    level = TileRenderer.halve(level)
+                    level = try TileRenderer.halve(level)
                     decodeTime += clock.now - t1
                 }
                 for r in 0..<geometry.rows(k) {
@@ -301,9 +301,9 @@ public struct TileRenderer {
     }
 
     /// 2×2 box means, sizes rounded up (edge boxes average what they have).
-    static func halve(_ src: PixelBuffer) -> PixelBuffer {
+    static func halve(_ src: PixelBuffer) throws -> PixelBuffer {
         let w = (src.width + 1) / 2, h = (src.height + 1) / 2, ch = src.channels
-        let out = PixelBuffer(width: w, height: h, layout: src.layout)
+        let out = try PixelBuffer.make(width: w, height: h, layout: src.layout)
         for y in 0..<h {
             let r0 = src.row(2 * y), r1 = src.row(min(2 * y + 1, src.height - 1))
             let rowsHere = 2 * y + 1 < src.height ? 2 : 1
