@@ -265,7 +265,7 @@ extension JobOptions {
     /// Each numeric option's range: finite, positive, and small enough for the arithmetic
     /// it feeds (pixels and bytes as `Int`, leases in seconds).
     public static let ranges: [(field: String, range: ClosedRange<Double>, unit: String)] = [
-        ("maxMegapixels", 0.000001...JobOptions.tilesMaxMegapixels, "megapixels"),
+        ("maxMegapixels", 0.01...JobOptions.tilesMaxMegapixels, "megapixels"),
         ("maxInputMB", 1...65_536, "MB"),
         ("maxAttempts", 1...100, "attempts"),
         ("timeout", 0.1...604_800, "seconds"),

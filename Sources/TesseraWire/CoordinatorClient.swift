@@ -60,8 +60,13 @@ public final class CoordinatorClient: @unchecked Sendable {
         return reply
     }
 
+    /// Sends a job (validated here first, as the coordinator validates it again: a value
+    /// JSON cannot carry, such as an infinite timeout, is caught before it is lost).
     public func submit(_ job: JobSpec) throws -> SubmitReply {
-        try request(Envelope(MessageType.submit, json: SubmitRequest(job: job)), timeout: max(timeout, 120))
+        do { try job.validate() } catch let e as JobError {
+            throw ErrorReply(code: "invalid-job", message: "submit: job: \(e.reason)")
+        }
+        return try request(Envelope(MessageType.submit, json: SubmitRequest(job: job)), timeout: max(timeout, 120))
             .decode(SubmitReply.self)
     }
 

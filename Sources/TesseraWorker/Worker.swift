@@ -61,6 +61,8 @@ public struct WorkerConfig: Sendable {
     }
     /// Fault injection for tests: abort the process when an input path contains this.
     public var crashOnInputContaining: String?
+    /// Fault injection for tests: abort as soon as such a task arrives (before `started`).
+    public var crashOnReceiving: String?
     /// CURVE: this worker's key pair and the coordinator's public key.
     public var curve: (keys: CurveKeyPair, serverKey: String)?
     /// Serve /healthz (loop alive), /readyz (coordinator heard recently) and /metrics.
@@ -396,6 +398,10 @@ public final class Worker: @unchecked Sendable {
     /// Queues a task, or asks for its bytes when the path is not readable here.
     private func accept(_ t: TaskAssignment, _ dealer: ZMQSocket, now: Double) {
         guard let job = jobs[t.job] else { return }
+        if let marker = config.crashOnReceiving, t.input.path.contains(marker) {
+            logger.critical("fault injection: crashing on receiving \(t.input.path)")
+            abort()
+        }
         if t.inlineInput == nil && job.kind != .noop && Paths.withCString(t.input.path, { access($0, R_OK) }) != 0 {
             awaitingBytes[t.ref] = t
             send(dealer, Envelope(MessageType.needBytes, body: TaskRef.encode([t.ref])), now: now)

@@ -205,6 +205,9 @@ struct WorkerCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Fault injection for tests: abort on inputs whose path contains this.", visibility: .hidden))
     var crashOn: String?
 
+    @Option(help: ArgumentHelp("Fault injection for tests: abort when such a task arrives, before it starts.", visibility: .hidden))
+    var crashOnReceive: String?
+
     @Option(help: "Serve /healthz, /readyz and /metrics over HTTP on this port (for probes).")
     var metricsPort: Int?
 
@@ -231,6 +234,7 @@ struct WorkerCommand: ParsableCommand {
         config.prefetch = prefetch
         config.inline = inline
         config.crashOnInputContaining = crashOn
+        config.crashOnReceiving = crashOnReceive
         if let id { config.id = id }
         let worker = Worker(config: config, logger: log.logger("tessera.worker"))
         // First SIGINT/SIGTERM: drain (hand back queued tasks, finish running ones); a second: exit now.

@@ -12,7 +12,27 @@ final class BadInputTests: XCTestCase {
         assertThrowsImagingError(.empty, try render([]))
         assertThrowsImagingError(.unsupportedFormat, try render(Array("<html>not an image</html>".utf8)))
         assertThrowsImagingError(.unsupportedFormat, try render(Array("GIF89a".utf8) + [UInt8](repeating: 0, count: 100)))
-        assertThrowsImagingError(.unsupportedFormat, try render([0xFF, 0xD8]))
+        // Two bytes of JPEG start are a JPEG cut short, not a foreign file.
+        assertThrowsImagingError(.truncated, try render([0xFF, 0xD8]))
+    }
+
+    /// Errors for files that are not images name what was found, never the bytes.
+    func testUnsupportedFilesAreNamedNotEchoed() {
+        let cases: [([UInt8], String)] = [
+            (Array("GIF89a".utf8) + [UInt8](repeating: 0, count: 100), "it looks like GIF"),
+            ([0x49, 0x49, 0x2A, 0x00] + [UInt8](repeating: 0, count: 100), "it looks like TIFF"),
+            (Array("RIFF".utf8) + [0, 0, 0, 0] + Array("WEBPVP8 ".utf8) + [UInt8](repeating: 0, count: 20), "it looks like WebP"),
+            ([0, 0, 0, 0x18] + Array("ftypheic".utf8) + [UInt8](repeating: 0, count: 20), "it looks like HEIF"),
+            (Array("root:$6$secret:19000:0:99999:7:::\n".utf8), "it looks like text"),
+            ([0x00, 0x01, 0x02, 0x03, 0xFE, 0x99, 0x42, 0x13], "unrecognised content"),
+        ]
+        for (bytes, expected) in cases {
+            XCTAssertThrowsError(try render(bytes)) { error in
+                let text = "\(error)"
+                XCTAssertTrue(text.contains(expected), text)
+                XCTAssertFalse(text.contains("secret") || text.contains("72 6F") || text.contains("00 01 02"), text)
+            }
+        }
     }
 
     func testTruncatedFilesFailInsteadOfRenderingGrey() throws {

@@ -142,4 +142,35 @@ final class JobFileTests: XCTestCase {
         let long = Array("Nobody inspects the spammish repetition".utf8)
         XCTAssertEqual(XXH64.hash(long), 0xFBCE_A83C_8A37_8BF1)
     }
+
+    /// A "billion laughs" alias bomb fails at once with a clear error (issue 13, item 6).
+    func testYAMLAliasBombIsRefusedQuickly() throws {
+        var anchors = ["      a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+        var previous = "a"
+        for c in "bcdefghi" {
+            anchors.append("      \(c): &\(c) [" + Array(repeating: "*\(previous)", count: 9).joined(separator: ", ") + "]")
+            previous = String(c)
+        }
+        let yaml = "name: bomb\ninputs: [/tmp]\noutput: /tmp/o\noutputs:\n  - name: x\n    recipe:\n      format: tessera.recipe\n"
+            + "      version: 1\n      junk:\n" + anchors.map { "  " + $0 }.joined(separator: "\n") + "\n"
+        XCTAssertLessThan(yaml.utf8.count, 1024)
+        let start = Date()
+        let message = error(yaml)
+        XCTAssertLessThan(Date().timeIntervalSince(start), 1, "refused within a second")
+        XCTAssertTrue(message.contains("expands to more than 100000 nodes through its aliases"), message)
+        // Aliases as such are fine.
+        XCTAssertEqual(error("name: ok\ninputs: [&dir /photos]\noutput: *dir\noutputs: [{preset: favicon}]\n"), "")
+    }
+
+    /// Numbers out of range name the field, the range and the value, with the line.
+    func testNumericOptionsHaveRanges() {
+        XCTAssertTrue(error("name: x\ninputs: [a]\noutput: o\noutputs: [{preset: favicon}]\noptions:\n  maxMegapixels: 1e300\n")
+            .contains("jobs/test.yaml:6: options.maxMegapixels: expected 0.01...4295 megapixels, got 1e+300"))
+        XCTAssertTrue(error("name: x\ninputs: [a]\noutput: o\noutputs: [{preset: favicon}]\noptions: {maxInputMB: -1}\n")
+            .contains("options.maxInputMB: expected 1...65536 MB, got -1"))
+        XCTAssertTrue(error("name: x\ninputs: [a]\noutput: o\noutputs: [{preset: favicon}]\noptions: {timeout: .inf}\n")
+            .contains("options.timeout: expected 0.1...604800 seconds"))
+        XCTAssertTrue(error("name: x\ninputs: [a]\noutput: o\noutputs: [{preset: favicon, path: \"a\\0{stem}\"}]\n")
+            .contains("outputs[0].path: contains a control character"))
+    }
 }

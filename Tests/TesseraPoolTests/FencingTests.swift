@@ -41,6 +41,17 @@ final class FencingTests: XCTestCase {
         let log = try String(contentsOfFile: c.dir + "/worker-0.log", encoding: .utf8)
         XCTAssertTrue(log.contains("superseded") || log.contains("dropped"), log)
         XCTAssertEqual(try c.records(job).count, inputs.count, "its late results were not counted")
+        // Only the task it was running is charged; the ones it had queued are innocent.
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = ["python3", "-c", "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select count(*) from tasks where crashes > 0').fetchone()[0])", c.journal]
+        let out = Pipe()
+        p.standardOutput = out
+        try p.run()
+        let charged = Int(String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            .trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+        p.waitUntilExit()
+        XCTAssertTrue((0...1).contains(charged), "tasks charged a crash or hang: \(charged)")
     }
 
     /// Lease expiry: the coordinator still hears the frozen worker's connection (ZMTP
