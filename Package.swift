@@ -31,6 +31,12 @@ let cTargets: [Target] = [
                    providers: [.apt(["liblcms2-dev"])]),
     .systemLibrary(name: "CZMQ", pkgConfig: "libzmq",
                    providers: [.apt(["libzmq3-dev"])]),
+    // HEIC/HEIF (libde265), AVIF (dav1d/aom decode, aom encode).
+    .systemLibrary(name: "CHeif", pkgConfig: "libheif",
+                   providers: [.apt(["libheif-dev"])]),
+    // WebP decode/encode, demux (VP8X metadata, animation), mux (ICC in outputs).
+    .systemLibrary(name: "CWebP", pkgConfig: "libwebpmux",
+                   providers: [.apt(["libwebp-dev"])]),
     // C that Swift cannot express: the setjmp guards for libjpeg and libpng, SIMD kernels, prctl.
     .target(name: "TesseraShim", dependencies: ["CJPEG", "CPNG"]),
 ]
@@ -40,7 +46,7 @@ let cTargets: [Target] = [
 let libraries: [Target] = [
     .target(
         name: "TesseraImaging",
-        dependencies: ["TesseraShim", "CTurboJPEG", "CExif", "CLCMS2"]
+        dependencies: ["TesseraShim", "CTurboJPEG", "CExif", "CLCMS2", "CHeif", "CWebP"]
     ),
     .target(name: "TesseraJobs", dependencies: [
         "TesseraImaging", .product(name: "Yams", package: "Yams"),

@@ -45,6 +45,7 @@ public struct ImageInfo: Sendable, Codable {
             switch ImageFormat.sniff(raw) {
             case .jpeg: return try jpeg(raw)
             case .png: return try png(raw)
+            case .webp, .heif, .avif: return try modern(raw)
             case nil:
                 throw ImagingError(.unsupportedFormat, FormatDetection.unsupportedMessage(raw))
             }
@@ -133,6 +134,29 @@ public struct ImageInfo: Sendable, Codable {
             let keyword = String(decoding: raw[c.data].prefix { $0 != 0 }, as: UTF8.self)
             if keyword == "XML:com.adobe.xmp" { info.hasXMP = true } else { info.comments += 1 }
         }
+        return info
+    }
+
+    /// WebP, HEIF and AVIF, through their decoders' headers (no pixels decoded).
+    private static func modern(_ raw: UnsafeRawBufferPointer) throws -> ImageInfo {
+        let source = try SourceDecoder(bytes: raw, options: RenderOptions())
+        let size = source.storedSize
+        var info = ImageInfo(format: source.format, bytes: raw.count, width: size.width, height: size.height, orientation: 1,
+                             displayWidth: size.width, displayHeight: size.height, colorSpace: "RGB",
+                             components: nil, subsampling: nil, progressive: false, codingProcess: source.codingDescription,
+                             bitDepth: source.bitDepth, restartInterval: nil, interlaced: nil,
+                             hasAlpha: source.declaresAlpha, pngGamma: nil, iccProfile: nil, iccColorSpace: nil,
+                             iccBytes: nil, hasExif: source.exif != nil, hasGPS: false, exifThumbnailBytes: nil,
+                             copyright: nil, camera: nil, hasXMP: source.xmp != nil, hasIPTC: false, comments: 0,
+                             trailingBytes: 0, structure: source.structure)
+        if let e = source.exif { apply(e, to: &info) }
+        if source.format != .webp {
+            // HEIF: the size is as displayed (irot/imir applied); EXIF orientation does not apply.
+            info.orientation = 1
+            info.displayWidth = size.width
+            info.displayHeight = size.height
+        }
+        if let icc = source.iccProfile { describeICC(icc, into: &info) }
         return info
     }
 

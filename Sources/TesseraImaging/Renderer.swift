@@ -18,6 +18,10 @@ public struct RenderOptions: Sendable, Equatable {
     /// them; progressive JPEGs at 1/8 use their DC scans only (chroma interpolated).
     /// Each result reports the path taken. Off by default: it can lower quality.
     public var fastMode = false
+    /// HEIF/AVIF: decode a thumbnail item instead of the primary image when it covers every
+    /// output (the image's aspect within a pixel, at least the output's pixels), as vips'
+    /// `thumbnail` does. On by default; off: always the primary image.
+    public var heifThumbnails = true
 
     public init() {}
 }
@@ -36,11 +40,16 @@ public struct StageTimings: Sendable, Codable, Equatable {
 /// One encoded output.
 public struct RenderedOutput: Sendable {
     public let recipe: Recipe
+    /// Which of the render's recipes this output is of (a recipe with several formats has several outputs).
+    public let recipeIndex: Int
     public let bytes: [UInt8]
     public let format: ImageFormat
     public let size: Size
-    /// The JPEG quality (1...100) used; below the recipe's when a byte budget lowered it.
-    public let jpegQuality: Int?
+    /// The encoder quality (1...100) used, for lossy formats; below the recipe's when a
+    /// byte budget lowered it.
+    public let quality: Int?
+    /// The same, for JPEG outputs only (kept for the records' `jpegQuality`).
+    public var jpegQuality: Int? { format == .jpeg ? quality : nil }
     public let timings: StageTimings
 }
 
@@ -68,6 +77,12 @@ public enum DecodePath: String, Sendable, Codable {
     /// The EXIF-embedded thumbnail (fast mode only).
     case exifThumbnail = "exif-thumbnail"
     case png
+    /// libwebp, scaled while decoding.
+    case webp
+    /// libheif, the primary image (HEIC or AVIF).
+    case heifPrimary = "heif-primary"
+    /// libheif, a thumbnail item that covers every output.
+    case heifThumbnail = "heif-thumbnail"
 }
 
 extension SourceSummary {
@@ -114,33 +129,43 @@ public enum Renderer {
         var timings = stage.timings
         var outputs: [RenderedOutput] = []
         for (i, recipe) in recipes.enumerated() {
-            var t = StageTimings()
-            let start = clock.elapsed
-            var image = stage.images[i]
-            var format = resolveFormat(recipe.output.format, source: stage.summary.format)
-            if image.layout == .rgba, let bg = recipe.flattenBackground ?? (format == .jpeg ? recipe.output.background : nil) {
-                image = try flatten(image, onto: bg)
+            // One image per recipe, one encode per format it lists (`formats`), or its one format.
+            let variants = recipe.output.formats.isEmpty
+                ? [recipe.output]
+                : recipe.output.formats.map { recipe.output.settings(for: $0) }
+            for (v, settings) in variants.enumerated() {
+                var t = StageTimings()
+                let start = clock.elapsed
+                var image = stage.images[i]
+                var format = resolveFormat(settings.format, source: stage.summary.format)
+                if !stage.summary.format.isWritable && image.layout == .rgba && recipe.flattenBackground == nil
+                    && (settings.format == .auto || settings.format == .original) {
+                    format = .png  // transparency kept where the source's own format cannot be written
+                }
+                if image.layout == .rgba, let bg = recipe.flattenBackground ?? (format == .jpeg ? settings.background : nil) {
+                    image = try flatten(image, onto: bg)
+                }
+                t.finish = (v == 0 ? stage.finishTimes[i] : 0) + clock.elapsed - start
+                // Metadata: only what the recipe keeps. Never an orientation tag: pixels are upright.
+                var attachedICC: [UInt8]? = nil
+                if settings.keep.contains(.icc), let p = stage.profile,
+                   (p.colorSpace == .rgb && image.layout != .gray) || (p.colorSpace == .gray && image.layout == .gray) {
+                    attachedICC = p.bytes
+                }
+                var exif: [UInt8]? = nil
+                if settings.keep.contains(.copyright), let c = stage.copyright {
+                    exif = Exif.build(copyright: c)
+                }
+                let encodeStart = clock.elapsed
+                let (bytes, quality) = try encode(&image, &format, settings, icc: attachedICC, exif: exif)
+                t.encode = clock.elapsed - encodeStart
+                t.total = t.finish + t.encode
+                outputs.append(RenderedOutput(recipe: recipe, recipeIndex: i, bytes: bytes, format: format,
+                                              size: Size(width: image.width, height: image.height),
+                                              quality: format == .png ? nil : quality, timings: t))
+                timings.finish += t.finish
+                timings.encode += t.encode
             }
-            t.finish = stage.finishTimes[i] + clock.elapsed - start
-            // Metadata: only what the recipe keeps. Never an orientation tag: pixels are upright.
-            var attachedICC: [UInt8]? = nil
-            if recipe.output.keep.contains(.icc), let p = stage.profile,
-               (p.colorSpace == .rgb && image.layout != .gray) || (p.colorSpace == .gray && image.layout == .gray) {
-                attachedICC = p.bytes
-            }
-            var exif: [UInt8]? = nil
-            if recipe.output.keep.contains(.copyright), let c = stage.copyright {
-                exif = Exif.build(copyright: c)
-            }
-            let encodeStart = clock.elapsed
-            let (bytes, quality) = try encode(&image, &format, recipe.output, icc: attachedICC, exif: exif)
-            t.encode = clock.elapsed - encodeStart
-            t.total = t.finish + t.encode
-            outputs.append(RenderedOutput(recipe: recipe, bytes: bytes, format: format,
-                                          size: Size(width: image.width, height: image.height),
-                                          jpegQuality: quality, timings: t))
-            timings.finish += t.finish
-            timings.encode += t.encode
         }
         timings.total = clock.elapsed
         return RenderResult(source: stage.summary, outputs: outputs, decodePath: stage.decodePath,
@@ -184,6 +209,18 @@ public enum Renderer {
             OutputPlan(recipe: $0, storedSize: source.storedSize, exifOrientation: source.orientation,
                        policy: options.scalePolicy)
         }
+        // HEIF: a thumbnail item that covers every output is decoded instead of the primary
+        // image (the primary's size stays the one reported).
+        if options.heifThumbnails, let thumb = heifThumbnail(source, plans: plans) {
+            let primary = source.storedSize
+            source.useHEIFThumbnail(thumb.id, size: thumb.size)
+            let thumbPlans = recipes.map {
+                OutputPlan(recipe: $0, storedSize: thumb.size, exifOrientation: source.orientation, policy: options.scalePolicy)
+            }
+            var stage = try decodeAndFinish(source: source, plans: thumbPlans, recipes: recipes, options: options, clock: clock)
+            stage.summary = stage.summary.replacingStoredSize(primary)
+            return stage
+        }
         // Fast mode: the embedded thumbnail, when it can stand in for the image. Anything
         // wrong with the thumbnail falls back to the image itself.
         if options.fastMode, source.format == .jpeg, let thumb = source.exif?.thumbnail,
@@ -211,6 +248,23 @@ public enum Renderer {
         return try decodeAndFinish(source: source, plans: plans, recipes: recipes, options: options, clock: clock)
     }
 
+    /// The smallest HEIF thumbnail with the image's aspect (within a pixel) that has at
+    /// least as many pixels as every output takes from its region of the image.
+    static func heifThumbnail(_ source: SourceDecoder, plans: [OutputPlan]) -> (id: UInt32, size: Size)? {
+        let main = source.storedSize
+        let covering = source.heifThumbnails.filter { t in
+            let s = t.size
+            guard s.width > 0, s.height > 0, s.width < main.width,
+                  abs(Double(s.height) - Double(s.width) * Double(main.height) / Double(main.width)) <= 1 else { return false }
+            let k = Double(s.width) / Double(main.width)
+            return plans.allSatisfy { plan in
+                Double(plan.storedOutputSize.width) <= plan.storedRegion.width * k + 0.5
+                    && Double(plan.storedOutputSize.height) <= plan.storedRegion.height * k + 0.5
+            }
+        }
+        return covering.min { $0.size.width < $1.size.width }
+    }
+
     /// What a render will hold at its peak, from the header and the plans: the decoder's
     /// rows (or the whole image for interlaced PNG and full progressive decodes), each
     /// output's resampled pixels, an oriented copy where the output is rotated, and the
@@ -220,7 +274,12 @@ public enum Renderer {
         let decodedW = (stored.width * scaleEighths + 7) / 8, decodedH = (stored.height * scaleEighths + 7) / 8
         let channels = max(3, source.channels)
         var bytes = decodedW * channels * 64 + (8 << 20)  // row batches, tables, libjpeg/libpng state
-        if source.format == .png { bytes += decodedW * decodedH * channels }  // an interlaced PNG is decoded whole
+        if source.format == .png || source.format == .webp { bytes += decodedW * decodedH * channels }  // decoded whole
+        if source.format == .heif || source.format == .avif {
+            // libheif's YCbCr image (and a grid's tiles) plus the interleaved RGB it converts to.
+            let deep = source.bitDepth > 8 ? 2 : 1
+            bytes += decodedW * decodedH * (channels + 2) * deep
+        }
         if source.isProgressive { bytes += stored.width * stored.height * 3 }  // coefficients, 4:2:0 (2 bytes each)
         for plan in plans {
             let out = plan.storedOutputSize.width * plan.storedOutputSize.height * channels
@@ -232,7 +291,8 @@ public enum Renderer {
 
     private static func decodeAndFinish(source: SourceDecoder, plans: [OutputPlan], recipes: [Recipe],
                                         options: RenderOptions, clock: Stopwatch) throws -> Stage {
-        let scale = source.format == .jpeg ? plans.map(\.minimumScaleEighths).max()! : 8
+        // JPEG (scaled IDCT) and WebP (libwebp's scaler) decode smaller; the others whole.
+        let scale = source.format == .jpeg || source.format == .webp ? plans.map(\.minimumScaleEighths).max()! : 8
         for plan in plans { try options.limits.checkDimensions(plan.outputSize) }
         if options.limits.maxMemoryBytes > 0 {
             let need = plannedPeakBytes(source: source, plans: plans, scaleEighths: scale)
@@ -304,22 +364,51 @@ public enum Renderer {
         return Stage(summary: summary, images: images, finishTimes: finishTimes, profile: profile,
                      copyright: source.exif?.copyright, scaleEighths: source.scaleEighths, decodedSize: decoded,
                      timings: timings,
-                     decodePath: source.format == .png ? .png
-                        : source.usedDCScans ? (options.fastMode ? .progressiveDCOnly : .progressiveDC) : .jpeg)
+                     decodePath: decodePath(source, fastMode: options.fastMode))
+    }
+
+    static func decodePath(_ source: SourceDecoder, fastMode: Bool) -> DecodePath {
+        switch source.format {
+        case .png: return .png
+        case .webp: return .webp
+        case .heif, .avif: return source.heifThumbnail != nil ? .heifThumbnail : .heifPrimary
+        case .jpeg: return source.usedDCScans ? (fastMode ? .progressiveDCOnly : .progressiveDC) : .jpeg
+        }
     }
 
     static func resolveFormat(_ f: OutputFormat, source: ImageFormat) -> ImageFormat {
         switch f {
         case .jpeg: return .jpeg
         case .png: return .png
-        case .original, .auto: return source
+        case .webp: return .webp
+        case .avif: return .avif
+        case .original, .auto: return source.isWritable ? source : .jpeg  // a HEIC source: JPEG (PNG with alpha, below)
         }
     }
 
-    /// Encodes, meeting `maxBytes` when set: the highest JPEG quality not above the
-    /// recipe's that fits (binary search); `.auto` PNG falls back to JPEG when too large.
+    /// Encodes, meeting `maxBytes` when set: the highest quality not above the recipe's
+    /// that fits (binary search); `.auto` PNG falls back to JPEG when too large.
     static func encode(_ image: inout PixelBuffer, _ format: inout ImageFormat, _ s: OutputSettings,
                        icc: [UInt8]?, exif: [UInt8]?) throws -> ([UInt8], Int?) {
+        if format == .webp {
+            let img = image
+            if s.lossless {
+                let bytes = try WebPEncoder.encode(img, .init(quality: s.jpegQuality, lossless: true, method: s.webpMethod), icc: icc)
+                if let max = s.maxBytes, bytes.count > max {
+                    throw ImagingError(.budgetExceeded, "lossless WebP output is \(bytes.count) bytes, over the budget of \(max) bytes")
+                }
+                return (bytes, nil)
+            }
+            return try budgeted(s, name: "WebP", size: img) { q in
+                try WebPEncoder.encode(img, .init(quality: q, lossless: false, method: s.webpMethod), icc: icc)
+            }
+        }
+        if format == .avif {
+            let img = image
+            return try budgeted(s, name: "AVIF", size: img) { q in
+                try AVIFEncoder.encode(img, .init(quality: q, speed: s.avifSpeed, subsampling: s.subsampling), icc: icc)
+            }
+        }
         if format == .png {
             let png = try PNGEncoder.encode(image, compressionLevel: s.pngCompression, icc: icc)
             guard let max = s.maxBytes, png.count > max else { return (png, nil) }
@@ -351,6 +440,32 @@ public enum Renderer {
         guard let best else {
             throw ImagingError(.budgetExceeded,
                                "even JPEG quality 1 needs \(smallest) bytes at \(image.width)x\(image.height), over the budget of \(max) bytes")
+        }
+        return best
+    }
+
+    /// The highest quality (≤ the recipe's) whose output fits `maxBytes`, by binary search.
+    static func budgeted(_ s: OutputSettings, name: String, size image: PixelBuffer,
+                         _ encode: (Int) throws -> [UInt8]) throws -> ([UInt8], Int?) {
+        let first = try encode(s.jpegQuality)
+        guard let max = s.maxBytes, first.count > max else { return (first, s.jpegQuality) }
+        var lo = 1, hi = s.jpegQuality - 1
+        var best: ([UInt8], Int)? = nil
+        var smallest = first.count
+        while lo <= hi {
+            let q = (lo + hi) / 2
+            let bytes = try encode(q)
+            smallest = min(smallest, bytes.count)
+            if bytes.count <= max {
+                best = (bytes, q)
+                lo = q + 1
+            } else {
+                hi = q - 1
+            }
+        }
+        guard let best else {
+            throw ImagingError(.budgetExceeded,
+                               "even \(name) quality 1 needs \(smallest) bytes at \(image.width)x\(image.height), over the budget of \(max) bytes")
         }
         return best
     }

@@ -49,7 +49,7 @@ public struct InputFile: Sendable, Hashable, Codable {
 public enum InputDiscovery {
     /// Extensions picked up when walking directories. Files named explicitly are taken
     /// whatever their name (the renderer sniffs content, not names).
-    public static let imageExtensions: Set<String> = ["jpg", "jpeg", "jpe", "jfif", "png"]
+    public static let imageExtensions: Set<String> = ["jpg", "jpeg", "jpe", "jfif", "png", "webp", "heic", "heif", "hif", "avif"]
 
     /// Files and directories (searched with the jobs' walker) as inputs, in order.
     public static func expand(_ paths: [String], recursive: Bool = true) throws -> [InputFile] {

@@ -50,6 +50,8 @@ public struct TaskRecord: Sendable, Codable {
         public var height: Int
         public var bytes: Int
         public var jpegQuality: Int?
+        /// The encoder quality (1...100) of a lossy output (JPEG, WebP, AVIF).
+        public var quality: Int?
 
         public init(name: String, path: String, format: String, width: Int, height: Int, bytes: Int, jpegQuality: Int?) {
             self.name = name
@@ -249,10 +251,11 @@ public enum TaskExecutor {
                     record.timings.resize = result.timings.resize * 1000
                     record.timings.finish = result.timings.finish * 1000
                     record.timings.encode = result.timings.encode * 1000
-                    for (i, out) in result.outputs.enumerated() {
+                    for out in result.outputs {
+                        let i = out.recipeIndex
                         let naming = OutputNaming(root: job.outputRoot, template: job.templates[i])
                         let rel = try naming.relativePath(for: input, preset: job.outputs[i].name, format: out.format)
-                        files.append((job.outputs[i].name, rel, out.bytes, out.size, out.format, out.jpegQuality))
+                        files.append((job.outputs[i].name, rel, out.bytes, out.size, out.format, out.quality))
                     }
                 case .strip:
                     let t0 = clock.now
@@ -310,9 +313,12 @@ public enum TaskExecutor {
                     }
                 }
                 for f in files {
-                    record.outputs.append(.init(name: f.name, path: returnInline ? f.relative : job.outputRoot + "/" + f.relative,
-                                                format: f.format.rawValue, width: f.size?.width ?? 0,
-                                                height: f.size?.height ?? 0, bytes: f.bytes.count, jpegQuality: f.quality))
+                    var o = TaskRecord.OutputRecord(name: f.name, path: returnInline ? f.relative : job.outputRoot + "/" + f.relative,
+                                                    format: f.format.rawValue, width: f.size?.width ?? 0,
+                                                    height: f.size?.height ?? 0, bytes: f.bytes.count,
+                                                    jpegQuality: f.format == .jpeg ? f.quality : nil)
+                    o.quality = f.quality
+                    record.outputs.append(o)
                 }
                 record.timings.write = ms(clock.now - writeStart)
                 record.status = .succeeded

@@ -43,8 +43,12 @@ struct Presets: ParsableCommand {
             parts.append("no resize")
         }
         let o = r.output
-        parts.append(o.format.rawValue)
-        parts.append(String(format: "quality %.2f", min(max(o.quality, 0), 1)))
+        if o.formats.isEmpty {
+            parts.append(o.format.rawValue)
+            parts.append(String(format: "quality %.2f", min(max(o.quality, 0), 1)))
+        } else {
+            parts.append(o.formats.map { String(format: "%@ %.2f", $0.format.rawValue, $0.quality ?? o.quality) }.joined(separator: " + "))
+        }
         if let m = o.maxBytes { parts.append("< \(m + 1) bytes") }
         if r.operations.contains(where: { if case .flatten = $0 { return true } else { return false } }) {
             parts.append("no transparency")

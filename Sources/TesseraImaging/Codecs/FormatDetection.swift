@@ -11,7 +11,7 @@ public enum FormatDetection {
         if starts([0x49, 0x49, 0x2A, 0x00]) || starts([0x4D, 0x4D, 0x00, 0x2A]) { return "TIFF" }
         if starts([0x49, 0x49, 0x2B, 0x00]) || starts([0x4D, 0x4D, 0x00, 0x2B]) { return "BigTIFF" }
         if ascii("BM") && b.count >= 14 { return "BMP" }
-        if ascii("RIFF") && ascii("WEBP", at: 8) { return "WebP" }
+
         if ascii("ftyp", at: 4) && b.count >= 12 {
             let brand = String(decoding: (8..<12).map { b[$0] }, as: UTF8.self)
             switch brand {
@@ -41,7 +41,10 @@ public enum FormatDetection {
     /// The message for a file that is not a format Tessera reads: names what it looks like,
     /// never its bytes (they could be anything, /etc/shadow included).
     public static func unsupportedMessage(_ b: UnsafeRawBufferPointer) -> String {
-        if let name = foreignFormat(b) { return "not a JPEG or PNG file (it looks like \(name), which is not supported)" }
-        return "not a JPEG or PNG file (unrecognised content)"
+        if let name = foreignFormat(b) { return "not a \(readable) file (it looks like \(name), which is not supported)" }
+        return "not a \(readable) file (unrecognised content)"
     }
+
+    /// The formats Tessera reads, for messages.
+    public static let readable = "JPEG, PNG, WebP, HEIF or AVIF"
 }

@@ -1,8 +1,11 @@
 import CJPEG
 
 /// Container formats Tessera reads and writes.
-public enum ImageFormat: String, Codable, Sendable {
-    case jpeg, png
+public enum ImageFormat: String, Codable, Sendable, CaseIterable {
+    case jpeg, png, webp, heif, avif
+
+    /// Formats Tessera writes.
+    public var isWritable: Bool { self != .heif }
 
     /// Recognises a format from its first bytes.
     public static func sniff(_ bytes: UnsafeRawBufferPointer) -> ImageFormat? {
@@ -10,10 +13,38 @@ public enum ImageFormat: String, Codable, Sendable {
         if bytes.count >= 2, bytes[0] == 0xFF, bytes[1] == 0xD8, bytes.count == 2 || bytes[2] == 0xFF { return .jpeg }
         let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
         if bytes.count >= 8, (0..<8).allSatisfy({ bytes[$0] == png[$0] }) { return .png }
+        func ascii(_ s: String, at offset: Int) -> Bool {
+            let u = Array(s.utf8)
+            return bytes.count >= offset + u.count && (0..<u.count).allSatisfy { bytes[offset + $0] == u[$0] }
+        }
+        if ascii("RIFF", at: 0) && ascii("WEBP", at: 8) { return .webp }
+        // ISO base media: a leading ftyp box; the major and compatible brands say HEIF or AVIF.
+        if ascii("ftyp", at: 4), bytes.count >= 16 {
+            let boxSize = Int(bytes[0]) << 24 | Int(bytes[1]) << 16 | Int(bytes[2]) << 8 | Int(bytes[3])
+            let end = min(bytes.count, max(16, min(boxSize, 256)))
+            var brands: [String] = [String(decoding: (8..<12).map { bytes[$0] }, as: UTF8.self)]
+            var i = 16
+            while i + 4 <= end {
+                brands.append(String(decoding: (i..<i + 4).map { bytes[$0] }, as: UTF8.self))
+                i += 4
+            }
+            if brands[0] == "avif" || brands[0] == "avis" { return .avif }
+            let heif: Set<String> = ["heic", "heix", "heim", "heis", "hevc", "hevx", "mif1", "msf1"]
+            guard heif.contains(brands[0]) || brands.dropFirst().contains(where: { heif.contains($0) }) else { return nil }
+            return brands.contains("avif") || brands.contains("avis") ? .avif : .heif
+        }
         return nil
     }
 
-    public var fileExtension: String { self == .jpeg ? "jpg" : "png" }
+    public var fileExtension: String {
+        switch self {
+        case .jpeg: return "jpg"
+        case .png: return "png"
+        case .webp: return "webp"
+        case .heif: return "heic"
+        case .avif: return "avif"
+        }
+    }
 }
 
 /// One source opened for decoding: header and metadata first, then rows, in one
@@ -21,17 +52,25 @@ public enum ImageFormat: String, Codable, Sendable {
 /// ICC profile when they carry one), so nothing downstream sees CMYK.
 final class SourceDecoder {
     let format: ImageFormat
-    let storedSize: Size
+    private(set) var storedSize: Size
     private(set) var exif: ExifSummary?
     private(set) var iccProfile: [UInt8]?
     private var orientationOverride: Orientation?
     private(set) var jpegHeader: JPEGHeader?
     private(set) var pngHeader: PNGHeader?
+    /// XMP packet (HEIF `mime` item, WebP `XMP ` chunk), for `keep` rules and inspect.
+    private(set) var xmp: [UInt8]?
 
     private let jpeg: JPEGDecoder?
     /// A progressive JPEG (libjpeg keeps a whole-image coefficient buffer for it).
     var isProgressive: Bool { jpeg?.header.progressive ?? false }
     private let png: PNGDecoder?
+    private let webp: WebPDecoder?
+    private let heif: HEIFDecoder?
+    /// HEIF: the thumbnail item decoded instead of the primary image, when one covers every output.
+    private(set) var heifThumbnail: UInt32?
+    private var heifImage: HEIFImage?
+    private var deep: DeepToEight?
     private let bytes: UnsafeRawBufferPointer
     /// Whether the 1/8 image came from the DC scans alone (progressive JPEG).
     private(set) var usedDCScans = false
@@ -72,6 +111,8 @@ final class SourceDecoder {
             let d = try JPEGDecoder(bytes: bytes, limits: options.limits, strict: options.strict)
             jpeg = d
             png = nil
+            webp = nil
+            heif = nil
             jpegHeader = d.header
             storedSize = Size(width: d.header.width, height: d.header.height)
             exif = d.exif.flatMap(Exif.read)
@@ -80,13 +121,109 @@ final class SourceDecoder {
             let d = try PNGDecoder(bytes: bytes, limits: options.limits)
             png = d
             jpeg = nil
+            webp = nil
+            heif = nil
             pngHeader = d.header
             storedSize = Size(width: d.header.width, height: d.header.height)
             exif = d.header.exif.flatMap(Exif.read)
             iccProfile = d.header.iccProfile
+        case .webp:
+            let d = try WebPDecoder(bytes: bytes, limits: options.limits)
+            webp = d
+            jpeg = nil
+            png = nil
+            heif = nil
+            storedSize = d.size
+            exif = d.exif.flatMap(Exif.read)
+            iccProfile = d.iccProfile
+            xmp = d.xmp
+        case .heif, .avif:
+            let d = try HEIFDecoder(bytes: bytes, limits: options.limits)
+            heif = d
+            jpeg = nil
+            png = nil
+            webp = nil
+            storedSize = d.size
+            exif = d.exif.flatMap(Exif.read)
+            xmp = d.xmp
+            // The HEIF transforms are applied by libheif and are authoritative: EXIF orientation is ignored.
+            orientationOverride = .up
+            iccProfile = d.iccProfile ?? d.nclx.flatMap(Self.profile(for:))
+            guard format == .avif ? HEIFDecoder.canDecodeAVIF : HEIFDecoder.canDecodeHEIC else {
+                throw ImagingError(.unsupportedFeature, "this build of libheif cannot decode \(format == .avif ? "AV1 (AVIF)" : "HEVC (HEIC)")")
+            }
         }
         try options.limits.checkDimensions(storedSize)
     }
+
+    /// An ICC profile standing for an nclx colour box that is not sRGB (other primaries,
+    /// or a linear/gamma transfer); nil for sRGB, for HDR transfers (tone-mapped straight
+    /// to sRGB when decoded) and for what cannot be described.
+    static func profile(for nclx: HEIFDecoder.NCLX) -> [UInt8]? {
+        guard !nclx.isHDR else { return nil }
+        let transfer: ICCProfiles.Transfer
+        switch nclx.transfer {
+        case 8: transfer = .linear
+        case 4: transfer = .gamma(2.2)
+        case 5: transfer = .gamma(2.8)
+        default: transfer = .sRGB  // 1, 6, 13, 14, 15 and unspecified: the sRGB/BT.709 family
+        }
+        if nclx.isSRGBPrimaries, case .sRGB = transfer { return nil }
+        guard nclx.red.y > 0, nclx.green.y > 0, nclx.blue.y > 0, nclx.white.y > 0 else { return nil }
+        return ICCProfiles.rgb(name: "nclx \(nclx.primaries)/\(nclx.transfer)", red: nclx.red, green: nclx.green,
+                               blue: nclx.blue, white: nclx.white, transfer: transfer)
+    }
+
+    /// HEIF: decode thumbnail `id` (of `size`) instead of the primary image.
+    func useHEIFThumbnail(_ id: UInt32, size: Size) {
+        heifThumbnail = id
+        storedSize = size
+    }
+
+    /// Bits per channel of the stored image.
+    var bitDepth: Int { heif?.bitDepth ?? pngHeader?.bitDepth ?? jpegHeader?.precision ?? 8 }
+
+    /// Whether the image declares transparency.
+    var declaresAlpha: Bool { heif?.hasAlpha ?? webp?.hasAlpha ?? pngHeader?.hasTransparency ?? false }
+
+    /// How the image is coded, for `inspect`: `lossy`, `lossless`, `animated lossy`, `HEVC`, `AV1`, ...
+    var codingDescription: String? {
+        if let webp { return (webp.isAnimated ? "animated " : "") + webp.compression }
+        if let heif {
+            var parts = [heif.isAVIF ? "AV1" : "HEVC", "\(heif.bitDepth)-bit"]
+            if let n = heif.nclx {
+                parts.append("nclx \(n.primaries)/\(n.transfer)/\(n.matrix)\(n.fullRange ? " full" : " limited")"
+                             + (n.isPQ ? " (PQ)" : n.isHLG ? " (HLG)" : ""))
+            }
+            if !heif.thumbnails.isEmpty { parts.append("thumbnails " + heif.thumbnails.map { "\($0.size)" }.joined(separator: ", ")) }
+            return parts.joined(separator: ", ")
+        }
+        return nil
+    }
+
+    /// Top-level structure for `inspect` (WebP: which metadata chunks; HEIF: items found).
+    var structure: [String] {
+        var s: [String] = []
+        if let webp {
+            s.append(webp.isAnimated ? "ANIM" : webp.compression == "lossless" ? "VP8L" : "VP8")
+            if webp.iccProfile != nil { s.append("ICCP") }
+            if webp.exif != nil { s.append("EXIF") }
+            if webp.xmp != nil { s.append("XMP ") }
+        }
+        if let heif {
+            s.append("primary")
+            if heif.hasAlpha { s.append("auxC alpha") }
+            if !heif.thumbnails.isEmpty { s.append("thmb ×\(heif.thumbnails.count)") }
+            if heif.iccProfile != nil { s.append("colr prof") }
+            if heif.nclx != nil { s.append("colr nclx") }
+            if heif.exif != nil { s.append("Exif") }
+            if heif.xmp != nil { s.append("mime (XMP)") }
+        }
+        return s
+    }
+
+    /// HEIF thumbnails: (item, size as displayed).
+    var heifThumbnails: [(id: UInt32, size: Size)] { heif?.thumbnails.map { ($0.id, $0.size) } ?? [] }
 
     deinit { scratch?.deallocate() }
 
@@ -124,6 +261,25 @@ final class SourceDecoder {
                 scratch = .allocate(capacity: decodedSize.width * 4 * maxBatchRows)
                 scratchRows = maxBatchRows
             }
+        } else if let webp {
+            // libwebp scales while decoding: to the DCT-like size the plan asked for.
+            let target = Size(width: max(1, (storedSize.width * requested + 7) / 8),
+                              height: max(1, (storedSize.height * requested + 7) / 8))
+            let image = try webp.decode(to: webp.isAnimated ? storedSize : target)
+            decodedSize = Size(width: image.width, height: image.height)
+            channels = image.channels
+            scaleEighths = webp.isAnimated ? 8 : requested
+            whole = image
+        } else if let heif {
+            let image = try heif.decode(thumbnail: heifThumbnail)
+            guard image.size == storedSize else {
+                throw ImagingError(.corrupt, "HEIF image decodes to \(image.size), not the \(storedSize) it declares")
+            }
+            decodedSize = image.size
+            channels = image.channels
+            scaleEighths = 8
+            if image.bits > 8 { deep = DeepToEight(bits: image.bits, nclx: heif.nclx) }
+            heifImage = image
         } else if let png {
             let (c, wholeImage) = try png.start(correctGamma: options.correctPNGGamma)
             decodedSize = storedSize
@@ -159,11 +315,31 @@ final class SourceDecoder {
             } else {
                 n = try jpeg.read(into: buffer, stride: stride, maxRows: want)
             }
+        } else if let image = heifImage {
+            let width = decodedSize.width
+            for r in 0..<want {
+                let src = image.plane + (rowsRead + r) * image.stride, dst = buffer + r * stride
+                if let deep {
+                    deep.convert(src, dst, count: width, channels: channels)
+                } else {
+                    dst.update(from: src, count: width * channels)
+                }
+                if channels == 4 && heif?.premultipliedAlpha == true { Self.unpremultiply(dst, count: width) }
+            }
         } else if let png {
             try png.read(into: buffer, stride: stride, rows: want)
         }
         rowsRead += n
         return n
+    }
+
+    /// Premultiplied RGBA to straight alpha (the pipeline's convention), in place.
+    static func unpremultiply(_ p: UnsafeMutablePointer<UInt8>, count: Int) {
+        for i in 0..<count {
+            let a = Int(p[i * 4 + 3])
+            guard a > 0 && a < 255 else { continue }
+            for c in 0..<3 { p[i * 4 + c] = UInt8(min(255, (Int(p[i * 4 + c]) * 255 + a / 2) / a)) }
+        }
     }
 
     /// Ends decoding (reports corruption found at the end of the data in strict mode).

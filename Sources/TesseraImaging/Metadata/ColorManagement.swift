@@ -120,14 +120,26 @@ public enum ICCProfiles {
         rgb(name: "Adobe RGB primaries", red: (0.64, 0.33), green: (0.21, 0.71), blue: (0.15, 0.06))
     }
 
-    static func rgb(name: String, red: (Double, Double), green: (Double, Double), blue: (Double, Double)) -> [UInt8] {
-        var white = cmsCIExyY(x: 0.3127, y: 0.3290, Y: 1)
+    /// A tone curve for a made-up profile.
+    enum Transfer {
+        case sRGB, linear, gamma(Double)
+    }
+
+    static func rgb(name: String, red: (Double, Double), green: (Double, Double), blue: (Double, Double),
+                    white whitePoint: (Double, Double) = (0.3127, 0.3290), transfer: Transfer = .sRGB) -> [UInt8] {
+        var white = cmsCIExyY(x: whitePoint.0, y: whitePoint.1, Y: 1)
         var primaries = cmsCIExyYTRIPLE(Red: cmsCIExyY(x: red.0, y: red.1, Y: 1),
                                         Green: cmsCIExyY(x: green.0, y: green.1, Y: 1),
                                         Blue: cmsCIExyY(x: blue.0, y: blue.1, Y: 1))
-        // sRGB's curve as an ICC parametric curve of type 4.
-        var params: [Double] = [2.4, 1 / 1.055, 0.055 / 1.055, 1 / 12.92, 0.04045]
-        let curve = cmsBuildParametricToneCurve(nil, 4, &params)
+        let curve: OpaquePointer?
+        switch transfer {
+        case .sRGB:
+            // sRGB's curve as an ICC parametric curve of type 4.
+            var params: [Double] = [2.4, 1 / 1.055, 0.055 / 1.055, 1 / 12.92, 0.04045]
+            curve = cmsBuildParametricToneCurve(nil, 4, &params)
+        case .linear: curve = cmsBuildGamma(nil, 1)
+        case .gamma(let g): curve = cmsBuildGamma(nil, g)
+        }
         defer { cmsFreeToneCurve(curve) }
         var curves: [OpaquePointer?] = [curve, curve, curve]
         let h = cmsCreateRGBProfile(&white, &primaries, &curves)!

@@ -49,7 +49,10 @@ public enum LosslessStrip {
         switch format {
         case .jpeg: return try stripJPEG(input, options)
         case .png: return try stripPNG(input, options)
-        case nil: throw ImagingError(.unsupportedFormat, "not a JPEG or PNG file")
+        case .webp, .heif, .avif:
+            throw ImagingError(.unsupportedFeature, "lossless stripping handles JPEG and PNG; render a \(format!.rawValue.uppercased()) "
+                               + "file with a recipe (metadata is never copied to renders)")
+        case nil: throw ImagingError(.unsupportedFormat, input.withUnsafeBytes { FormatDetection.unsupportedMessage($0) })
         }
     }
 

@@ -20,11 +20,14 @@ public struct PresetCatalog: Sendable {
             operations: [.resize(Resize(width: 1024, height: nil, mode: .fit, scale: 1)),
                          .flatten(background: .white)],
             output: OutputSettings(format: .auto, quality: 0.9, maxBytes: 999_999)),
+        // For the web: one decode and resize, three files (AVIF, WebP, JPEG) for <picture>.
+        "web": web("web", 1280, 720),
+        "webThumbnail": web("webThumbnail", 320, 320),
     ])
 
     /// Presets in the order `tessera presets` lists them.
     public static let builtInOrder = ["default", "highDefinition", "thumbnail", "compressedThumbnail",
-                                      "favicon", "compressedFavicon", "widget"]
+                                      "favicon", "compressedFavicon", "widget", "web", "webThumbnail"]
 
     public init(recipes: [String: Recipe]) {
         self.recipes = recipes
@@ -81,6 +84,12 @@ public struct PresetCatalog: Sendable {
     private static func fit(_ name: String, _ w: Int, _ h: Int, quality: Double) -> Recipe {
         Recipe(name: name, operations: [.resize(Resize(width: w, height: h, mode: .fit))],
                output: OutputSettings(format: .jpeg, quality: quality))
+    }
+
+    private static func web(_ name: String, _ w: Int, _ h: Int) -> Recipe {
+        var output = OutputSettings(format: .jpeg, quality: 0.8)
+        output.formats = [FormatChoice(.avif, quality: 0.6), FormatChoice(.webp, quality: 0.75), FormatChoice(.jpeg, quality: 0.8)]
+        return Recipe(name: name, operations: [.resize(Resize(width: w, height: h, mode: .fit))], output: output)
     }
 
     private static func square(_ name: String, _ side: Int, quality: Double) -> Recipe {

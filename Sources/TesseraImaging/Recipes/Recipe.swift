@@ -90,6 +90,19 @@ public struct Recipe: Codable, Sendable, Equatable {
         }
         if let m = o.maxBytes, m <= 0 { throw bad("output.maxBytes", "a positive byte count", m) }
         guard (0...9).contains(o.pngCompression) else { throw bad("output.pngCompression", "0...9", o.pngCompression) }
+        guard (0...6).contains(o.webpMethod) else { throw bad("output.webpMethod", "0...6", o.webpMethod) }
+        guard (0...9).contains(o.avifSpeed) else { throw bad("output.avifSpeed", "0...9", o.avifSpeed) }
+        var seen = Set<String>()
+        for (i, f) in o.formats.enumerated() {
+            guard [.jpeg, .png, .webp, .avif].contains(f.format) else {
+                throw bad("output.formats[\(i)]", "jpeg, png, webp or avif", f.format.rawValue)
+            }
+            guard seen.insert(f.format.rawValue).inserted else { throw bad("output.formats[\(i)]", "each format once", f.format.rawValue) }
+            if let q = f.quality, !(q.isFinite && (0...1).contains(q)) {
+                throw bad("output.formats[\(i)].quality", "0...1" + Recipe.qualityHint(q), q)
+            }
+            if let m = f.maxBytes, m <= 0 { throw bad("output.formats[\(i)].maxBytes", "a positive byte count", m) }
+        }
     }
 
     /// Quality is a fraction: a vips, sharp or ImageMagick user writing 85 is told so.
@@ -219,13 +232,40 @@ public struct Resize: Codable, Sendable, Equatable {
 }
 
 /// The container format of an output.
-public enum OutputFormat: String, Codable, Sendable {
-    /// The source's own format.
+public enum OutputFormat: String, Codable, Sendable, CaseIterable {
+    /// The source's own format (JPEG, or PNG with transparency, for a HEIC source).
     case original
     case jpeg
     case png
+    case webp
+    case avif
     /// PNG for PNG sources when it fits the byte budget, JPEG otherwise.
     case auto
+}
+
+/// One format of an output that lists several: `"avif"` or `{"format": "avif", "quality": 0.6, "maxBytes": 50000}`.
+public struct FormatChoice: Codable, Sendable, Equatable {
+    public var format: OutputFormat
+    public var quality: Double?
+    public var maxBytes: Int?
+
+    public init(_ format: OutputFormat, quality: Double? = nil, maxBytes: Int? = nil) {
+        self.format = format
+        self.quality = quality
+        self.maxBytes = maxBytes
+    }
+
+    enum CodingKeys: String, CodingKey { case format, quality, maxBytes }
+
+    public init(from decoder: Decoder) throws {
+        if let single = try? decoder.singleValueContainer(), let f = try? single.decode(OutputFormat.self) {
+            self.init(f)
+            return
+        }
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(try c.decode(OutputFormat.self, forKey: .format), quality: try c.decodeIfPresent(Double.self, forKey: .quality),
+                  maxBytes: try c.decodeIfPresent(Int.self, forKey: .maxBytes))
+    }
 }
 
 /// Metadata an output may keep. Everything else (EXIF incl. GPS, XMP, IPTC, comments) is dropped.
@@ -254,6 +294,25 @@ public struct OutputSettings: Codable, Sendable, Equatable {
     public var background: RGBColor = .white
     /// Apply EXIF orientation (almost always wanted).
     public var autoOrient: Bool = true
+    /// WebP: lossless instead of lossy.
+    public var lossless: Bool = false
+    /// WebP: libwebp's method, 0 (fastest) ... 6 (smallest).
+    public var webpMethod: Int = 4
+    /// AVIF: aom's speed, 0 (slowest, smallest) ... 9 (fastest).
+    public var avifSpeed: Int = 7
+    /// Several encodings of the same pixels (one decode, one resize): each a format with
+    /// its own quality and byte budget (the output's when not given). Empty: `format` only.
+    public var formats: [FormatChoice] = []
+
+    /// These settings for one of `formats`.
+    public func settings(for choice: FormatChoice) -> OutputSettings {
+        var s = self
+        s.format = choice.format
+        s.quality = choice.quality ?? quality
+        s.maxBytes = choice.maxBytes ?? maxBytes
+        s.formats = []
+        return s
+    }
 
     public init(format: OutputFormat = .jpeg, quality: Double = 0.9, progressive: Bool = false,
                 optimize: Bool = true, subsampling: ChromaSubsampling = .auto, pngCompression: Int = 6,
@@ -273,6 +332,7 @@ public struct OutputSettings: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case format, quality, progressive, optimize, subsampling, pngCompression, maxBytes, keep, background, autoOrient
+        case lossless, webpMethod, avifSpeed, formats
     }
 
     public init(from decoder: Decoder) throws {
@@ -288,6 +348,10 @@ public struct OutputSettings: Codable, Sendable, Equatable {
         keep = try c.decodeIfPresent([KeptMetadata].self, forKey: .keep) ?? d.keep
         background = try c.decodeIfPresent(RGBColor.self, forKey: .background) ?? d.background
         autoOrient = try c.decodeIfPresent(Bool.self, forKey: .autoOrient) ?? d.autoOrient
+        lossless = try c.decodeIfPresent(Bool.self, forKey: .lossless) ?? d.lossless
+        webpMethod = try c.decodeIfPresent(Int.self, forKey: .webpMethod) ?? d.webpMethod
+        avifSpeed = try c.decodeIfPresent(Int.self, forKey: .avifSpeed) ?? d.avifSpeed
+        formats = try c.decodeIfPresent([FormatChoice].self, forKey: .formats) ?? []
     }
 
     /// libjpeg quality 1...100 from the 0...1 quality (clamped, like the seed).

@@ -328,3 +328,45 @@ final class HeaderCopy {
     var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(storage)[0..<count]) }
     deinit { storage.deallocate() }
 }
+
+/// WebP, HEIF and AVIF sources for pyramids: no streaming decoder exists for them, so
+/// the image is decoded whole (upright, 8-bit, as renders get it) and served row by row.
+final class DecodedRowSource: RowSource {
+    private let decoder: SourceDecoder
+    let width: Int
+    let height: Int
+    let channels: Int
+    private(set) var position = 0
+    private(set) var describe = TileDecodeInfo()
+
+    init(bytes: UnsafeRawBufferPointer, limits: Limits) throws {
+        var options = RenderOptions()
+        options.limits = limits
+        decoder = try SourceDecoder(bytes: bytes, options: options)
+        try decoder.start(scaleEighths: 8, maxBatchRows: 16)
+        width = decoder.decodedSize.width
+        height = decoder.decodedSize.height
+        channels = decoder.channels
+    }
+
+    func seek(to y: Int) throws {
+        precondition(y >= position, "row sources only move forward")
+        if y > position {
+            describe.seek = "read-through"
+            let scratch = UnsafeMutablePointer<UInt8>.allocate(capacity: width * channels)
+            defer { scratch.deallocate() }
+            while position < y { position += try decoder.read(into: scratch, stride: 0, maxRows: 1) }
+        }
+    }
+
+    func read(into buffer: UnsafeMutablePointer<UInt8>, stride: Int, rows: Int) throws {
+        precondition(position + rows <= height)
+        var done = 0
+        while done < rows {
+            let n = try decoder.read(into: buffer + done * stride, stride: stride, maxRows: rows - done)
+            guard n > 0 else { throw ImagingError(.truncated, "the image ended at row \(position + done) of \(height)") }
+            done += n
+        }
+        position += rows
+    }
+}

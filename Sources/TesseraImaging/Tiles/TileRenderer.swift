@@ -79,8 +79,18 @@ public struct TileSourceInfo: Sendable, Equatable {
             return TileSourceInfo(format: .png, width: h.width, height: h.height, progressive: h.interlaced,
                                   restartSeekable: false,
                                   wholeImageBytes: h.interlaced ? h.width * h.height * channels : 0, channels: channels)
+        case .webp, .heif, .avif:
+            // No streaming decoder: the image is decoded whole (once per part), within the budget.
+            let d = try SourceDecoder(bytes: bytes, options: { var o = RenderOptions(); o.limits = limits; return o }())
+            let size = d.storedSize
+            let channels = d.declaresAlpha ? 4 : 3
+            let decoderCopy = d.format == .webp ? 0 : size.width * size.height * 3 / 2 * (d.bitDepth > 8 ? 2 : 1)
+            return TileSourceInfo(format: d.format, width: size.width, height: size.height, progressive: true,
+                                  restartSeekable: false,
+                                  wholeImageBytes: size.width * size.height * channels * (d.bitDepth > 8 ? 2 : 1) + decoderCopy,
+                                  channels: channels)
         case nil:
-            throw ImagingError(.unsupportedFormat, "not a JPEG or PNG file")
+            throw ImagingError(.unsupportedFormat, FormatDetection.unsupportedMessage(bytes))
         }
     }
 }
@@ -149,6 +159,9 @@ public struct TileRenderer {
         case .png:
             base = try PNGRowSource(bytes: bytes, limits: limits)
             try base.seek(to: startRow << shift)
+        case .webp, .heif, .avif:
+            base = try DecodedRowSource(bytes: bytes, limits: limits)
+            try base.seek(to: startRow << shift)
         }
         guard shift > 0 else { return base }
         let shrunk = BoxShrinkSource(base, shift: shift)
@@ -172,7 +185,8 @@ public struct TileRenderer {
         guard need <= settings.memoryBudgetMB << 20 else {
             let what = info.progressive && info.format == .jpeg
                 ? "a progressive JPEG keeps all its coefficients (\(info.wholeImageBytes >> 20) MB) while decoding; convert it to baseline (jpegtran) or raise tiles.memoryBudgetMB"
-                : info.progressive ? "an interlaced PNG is decoded whole (\(info.wholeImageBytes >> 20) MB); save it non-interlaced or raise tiles.memoryBudgetMB"
+                : info.progressive && info.format == .png ? "an interlaced PNG is decoded whole (\(info.wholeImageBytes >> 20) MB); save it non-interlaced or raise tiles.memoryBudgetMB"
+                : info.progressive ? "a \(info.format.rawValue.uppercased()) image is decoded whole (\(info.wholeImageBytes >> 20) MB); convert it to JPEG or raise tiles.memoryBudgetMB"
                 : "use a smaller tiles.tileSize or raise tiles.memoryBudgetMB"
             throw ImagingError(.limitExceeded, "part \(part) needs about \(need >> 20) MB, over the tile memory budget of \(settings.memoryBudgetMB) MB: \(what)")
         }
