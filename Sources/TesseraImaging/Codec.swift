@@ -32,6 +32,31 @@ public enum Codec {
         }
     }
 
+    /// Encodes pixels as WebP (libwebp): lossy at `quality` 1...100, or lossless.
+    public static func encodeWebP(_ image: PixelBuffer, quality: Int = 80, lossless: Bool = false, icc: [UInt8]? = nil) throws -> [UInt8] {
+        try WebPEncoder.encode(image, .init(quality: quality, lossless: lossless, method: 4), icc: icc)
+    }
+
+    /// Encodes pixels as AVIF (libheif + aom), or HEIC (x265) with `hevc`; for fixtures:
+    /// `orientation` (EXIF-style 1...8) written as `irot`/`imir` (the stored pixels are
+    /// `image`, displayed transformed), an nclx box, a thumbnail item, an Exif item.
+    public static func encodeHEIF(_ image: PixelBuffer, quality: Int = 80, hevc: Bool = false, orientation: Int = 1,
+                                  nclx: (primaries: UInt16, transfer: UInt16, matrix: UInt16)? = nil,
+                                  thumbnailBox: Int = 0, exif: [UInt8]? = nil, icc: [UInt8]? = nil,
+                                  subsampling: ChromaSubsampling = .auto) throws -> [UInt8] {
+        var extras = AVIFEncoder.Extras()
+        extras.hevc = hevc
+        extras.orientation = orientation
+        extras.nclx = nclx
+        extras.thumbnailBox = thumbnailBox
+        extras.exif = exif
+        return try AVIFEncoder.encode(image, .init(quality: quality, speed: 8, subsampling: subsampling), icc: icc, extras: extras)
+    }
+
+    /// Whether this libheif can write HEIC (x265) and AVIF (aom), and read them.
+    public static var canEncodeHEIC: Bool { HEIFDecoder.canEncodeHEIC }
+    public static var canEncodeAVIF: Bool { HEIFDecoder.canEncodeAVIF }
+
     /// Encodes gray, RGB or RGBA pixels as PNG (libpng).
     public static func encodePNG(_ image: PixelBuffer, compressionLevel: Int = 6, icc: [UInt8]? = nil) throws -> [UInt8] {
         try PNGEncoder.encode(image, compressionLevel: compressionLevel, icc: icc)

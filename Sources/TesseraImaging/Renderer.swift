@@ -383,6 +383,7 @@ public enum Renderer {
         case .webp: return .webp
         case .avif: return .avif
         case .original, .auto: return source.isWritable ? source : .jpeg  // a HEIC source: JPEG (PNG with alpha, below)
+        case .jpegOrPNG: return source == .png ? .png : .jpeg
         }
     }
 
@@ -412,7 +413,7 @@ public enum Renderer {
         if format == .png {
             let png = try PNGEncoder.encode(image, compressionLevel: s.pngCompression, icc: icc)
             guard let max = s.maxBytes, png.count > max else { return (png, nil) }
-            guard s.format == .auto else {
+            guard s.format == .auto || s.format == .jpegOrPNG else {
                 throw ImagingError(.budgetExceeded, "PNG output is \(png.count) bytes, over the budget of \(max) bytes")
             }
             format = .jpeg

@@ -245,9 +245,9 @@ public enum JobFile {
         }
 
         func outputSpec(_ n: Node, _ field: String) throws -> OutputSpec {
-            let m = try mapping(n, field, allowed: ["preset", "recipe", "name", "path"])
+            let m = try mapping(n, field, allowed: ["preset", "recipe", "name", "path", "formats"])
             var name = try m["name"].map { try string($0, "\(field).name") }
-            let recipe: Recipe
+            var recipe: Recipe
             switch (m["preset"], m["recipe"]) {
             case (let p?, nil):
                 let preset = try string(p, "\(field).preset")
@@ -264,6 +264,28 @@ public enum JobFile {
                 throw error(n, field, "give either a preset or a recipe, not both")
             }
             guard let outputName = name else { throw error(n, "\(field).name", "an inline recipe needs a name") }
+            if let f = m["formats"] {
+                guard let list = f.sequence, !list.isEmpty else { throw error(f, "\(field).formats", "expected a list of formats") }
+                recipe.output.formats = try list.enumerated().map { k, item in
+                    let sub = "\(field).formats[\(k)]"
+                    if item.scalar != nil {
+                        let s = try string(item, sub)
+                        guard let format = OutputFormat(rawValue: s == "jpg" ? "jpeg" : s) else {
+                            throw error(item, sub, "expected jpeg, png, webp or avif, got \"\(s)\"")
+                        }
+                        return FormatChoice(format)
+                    }
+                    let fm = try mapping(item, sub, allowed: ["format", "quality", "maxBytes"])
+                    guard let fnode = fm["format"] else { throw error(item, "\(sub).format", "missing") }
+                    let s = try string(fnode, "\(sub).format")
+                    guard let format = OutputFormat(rawValue: s == "jpg" ? "jpeg" : s) else {
+                        throw error(fnode, "\(sub).format", "expected jpeg, png, webp or avif, got \"\(s)\"")
+                    }
+                    return FormatChoice(format, quality: try fm["quality"].map { try double($0, "\(sub).quality") },
+                                        maxBytes: try fm["maxBytes"].map { try int($0, "\(sub).maxBytes") })
+                }
+                do { try recipe.validate() } catch let e as ImagingError { throw error(f, "\(field).formats", e.reason) }
+            }
             var template: String?
             if let t = m["path"] {
                 let s = try string(t, "\(field).path")
@@ -365,7 +387,7 @@ public enum JobFile {
         }
 
         func options(_ n: Node) throws -> JobOptions {
-            let m = try mapping(n, "options", allowed: ["maxMegapixels", "maxInputMB", "strict", "maxAttempts",
+            let m = try mapping(n, "options", allowed: ["maxMegapixels", "maxInputMB", "strict", "maxAttempts", "heifThumbnails",
                                                         "timeout", "inline", "incremental", "fast"])
             var o = JobOptions()
             if let v = m["maxMegapixels"] { o.maxMegapixels = try double(v, "options.maxMegapixels") }
@@ -376,6 +398,7 @@ public enum JobFile {
             if let v = m["inline"] { o.inline = try bool(v, "options.inline") }
             if let v = m["incremental"] { o.incremental = try bool(v, "options.incremental") }
             if let v = m["fast"] { o.fast = try bool(v, "options.fast") }
+            if let v = m["heifThumbnails"] { o.heifThumbnails = try bool(v, "options.heifThumbnails") }
             if let p = o.problem() {
                 throw error(m[String(p.field.dropFirst("options.".count))], p.field, p.message)
             }

@@ -69,7 +69,7 @@ public struct OutputSpec: Codable, Sendable, Equatable {
         self.path = path
     }
 
-    enum CodingKeys: String, CodingKey { case name, recipe, path, preset }
+    enum CodingKeys: String, CodingKey { case name, recipe, path, preset, formats }
 
     /// `{"preset": "widget"}` or `{"name": "x", "recipe": {...}}`, with an optional `path`.
     public init(from decoder: Decoder) throws {
@@ -87,6 +87,8 @@ public struct OutputSpec: Codable, Sendable, Equatable {
             try recipe.validate()
             name = try c.decodeIfPresent(String.self, forKey: .name) ?? recipe.name ?? "output"
         }
+        // `formats: [avif, webp, jpeg]` on the output: one file per format, one decode.
+        if let formats = try c.decodeIfPresent([FormatChoice].self, forKey: .formats) { recipe.output.formats = formats }
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -115,10 +117,14 @@ public struct JobOptions: Codable, Sendable, Equatable {
     public var incremental = true
     /// Fast delivery mode (EXIF thumbnails, DC-only progressive decodes).
     public var fast = false
+    /// HEIF/AVIF: decode a thumbnail item when it covers every output (as vips does).
+    public var heifThumbnails = true
 
     public init() {}
 
-    enum CodingKeys: String, CodingKey { case maxMegapixels, maxInputMB, strict, maxAttempts, timeout, inline, incremental, fast }
+    enum CodingKeys: String, CodingKey {
+        case maxMegapixels, maxInputMB, strict, maxAttempts, timeout, inline, incremental, fast, heifThumbnails
+    }
 
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -131,6 +137,7 @@ public struct JobOptions: Codable, Sendable, Equatable {
         inline = try c.decodeIfPresent(Bool.self, forKey: .inline) ?? d.inline
         incremental = try c.decodeIfPresent(Bool.self, forKey: .incremental) ?? d.incremental
         fast = try c.decodeIfPresent(Bool.self, forKey: .fast) ?? d.fast
+        heifThumbnails = try c.decodeIfPresent(Bool.self, forKey: .heifThumbnails) ?? d.heifThumbnails
     }
 
     /// The render options these limits mean.
@@ -140,6 +147,7 @@ public struct JobOptions: Codable, Sendable, Equatable {
         o.limits.maxInputBytes = maxInputMB << 20
         o.strict = strict
         o.fastMode = fast
+        o.heifThumbnails = heifThumbnails
         return o
     }
 }

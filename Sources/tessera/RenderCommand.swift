@@ -31,8 +31,11 @@ struct Render: ParsableCommand {
     @Option(name: .shortAndLong, help: "Quality 0...1 (0.8 unless a preset says otherwise).")
     var quality: Double?
 
-    @Option(help: "Output format: jpeg, png, original or auto (default: original).")
+    @Option(help: "Output format: jpeg, png, webp, avif, original or auto (default: original); a list (avif,webp,jpeg) writes one file per format from one decode.")
     var format: String?
+
+    @Flag(help: "HEIF/AVIF: always decode the primary image, never a thumbnail item (by default a thumbnail that covers the output is used, as vips does).")
+    var primary = false
 
     @Option(help: "Metadata to keep, comma-separated: icc, copyright (default: none; everything else is always removed).")
     var keep: String?
@@ -124,14 +127,18 @@ struct Render: ParsableCommand {
             }
             return m
         }
-        let outputFormat: OutputFormat? = try format.map {
-            let names = ["jpeg", "png", "original", "auto"]
-            guard let f = OutputFormat(rawValue: $0 == "jpg" ? "jpeg" : $0.lowercased()) else {
-                throw ValidationError("--format must be one of \(names.joined(separator: ", ")), got \"\($0)\""
-                                      + suggestion($0, names))
+        let formatList: [OutputFormat]? = try format.map { text in
+            let names = OutputFormat.allCases.map(\.rawValue)
+            return try text.split(separator: ",").map { item in
+                let name = item.trimmingCharacters(in: .whitespaces).lowercased()
+                guard let f = OutputFormat(rawValue: name == "jpg" ? "jpeg" : name) else {
+                    throw ValidationError("--format must be one of \(names.joined(separator: ", ")), got \"\(name)\""
+                                          + suggestion(name, names))
+                }
+                return f
             }
-            return f
         }
+        let outputFormat = formatList?.count == 1 ? formatList?.first : nil
         var kept: [KeptMetadata]?
         if strip { kept = [] }
         if let keep {
@@ -162,7 +169,12 @@ struct Render: ParsableCommand {
                 r.operations = r.operations.map { if case .resize = $0 { return .resize(resize) } else { return $0 } }
             }
             if let quality { r.output.quality = quality }
-            if let outputFormat { r.output.format = outputFormat }
+            if let outputFormat {
+                r.output.format = outputFormat
+                r.output.formats = []
+            } else if let formatList {
+                r.output.formats = formatList.map { FormatChoice($0) }
+            }
             if let kept { r.output.keep = kept }
             do { try r.validate() } catch let e as ImagingError { throw ValidationError(e.reason) }
             return .init(name: o.name, recipe: r)
@@ -222,6 +234,7 @@ struct Render: ParsableCommand {
         options.fastDecode = fastDecode
         options.fastMode = fast
         options.progressiveDC = !noProgressiveDc
+        options.heifThumbnails = !primary
         if let r = dctResidual { options.scalePolicy.minimumResidual = r }
         if let s = dctScales {
             options.scalePolicy.preferredEighths = s.split(separator: ",").compactMap { Int($0) }.sorted()

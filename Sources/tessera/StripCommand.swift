@@ -38,8 +38,18 @@ struct Strip: ParsableCommand {
     }
 
     func run() throws {
-        let files: [InputFile]
-        do { files = try InputDiscovery.expand(inputs) } catch {
+        var files: [InputFile]
+        do {
+            files = try InputDiscovery.expand(inputs)
+            // From directories, only what strips losslessly (a HEIF/AVIF named on its own gets the reason).
+            let named = Set(inputs)
+            let heif: Set<String> = ["heic", "heif", "hif", "avif"]
+            let skipped = files.filter { !named.contains($0.path) && heif.contains($0.fileExtension) }
+            if !skipped.isEmpty {
+                warn("note: skipped \(skipped.count) HEIF/AVIF file\(skipped.count == 1 ? "" : "s") (lossless stripping handles JPEG, PNG and WebP; renders never copy metadata)")
+                files.removeAll { f in skipped.contains { $0.path == f.path } }
+            }
+        } catch {
             warn("error: \(error)")
             throw Exit.usage
         }

@@ -44,7 +44,11 @@ final class RecipeTests: XCTestCase {
     func testBuiltInPresetsMatchTheSeed() throws {
         let p = PresetCatalog.builtIn
         XCTAssertEqual(p.names, ["default", "highDefinition", "thumbnail", "compressedThumbnail", "favicon",
-                                 "compressedFavicon", "widget"])
+                                 "compressedFavicon", "widget", "web", "webThumbnail"])
+        let web = try p.recipe(named: "webThumbnail")
+        XCTAssertEqual(web.resize, Resize(width: 320, height: 320))
+        XCTAssertEqual(web.output.formats, [FormatChoice(.avif, quality: 0.6), FormatChoice(.webp, quality: 0.75),
+                                            FormatChoice(.jpeg, quality: 0.8)])
         XCTAssertNil(try p.recipe(named: "default").resize)
         XCTAssertEqual(try p.recipe(named: "default").output.format, .original)
         XCTAssertEqual(try p.recipe(named: "highDefinition").resize, Resize(width: 1920, height: 1080))
@@ -57,7 +61,7 @@ final class RecipeTests: XCTestCase {
         XCTAssertEqual(widget.resize?.width, 1024)
         XCTAssertEqual(widget.resize?.scale, 1)
         XCTAssertEqual(widget.output.maxBytes, 999_999)
-        XCTAssertEqual(widget.output.format, .auto)
+        XCTAssertEqual(widget.output.format, .jpegOrPNG, "the widget rule: JPEG or PNG")
         XCTAssertEqual(widget.output.keep, [])
         XCTAssertNotNil(widget.flattenBackground)
         for name in p.names { XCTAssertNoThrow(try p.recipe(named: name).validate(), name) }

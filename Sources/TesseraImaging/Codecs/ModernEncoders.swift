@@ -92,19 +92,39 @@ enum AVIFEncoder {
         var subsampling: ChromaSubsampling
     }
 
+    /// What fixtures may add (tests and tools): the codec, orientation boxes, an nclx
+    /// colour box, a thumbnail item, an Exif item.
+    struct Extras {
+        var hevc = false
+        /// EXIF-style orientation 1...8 written as `irot`/`imir`.
+        var orientation = 1
+        /// nclx (primaries, transfer, matrix); nil: libheif's sRGB default.
+        var nclx: (primaries: UInt16, transfer: UInt16, matrix: UInt16)?
+        /// A thumbnail item fitting this box, if > 0.
+        var thumbnailBox = 0
+        /// A TIFF/EXIF payload for an `Exif` item.
+        var exif: [UInt8]?
+    }
+
     static var isAvailable: Bool { HEIFDecoder.canEncodeAVIF }
 
-    static func encode(_ image: PixelBuffer, _ s: Settings, icc: [UInt8]? = nil) throws -> [UInt8] {
-        guard isAvailable else { throw ImagingError(.unsupportedFeature, "this build of libheif has no AV1 encoder (aom)") }
+    static func encode(_ image: PixelBuffer, _ s: Settings, icc: [UInt8]? = nil, extras: Extras = Extras()) throws -> [UInt8] {
+        let format = extras.hevc ? heif_compression_HEVC : heif_compression_AV1
+        guard heif_have_encoder_for_format(format) != 0 else {
+            throw ImagingError(.unsupportedFeature, extras.hevc ? "this build of libheif has no HEVC encoder (x265)"
+                                                                : "this build of libheif has no AV1 encoder (aom)")
+        }
         guard let ctx = heif_context_alloc() else { throw ImagingError(.outOfMemory, "libheif: cannot allocate a context") }
         defer { heif_context_free(ctx) }
         var encoder: OpaquePointer?
-        try HEIFDecoder.check(heif_context_get_encoder_for_format(ctx, heif_compression_AV1, &encoder))
+        try HEIFDecoder.check(heif_context_get_encoder_for_format(ctx, format, &encoder))
         guard let encoder else { throw ImagingError(.unsupportedFeature, "no AV1 encoder") }
         defer { heif_encoder_release(encoder) }
         try HEIFDecoder.check(heif_encoder_set_lossy_quality(encoder, Int32(max(1, min(100, s.quality)))))
-        _ = heif_encoder_set_parameter_integer(encoder, "speed", Int32(max(0, min(9, s.speed))))
-        _ = heif_encoder_set_parameter_integer(encoder, "threads", 1)
+        if !extras.hevc {
+            _ = heif_encoder_set_parameter_integer(encoder, "speed", Int32(max(0, min(9, s.speed))))
+            _ = heif_encoder_set_parameter_integer(encoder, "threads", 1)
+        }
         let chroma: String
         switch s.subsampling {
         case .auto: chroma = s.quality >= 90 ? "444" : "420"
@@ -138,10 +158,30 @@ enum AVIFEncoder {
         if let icc, !icc.isEmpty {
             _ = icc.withUnsafeBytes { heif_image_set_raw_color_profile(heifImage, "prof", $0.baseAddress, $0.count) }
         }
+        if let n = extras.nclx, let profile = heif_nclx_color_profile_alloc() {
+            defer { heif_nclx_color_profile_free(profile) }
+            _ = heif_nclx_color_profile_set_color_primaries(profile, n.primaries)
+            _ = heif_nclx_color_profile_set_transfer_characteristics(profile, n.transfer)
+            _ = heif_nclx_color_profile_set_matrix_coefficients(profile, n.matrix)
+            profile.pointee.full_range_flag = 1
+            _ = heif_image_set_nclx_color_profile(heifImage, profile)
+        }
         let options = heif_encoding_options_alloc()
         defer { heif_encoding_options_free(options) }
         options?.pointee.save_alpha_channel = alpha ? 1 : 0
-        try HEIFDecoder.check(heif_context_encode_image(ctx, heifImage, encoder, options, nil))
+        options?.pointee.image_orientation = heif_orientation(rawValue: UInt32(max(1, min(8, extras.orientation))))
+        var primaryHandle: OpaquePointer?
+        try HEIFDecoder.check(heif_context_encode_image(ctx, heifImage, encoder, options, &primaryHandle))
+        defer { if let primaryHandle { heif_image_handle_release(primaryHandle) } }
+        if extras.thumbnailBox > 0, let primaryHandle {
+            var thumb: OpaquePointer?
+            try HEIFDecoder.check(heif_context_encode_thumbnail(ctx, heifImage, primaryHandle, encoder, options,
+                                                                Int32(extras.thumbnailBox), &thumb))
+            if let thumb { heif_image_handle_release(thumb) }
+        }
+        if let exif = extras.exif, let primaryHandle {
+            try exif.withUnsafeBytes { try HEIFDecoder.check(heif_context_add_exif_metadata(ctx, primaryHandle, $0.baseAddress, Int32($0.count))) }
+        }
 
         // Write to memory.
         let sink = ByteSink()
@@ -158,5 +198,60 @@ enum AVIFEncoder {
 
     private final class ByteSink {
         var bytes: [UInt8] = []
+    }
+}
+
+/// WebP metadata chunks without re-encoding (WebPMux): EXIF and XMP removed, the ICC
+/// profile kept unless asked, a minimal EXIF with the Orientation (and Copyright) tag
+/// kept so the image still displays as before.
+enum WebPChunks {
+    static func strip(_ input: [UInt8], keepICC: Bool, keepCopyright: Bool) throws -> StripResult {
+        try input.withUnsafeBufferPointer { buffer in
+            var data = WebPData(bytes: buffer.baseAddress, size: buffer.count)
+            guard let mux = WebPMuxCreateInternal(&data, 1, WEBP_MUX_ABI_VERSION) else {
+                throw ImagingError(.corrupt, "corrupt WebP (its chunks do not parse)")
+            }
+            defer { WebPMuxDelete(mux) }
+            func chunk(_ fourcc: String) -> [UInt8]? {
+                var d = WebPData()
+                guard WebPMuxGetChunk(mux, fourcc, &d) == WEBP_MUX_OK, let p = d.bytes else { return nil }
+                return Array(UnsafeBufferPointer(start: p, count: d.size))
+            }
+            var removed: [String] = []
+            var orientation = 1
+            var copyright: String?
+            if let exif = chunk("EXIF") {
+                if let s = Exif.read(exif) {
+                    orientation = s.orientation.map { (1...8).contains($0) ? $0 : 1 } ?? 1
+                    copyright = keepCopyright ? s.copyright : nil
+                }
+                _ = WebPMuxDeleteChunk(mux, "EXIF")
+                removed.append("EXIF")
+                if orientation != 1 || copyright != nil {
+                    let payload = Array(Exif.build(orientation: orientation != 1 ? orientation : nil, copyright: copyright).dropFirst(6))
+                    try payload.withUnsafeBufferPointer { p in
+                        var d = WebPData(bytes: p.baseAddress, size: p.count)
+                        guard WebPMuxSetChunk(mux, "EXIF", &d, 1) == WEBP_MUX_OK else {
+                            throw ImagingError(.transformFailed, "WebP: cannot write the orientation")
+                        }
+                    }
+                }
+            }
+            if chunk("XMP ") != nil {
+                _ = WebPMuxDeleteChunk(mux, "XMP ")
+                removed.append("XMP")
+            }
+            if !keepICC, chunk("ICCP") != nil {
+                _ = WebPMuxDeleteChunk(mux, "ICCP")
+                removed.append("ICCP")
+            }
+            var out = WebPData()
+            guard WebPMuxAssemble(mux, &out) == WEBP_MUX_OK, let bytes = out.bytes else {
+                throw ImagingError(.transformFailed, "WebP: cannot reassemble the file")
+            }
+            defer { WebPDataClear(&out) }
+            return StripResult(bytes: Array(UnsafeBufferPointer(start: bytes, count: out.size)), format: .webp,
+                               removed: removed, orientation: orientation, transformed: false)
+        }
     }
 }

@@ -49,8 +49,9 @@ public enum LosslessStrip {
         switch format {
         case .jpeg: return try stripJPEG(input, options)
         case .png: return try stripPNG(input, options)
-        case .webp, .heif, .avif:
-            throw ImagingError(.unsupportedFeature, "lossless stripping handles JPEG and PNG; render a \(format!.rawValue.uppercased()) "
+        case .webp: return try WebPChunks.strip(input, keepICC: options.keepICC, keepCopyright: options.keepCopyright)
+        case .heif, .avif:
+            throw ImagingError(.unsupportedFeature, "lossless stripping handles JPEG, PNG and WebP; render a \(format!.rawValue.uppercased()) "
                                + "file with a recipe (metadata is never copied to renders)")
         case nil: throw ImagingError(.unsupportedFormat, input.withUnsafeBytes { FormatDetection.unsupportedMessage($0) })
         }

@@ -19,7 +19,7 @@ public struct PresetCatalog: Sendable {
             name: "widget",
             operations: [.resize(Resize(width: 1024, height: nil, mode: .fit, scale: 1)),
                          .flatten(background: .white)],
-            output: OutputSettings(format: .auto, quality: 0.9, maxBytes: 999_999)),
+            output: OutputSettings(format: .jpegOrPNG, quality: 0.9, maxBytes: 999_999)),
         // For the web: one decode and resize, three files (AVIF, WebP, JPEG) for <picture>.
         "web": web("web", 1280, 720),
         "webThumbnail": web("webThumbnail", 320, 320),

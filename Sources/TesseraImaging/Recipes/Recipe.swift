@@ -239,8 +239,11 @@ public enum OutputFormat: String, Codable, Sendable, CaseIterable {
     case png
     case webp
     case avif
-    /// PNG for PNG sources when it fits the byte budget, JPEG otherwise.
+    /// The source's format where Tessera writes it (JPEG, PNG, WebP, AVIF), else JPEG, or
+    /// PNG with transparency; a PNG over the byte budget falls back to JPEG.
     case auto
+    /// The widget rule: PNG for PNG sources when it fits the byte budget, JPEG otherwise.
+    case jpegOrPNG = "jpeg-or-png"
 }
 
 /// One format of an output that lists several: `"avif"` or `{"format": "avif", "quality": 0.6, "maxBytes": 50000}`.
