@@ -211,15 +211,10 @@ public enum Renderer {
         }
         // HEIF: a thumbnail item that covers every output is decoded instead of the primary
         // image (the primary's size stays the one reported).
+        // The plans stay the primary's (outputs are exactly the size a primary decode gives);
+        // the thumbnail is read as a smaller decode of the whole image.
         if options.heifThumbnails, let thumb = heifThumbnail(source, plans: plans) {
-            let primary = source.storedSize
             source.useHEIFThumbnail(thumb.id, size: thumb.size)
-            let thumbPlans = recipes.map {
-                OutputPlan(recipe: $0, storedSize: thumb.size, exifOrientation: source.orientation, policy: options.scalePolicy)
-            }
-            var stage = try decodeAndFinish(source: source, plans: thumbPlans, recipes: recipes, options: options, clock: clock)
-            stage.summary = stage.summary.replacingStoredSize(primary)
-            return stage
         }
         // Fast mode: the embedded thumbnail, when it can stand in for the image. Anything
         // wrong with the thumbnail falls back to the image itself.
@@ -248,14 +243,18 @@ public enum Renderer {
         return try decodeAndFinish(source: source, plans: plans, recipes: recipes, options: options, clock: clock)
     }
 
-    /// The smallest HEIF thumbnail with the image's aspect (within a pixel) that has at
-    /// least as many pixels as every output takes from its region of the image.
+    /// The smallest HEIF thumbnail with the image's aspect that has at least as many pixels
+    /// as every output takes from its region of the image. "The image's aspect": each side
+    /// within the rounding of the other (encoders round thumbnail sides to even numbers for
+    /// 4:2:0 chroma: a 2592×3888 image gets 212×320, not 213.3×320).
     static func heifThumbnail(_ source: SourceDecoder, plans: [OutputPlan]) -> (id: UInt32, size: Size)? {
         let main = source.storedSize
         let covering = source.heifThumbnails.filter { t in
             let s = t.size
-            guard s.width > 0, s.height > 0, s.width < main.width,
-                  abs(Double(s.height) - Double(s.width) * Double(main.height) / Double(main.width)) <= 1 else { return false }
+            guard s.width > 0, s.height > 0, s.width < main.width else { return false }
+            let expectedHeight = Double(s.width) * Double(main.height) / Double(main.width)
+            let expectedWidth = Double(s.height) * Double(main.width) / Double(main.height)
+            guard abs(Double(s.height) - expectedHeight) <= 2 || abs(Double(s.width) - expectedWidth) <= 2 else { return false }
             let k = Double(s.width) / Double(main.width)
             return plans.allSatisfy { plan in
                 Double(plan.storedOutputSize.width) <= plan.storedRegion.width * k + 0.5
@@ -311,7 +310,9 @@ public enum Renderer {
         try options.limits.checkDimensions(decoded)
         // libjpeg maps each 8x8 block to m x m pixels: the geometry is exactly m/8
         // (the last, partial block rounds the decoded size up).
-        let sx = Double(source.scaleEighths) / 8, sy = sx
+        // A HEIF thumbnail or a WebP decoded to a size: the decoded-to-stored ratio per axis.
+        let sx = source.format == .jpeg ? Double(source.scaleEighths) / 8 : Double(decoded.width) / Double(source.storedSize.width)
+        let sy = source.format == .jpeg ? sx : Double(decoded.height) / Double(source.storedSize.height)
         let resamplers = try plans.map { plan in
             try Resampler(inputWidth: decoded.width, inputHeight: decoded.height, inputChannels: source.channels,
                       region: plan.storedRegion.scaled(x: sx, y: sy),

@@ -174,11 +174,14 @@ final class SourceDecoder {
                                blue: nclx.blue, white: nclx.white, transfer: transfer)
     }
 
-    /// HEIF: decode thumbnail `id` (of `size`) instead of the primary image.
+    /// HEIF: decode thumbnail `id` (of `size`) instead of the primary image; the stored
+    /// size stays the primary's (the thumbnail is a smaller decode of the same image).
     func useHEIFThumbnail(_ id: UInt32, size: Size) {
         heifThumbnail = id
-        storedSize = size
+        heifThumbnailSize = size
     }
+
+    private var heifThumbnailSize: Size?
 
     /// Bits per channel of the stored image.
     var bitDepth: Int { heif?.bitDepth ?? pngHeader?.bitDepth ?? jpegHeader?.precision ?? 8 }
@@ -272,8 +275,9 @@ final class SourceDecoder {
             whole = image
         } else if let heif {
             let image = try heif.decode(thumbnail: heifThumbnail)
-            guard image.size == storedSize else {
-                throw ImagingError(.corrupt, "HEIF image decodes to \(image.size), not the \(storedSize) it declares")
+            let declared = heifThumbnailSize ?? storedSize
+            guard image.size == declared else {
+                throw ImagingError(.corrupt, "HEIF image decodes to \(image.size), not the \(declared) it declares")
             }
             decodedSize = image.size
             channels = image.channels
