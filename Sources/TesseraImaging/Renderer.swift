@@ -274,10 +274,8 @@ public enum Renderer {
         let channels = max(3, source.channels)
         var bytes = decodedW * channels * 64 + (8 << 20)  // row batches, tables, libjpeg/libpng state
         if source.format == .png || source.format == .webp { bytes += decodedW * decodedH * channels }  // decoded whole
-        if source.format == .heif || source.format == .avif {
-            // libheif's YCbCr image (and a grid's tiles) plus the interleaved RGB it converts to.
-            let deep = source.bitDepth > 8 ? 2 : 1
-            bytes += decodedW * decodedH * (channels + 2) * deep
+        if let perPixel = source.heifDecodeBytesPerPixel {
+            bytes += Int(Double(decodedW * decodedH) * perPixel)  // libheif decodes whole
         }
         if source.isProgressive { bytes += stored.width * stored.height * 3 }  // coefficients, 4:2:0 (2 bytes each)
         for plan in plans {

@@ -271,3 +271,41 @@ void ts_filter_v_out(const float *const *rows, const float *w, int taps, int wid
         convert_out(acc, n, channels, lut, out + (size_t)x0 * channels);
     }
 }
+
+static inline uint8_t ts_clamp_fixed(int32_t v) {
+    v = (v + 32768) >> 16;
+    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+void ts_ycbcr_row_to_rgb(const uint8_t *y, const uint8_t *cb, const uint8_t *cr, int chroma_shift_x,
+                         uint8_t *dst, int width, const int32_t coefficients[4]) {
+    const int32_t cr_r = coefficients[0], cb_g = coefficients[1], cr_g = coefficients[2], cb_b = coefficients[3];
+    if (chroma_shift_x == 0) {
+        for (int x = 0; x < width; x++, dst += 3) {
+            int32_t l = (int32_t)y[x] << 16, u = (int32_t)cb[x] - 128, v = (int32_t)cr[x] - 128;
+            dst[0] = ts_clamp_fixed(l + cr_r * v);
+            dst[1] = ts_clamp_fixed(l - cb_g * u - cr_g * v);
+            dst[2] = ts_clamp_fixed(l + cb_b * u);
+        }
+        return;
+    }
+    /* Two luma samples per chroma sample: the chroma terms once per pair. */
+    int x = 0;
+    for (int c = 0; x + 1 < width; c++, x += 2, dst += 6) {
+        int32_t u = (int32_t)cb[c] - 128, v = (int32_t)cr[c] - 128;
+        int32_t r = cr_r * v, g = -cb_g * u - cr_g * v, b = cb_b * u;
+        int32_t l0 = (int32_t)y[x] << 16, l1 = (int32_t)y[x + 1] << 16;
+        dst[0] = ts_clamp_fixed(l0 + r);
+        dst[1] = ts_clamp_fixed(l0 + g);
+        dst[2] = ts_clamp_fixed(l0 + b);
+        dst[3] = ts_clamp_fixed(l1 + r);
+        dst[4] = ts_clamp_fixed(l1 + g);
+        dst[5] = ts_clamp_fixed(l1 + b);
+    }
+    if (x < width) {
+        int32_t u = (int32_t)cb[x >> 1] - 128, v = (int32_t)cr[x >> 1] - 128, l = (int32_t)y[x] << 16;
+        dst[0] = ts_clamp_fixed(l + cr_r * v);
+        dst[1] = ts_clamp_fixed(l - cb_g * u - cr_g * v);
+        dst[2] = ts_clamp_fixed(l + cb_b * u);
+    }
+}

@@ -7,8 +7,8 @@ struct Render: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Render images to a size, presets or recipes, in this process.",
         discussion: """
-            Inputs are files or directories (searched recursively for .jpg, .jpeg, .png), or - for
-            standard input. Each input is decoded once for all of its outputs. Outputs are written
+            Inputs are files or directories (searched recursively for JPEG, PNG, WebP, HEIC/HEIF
+            and AVIF by extension, any case), or - for standard input. Each input is decoded once for all of its outputs. Outputs are written
             atomically under OUTDIR (or to standard output with -o -), named by --template:
             {dir} (relative to the input directory), {stem}, {ext}, {preset}.
 
@@ -17,6 +17,7 @@ struct Render: ParsableCommand {
               tessera render a.jpg -s 1280x720 --fit fill -q 0.7 -o out/
               tessera render photos/ -p thumbnail -p favicon -o out/
               tessera render - -s 64 --format png -o - < a.jpg > a.png
+              tessera render phone/ -s 1280x720 --format avif,webp,jpeg -o web/   # HEIC in, three formats out
             """)
 
     @Argument(help: "Image files or directories, or - for standard input.")

@@ -125,6 +125,33 @@ final class ModernFormatTests: XCTestCase {
         XCTAssertGreaterThan(sqrt(zip(unconverted, e).map { ($0 - $1) * ($0 - $1) }.reduce(0, +)), 4)
     }
 
+    /// 4:2:0 HEIF read from its Y'CbCr planes (BT.601 full range, the common case) gives
+    /// the colours that went in, as libheif's own RGB conversion does; with a box saying
+    /// another matrix or limited range it goes through libheif's RGB conversion, whose
+    /// result the planar path must equal for the common case.
+    func testYCbCr420ColoursComeBack() throws {
+        let colors: [[UInt8]] = [[220, 30, 30], [30, 200, 40], [40, 50, 210], [230, 210, 40],
+                                 [200, 40, 190], [40, 190, 200], [128, 128, 128], [250, 250, 250]]
+        let image = PixelBuffer(width: 128, height: 64, layout: .rgb)
+        for (i, c) in colors.enumerated() {
+            for y in (i / 4) * 32..<(i / 4 + 1) * 32 { for x in (i % 4) * 32..<(i % 4 + 1) * 32 { image.setPixel(x: x, y: y, c) } }
+        }
+        var files = [("AVIF, nclx BT.601 full", try Codec.encodeHEIF(image, quality: 95, nclx: (1, 13, 6), subsampling: .s420)),
+                     ("AVIF, nclx BT.709", try Codec.encodeHEIF(image, quality: 95, nclx: (1, 13, 1), subsampling: .s420))]
+        if Codec.canEncodeHEIC {
+            files.append(("HEIC, no nclx", try Codec.encodeHEIF(image, quality: 95, hevc: true, subsampling: .s420)))
+        }
+        for (name, file) in files {
+            let decoded = try Renderer.decode(file)
+            for (i, c) in colors.enumerated() {
+                assertColor(decoded.pixel(x: (i % 4) * 32 + 16, y: (i / 4) * 32 + 16), c, tolerance: 4, "\(name), patch \(i)")
+            }
+            // Chroma is read at the right place: a patch edge stays within a chroma sample.
+            assertColor(decoded.pixel(x: 31, y: 16), colors[0], tolerance: 12, "\(name), last column of patch 0")
+            assertColor(decoded.pixel(x: 32, y: 16), colors[1], tolerance: 12, "\(name), first column of patch 1")
+        }
+    }
+
     /// The thumbnail item is decoded when it covers every output, not otherwise, nor when switched off.
     func testHEIFThumbnailUsedOnlyWhenItCovers() throws {
         let file = try heif(Fixtures.quadrants(width: 1200, height: 900), thumbnailBox: 240)

@@ -62,7 +62,7 @@ final class JobFileTests: XCTestCase {
 
     func testErrorsNameFileLineAndField() {
         XCTAssertEqual(error("name: x\ninputs: [a]\noutput: o\noutputs:\n  - preset: widgit\n"),
-                       "jobs/test.yaml:5: outputs[0].preset: unknown preset \"widgit\" (known: default, highDefinition, thumbnail, compressedThumbnail, favicon, compressedFavicon, widget) [invalid-job]")
+                       "jobs/test.yaml:5: outputs[0].preset: unknown preset \"widgit\" (known: default, highDefinition, thumbnail, compressedThumbnail, favicon, compressedFavicon, widget, web, webThumbnail) [invalid-job]")
         XCTAssertTrue(error("name: x\ninputs: [a]\noutput: o\nouputs: []\n")
             .hasPrefix("jobs/test.yaml:4: ouputs: unknown field (did you mean \"outputs\"?)"))
         XCTAssertTrue(error("inputs: [a]\noutput: o\n").contains("name: missing"))

@@ -69,6 +69,8 @@ final class SourceDecoder {
     private let heif: HEIFDecoder?
     /// HEIF: the thumbnail item decoded instead of the primary image, when one covers every output.
     private(set) var heifThumbnail: UInt32?
+    /// What decoding a HEIF/AVIF holds per pixel at its peak (nil for other formats).
+    var heifDecodeBytesPerPixel: Double? { heif?.decodeBytesPerPixel }
     private var heifImage: HEIFImage?
     private var deep: DeepToEight?
     private let bytes: UnsafeRawBufferPointer
@@ -323,6 +325,10 @@ final class SourceDecoder {
             let width = decodedSize.width
             for r in 0..<want {
                 let src = image.plane + (rowsRead + r) * image.stride, dst = buffer + r * stride
+                if image.planar != nil {
+                    image.rgbRow(rowsRead + r, into: dst)
+                    continue
+                }
                 if let deep {
                     deep.convert(src, dst, count: width, channels: channels)
                 } else {

@@ -141,6 +141,12 @@ extern "C" {
 /// `lut` (256 entries); RGBA is premultiplied, gray goes to lane 0, alpha lane is 1 without alpha.
 void ts_linearise_row(const uint8_t *src, int width, int channels, const float *lut, float *dst);
 
+/// Full-range 8-bit Y'CbCr to interleaved RGB: one row, chroma co-sited and shared by
+/// 2^chroma_shift_x luma samples (0 or 1). `coefficients` are Cr→R, Cb→G, Cr→G, Cb→B in
+/// 16.16 fixed point.
+void ts_ycbcr_row_to_rgb(const uint8_t *y, const uint8_t *cb, const uint8_t *cr, int chroma_shift_x,
+                         uint8_t *dst, int width, const int32_t coefficients[4]);
+
 /// Horizontal taps: out[x] (4 floats) = sum over k < lengths[x] of
 /// weights[x * max_taps + k] * in[starts[x] + k] (4 floats). `expanded` holds each weight
 /// repeated 4 times (count * max_taps * 4 floats).
