@@ -14,7 +14,9 @@ gold reference of quality.py (full decode + float Lanczos-3 in linear light).
 Writes Benchmarks/results/<date>-<host>.{md,json,png}.
 
 usage: Benchmarks/bench.py [--photos DIR] [--targets 64,256,1280x720] [--repeats 3]
-                           [--install-peers] [--tools a,b,...] [--no-quality]
+                           [--install-peers] [--tools a,b,...] [--no-quality] [--modern]
+--modern then runs Benchmarks/modern.py: the HEIC and WebP sets (decode side against
+vipsthumbnail, primary decode forced on both sides) and WebP/AVIF bytes at JPEG's SSIM.
 """
 import argparse
 import datetime
@@ -156,6 +158,8 @@ def main():
     ap.add_argument("--subset", choices=["all", "exif-thumbnail"], default="all",
                     help="exif-thumbnail: only photos that embed an EXIF thumbnail (for fast mode)")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--modern", action="store_true",
+                    help="then run the HEIC/WebP/AVIF sets of Benchmarks/modern.py with the same photos and repeats")
     args = ap.parse_args()
     if args.install_peers:
         install_peers()
@@ -254,6 +258,9 @@ def main():
     print(markdown(results))
     print(f"wrote {stem}.md, .json, .png", file=sys.stderr)
     shutil.rmtree(work, ignore_errors=True)
+    if args.modern:
+        subprocess.run([sys.executable, os.path.join(HERE, "modern.py"), "--photos", photos,
+                        "--repeats", str(args.repeats)], check=True)
 
 
 def markdown(res):

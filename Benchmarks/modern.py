@@ -181,8 +181,9 @@ def main():
         sets = make_sets(os.path.realpath(args.photos), os.path.realpath(args.modern), work, args.count)
         decode = decode_side(sets, work, args.repeats, cache)
         encode = encode_side(os.path.realpath(args.photos), work, args.count, cache)
-    finally:
-        pass
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
     stamp = f"{datetime.date.today().isoformat()}-{socket.gethostname()}"
     os.makedirs(f"{HERE}/results", exist_ok=True)
     json.dump({"decode": decode, "encode": encode}, open(f"{HERE}/results/{stamp}-modern.json", "w"), indent=1)

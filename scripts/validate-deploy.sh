@@ -741,10 +741,11 @@ def dockerfile():
     assert not missing, f"builder lacks {sorted(missing)} (Package.swift providers)"
     runtime_of = {"libturbojpeg0-dev": "libturbojpeg0", "libjpeg62-turbo-dev": "libjpeg62-turbo",
                   "libpng-dev": "libpng16-16", "libexif-dev": "libexif12", "liblcms2-dev": "liblcms2-2",
-                  "libzmq3-dev": "libzmq5", "libsqlite3-dev": "libsqlite3-0"}
+                  "libzmq3-dev": "libzmq5", "libsqlite3-dev": "libsqlite3-0", "libheif-dev": "libheif1",
+                  "libwebp-dev": "libwebp7 libwebpdemux2 libwebpmux3"}
     unknown = dev - runtime_of.keys()
     assert not unknown, f"no runtime library known for {sorted(unknown)}: add it here and to the Dockerfile"
-    rmissing = {runtime_of[p] for p in dev if not re.search(rf"(^|\s){re.escape(runtime_of[p])}(\s|$)", ftxt)}
+    rmissing = {lib for p in dev for lib in runtime_of[p].split() if not re.search(rf"(^|\s){re.escape(lib)}(\s|$)", ftxt)}
     assert not rmissing, f"runtime stage lacks {sorted(rmissing)}"
     assert "-dev" not in ftxt, "no -dev packages in the runtime stage"
     for t in (btxt, ftxt):
@@ -762,7 +763,7 @@ def dockerfile():
     assert any(i == "COPY" and "--from=builder" in a and "/usr/local/bin/tessera" in a for i, a in final["lines"])
     ignore = open(".dockerignore").read().split()
     assert ".build" in ignore and ".git" in ignore, ".dockerignore keeps .build and .git out"
-    return [f"stages: {', '.join(s['from'] for s in stages)}; runtime libs: {', '.join(sorted(runtime_of[p] for p in dev))}",
+    return [f"stages: {', '.join(s['from'] for s in stages)}; runtime libs: {', '.join(sorted(l for p in dev for l in runtime_of[p].split()))}",
             "not built (no Docker engine here): base image tags and apt package availability are unverified"]
 check("Dockerfile structure: stages, Package.swift's -dev packages, runtime libs, USER 10001, ENTRYPOINT, EXPOSE", dockerfile)
 

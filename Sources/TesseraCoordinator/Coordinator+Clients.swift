@@ -17,34 +17,41 @@ extension Coordinator {
         }
         let clock = ContinuousClock()
         let start = clock.now
-        var inputs: [InputFile]
-        do { inputs = try JobPlanner.inputs(of: spec) } catch let error as JobError {
-            throw ErrorReply(code: error.code.rawValue, message: error.description)
-        }
-        // A tiles job: every input becomes the parts (bands, tail) of its pyramid.
-        if spec.kind == .tiles { inputs = TilePlanner.plan(spec, inputs: inputs) }
         let id = "j-" + String(UInt64.random(in: 0...UInt64.max) & 0xFFFF_FFFF_FFFF, radix: 36)
         let submitted = Date().timeIntervalSince1970
-        let (seq, first) = try journal.insertJob(id: id, spec: spec, inputs: inputs, submitted: submitted, owner: owner)
-        let job = ActiveJob(id: id, seq: seq, spec: spec, firstTask: first, inputs: inputs, submitted: submitted)
-        job.owner = owner
-        if spec.options.incremental && spec.kind != .noop {
-            job.renditions = (try? journal.renditions(recipe: job.recipeHash)) ?? [:]
+        // Tiles jobs: every input becomes the parts (bands, tail) of its pyramid; the
+        // pyramid rule starts from the plan (tiles jobs are small: parts per image).
+        var parts: [(input: InputFile, finished: Bool, failed: Bool)] = []
+        var seenSources = Set<String>()
+        let planned: (seq: Int, firstTask: UInt64, total: Int)
+        do {
+            planned = try journal.insertJob(id: id, spec: spec, submitted: submitted, owner: owner) { add in
+                try JobPlanner.forEachInput(of: spec) { input in
+                    guard spec.kind == .tiles else { return try add(input) }
+                    guard seenSources.insert(input.path).inserted else { return }
+                    for part in TilePlanner.plan(spec, inputs: [input]) {
+                        parts.append((part, false, false))
+                        try add(part)
+                    }
+                }
+            }
+        } catch let error as JobError {
+            throw ErrorReply(code: error.code.rawValue, message: error.description)
         }
-        let complete = job.holdDescriptors { _ in (false, false) }
-        for i in 0..<job.tasks.count where !job.isHeld(i) { job.enqueue(i) }
-        insert(job)
-        for path in complete { releaseDescriptor(job, path: path, now: now) }
+        let job = ActiveJob(id: id, seq: planned.seq, spec: spec, firstTask: planned.firstTask, total: planned.total,
+                            submitted: submitted)
+        job.owner = owner
+        if spec.kind == .tiles { job.gate = PyramidGate(tasks: parts) }
+        scheduler.add(job, now: now)
         let elapsed = clock.now - start
         let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
-        logger.info("job \(id) (\(spec.name)): \(inputs.count) tasks planned in \(String(format: "%.0f", ms)) ms")
-        if inputs.isEmpty { finishJob(job, now: now) }
-        reply(identity, Envelope(MessageType.submitted, json: SubmitReply(job: id, tasks: inputs.count, planMilliseconds: ms)))
+        logger.info("job \(id) (\(spec.name)): \(planned.total) tasks planned in \(String(format: "%.0f", ms)) ms")
+        reply(identity, Envelope(MessageType.submitted, json: SubmitReply(job: id, tasks: planned.total, planMilliseconds: ms)))
     }
 
     func jobStatus(_ id: String) throws -> JobStatus? {
-        if let job = jobsByID[id] { return job.status() }
-        if let s = finishedJobs[id] { return s }
+        if let job = scheduler.jobsByID[id] { return job.status() }
+        if let s = scheduler.finishedJobs[id] { return s }
         guard let row = try journal.job(id) else { return nil }
         return JobStatus(id: row.id, name: row.spec.name, kind: row.spec.kind, priority: row.spec.priority,
                          state: row.state, total: row.total, pending: 0, running: 0, succeeded: row.counts[0],
@@ -61,7 +68,7 @@ extension Coordinator {
         } else {
             let active = jobs.map { $0.status() }
             let recent = try journal.recentJobs(limit: q.limit ?? 50).compactMap { row -> JobStatus? in
-                jobsByID[row.id] != nil ? nil : try jobStatus(row.id)
+                scheduler.jobsByID[row.id] != nil ? nil : try jobStatus(row.id)
             }
             list = active + recent
         }
@@ -72,7 +79,7 @@ extension Coordinator {
     func wait(_ identity: [UInt8], _ e: Envelope) throws {
         let q = try e.decode(JobQuery.self)
         guard let id = q.job else { throw ErrorReply(code: "invalid-request", message: "wait needs a job") }
-        if let job = jobsByID[id] {
+        if let job = scheduler.jobsByID[id] {
             job.waiters.append(identity)
             return
         }
@@ -85,29 +92,19 @@ extension Coordinator {
         guard let id = q.job else { throw ErrorReply(code: "invalid-request", message: "cancel needs a job") }
         // A client cancels its own jobs; an admin (or a local peer) any.
         if !peer.isLocal && peer.role != .admin {
-            let owner = try jobsByID[id]?.owner ?? journal.job(id)?.owner
+            let owner = try scheduler.jobsByID[id]?.owner ?? journal.job(id)?.owner
             if let owner, owner != peer.key {
                 refuse("cancel", from: identity, reason: "job \(id) belongs to another client")
                 throw ErrorReply(code: "forbidden", message: "job \(id) was submitted by another client; only it or an admin may cancel it")
             }
         }
-        guard let job = jobsByID[id] else {
+        guard let job = scheduler.jobsByID[id] else {
             guard let s = try jobStatus(id) else { throw ErrorReply(code: "no-such-job", message: "no job \(id)") }
             reply(identity, Envelope(MessageType.cancelled, json: s))  // already over
             return
         }
-        job.state = .cancelled
-        var revokes: [[UInt8]: [TaskRef]] = [:]
-        for i in job.tasks.indices where job.tasks[i].state != .done {
-            if job.tasks[i].state == .dispatched, let w = job.tasks[i].worker {
-                revokes[w.identity, default: []].append(TaskRef(task: job.firstTask + UInt64(i), attempt: job.tasks[i].attempt))
-            }
-            var record = TaskRecord(input: job.tasks[i].input.path, status: .failed)
-            record.error = .init(code: "cancelled", message: "\(job.tasks[i].input.path): job cancelled")
-            complete(job, i, status: .cancelled, record: Array((try? JSONEncoder().encode(record)) ?? Data()), now: now)
-        }
-        _ = job.drainReady()
-        for (identity, refs) in revokes { send(identity, Envelope(MessageType.revoke, body: TaskRef.encode(refs))) }
+        try scheduler.cancel(job)
+        applyEffects()
         reply(identity, Envelope(MessageType.cancelled, json: try jobStatus(id) ?? job.status()))
     }
 

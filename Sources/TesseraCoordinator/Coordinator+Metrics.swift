@@ -8,7 +8,7 @@ import TesseraWire
 /// published with the gauges twice a second, so one scrape sees one instant (completions
 /// and queue depth agree); per-job and per-worker series are destroyed when the job ends
 /// or the worker leaves.
-final class CoordinatorMetrics {
+package final class CoordinatorMetrics {
     /// Every metric the coordinator records, with its help line.
     static let catalog: [MetricInfo] = [
         MetricInfo("tessera_queue_depth", "Tasks waiting to be dispatched, all jobs (what an autoscaler reads)."),
@@ -73,6 +73,9 @@ final class CoordinatorMetrics {
     /// Reports received (also counted by outcome).
     var reports = 0
 
+    /// Metrics recorded nowhere (tests, and coordinators without a metrics port).
+    package static func discarding() -> CoordinatorMetrics { CoordinatorMetrics(factory: NOOPMetricsHandler.instance) }
+
     init(factory: MetricsFactory) {
         self.factory = factory
         func counter(_ name: String, _ dims: [(String, String)] = []) -> Tally {
@@ -98,7 +101,7 @@ final class CoordinatorMetrics {
         workersConnected = Gauge(label: "tessera_workers_connected", factory: factory)
     }
 
-    func completed(_ status: Journal.ResultStatus) { completed[status.rawValue].increment() }
+    func completed(_ status: Journal.ResultStatus, count: Int = 1) { completed[status.rawValue].increment(by: count) }
 
     func refused(_ reason: String) { refusedMessages.increment() }
 
@@ -128,7 +131,7 @@ final class CoordinatorMetrics {
         var queued = 0, runningNow = 0, delayedNow = 0
         var seen = Set<String>()
         for job in jobs {
-            let waiting = max(0, job.tasks.count - job.done - job.running - job.delayed.count)
+            let waiting = max(0, job.total - job.done - job.running - job.delayed.count)
             queued += waiting
             runningNow += job.running
             delayedNow += job.delayed.count

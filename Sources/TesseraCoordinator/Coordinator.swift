@@ -58,8 +58,9 @@ public final class Coordinator: @unchecked Sendable {
     let epoch: UInt32
     let id = "coord-\(UInt32.random(in: 0...UInt32.max))"
 
-    var jobs: [ActiveJob] = []          // by (-priority, seq)
-    var jobsByID: [String: ActiveJob] = [:]
+    /// Every task state change (no sockets): this loop turns messages into calls on it.
+    let scheduler: Scheduler
+    var jobs: [ActiveJob] { scheduler.jobs }
     var workers: [[UInt8]: WorkerConn] = [:]
     var pendingAcks: [[UInt8]: [TaskRef]] = [:]
     var pendingReplies: [([UInt8], Envelope)] = []
@@ -109,6 +110,10 @@ public final class Coordinator: @unchecked Sendable {
             MetricsExporter(metrics: CoordinatorMetrics.catalog, role: "coordinator", version: TesseraVersion.string)
         }
         metrics = CoordinatorMetrics(factory: exporter ?? NOOPMetricsHandler.instance)
+        scheduler = Scheduler(journal: journal,
+                              policy: .init(poisonThreshold: config.poisonThreshold, retryBackoff: config.retryBackoff,
+                                            maxBackoff: config.maxBackoff),
+                              epoch: epoch, metrics: metrics, logger: logger)
         try recover()
         if let port = config.metricsPort {
             let h = try HTTPService(address: config.metricsAddress, port: port, routes: [
@@ -146,38 +151,30 @@ public final class Coordinator: @unchecked Sendable {
         return stopRequested
     }
 
-    /// Rebuilds every unfinished job from the journal.
+    /// Takes up every unfinished job of the journal: its numbers and counts, not its tasks
+    /// (they are paged in as they are dispatched), so a restart costs the same at any size.
     private func recover() throws {
+        for id in try journal.forgetUnplannedJobs() {
+            logger.warning("job \(id) was still being planned when the coordinator stopped: forgotten (submit it again)")
+        }
         let rows = try journal.unfinishedJobs()
         for row in rows {
-            let taskRows = try journal.tasks(ofJob: row.id)
-            let job = ActiveJob(id: row.id, seq: row.seq, spec: row.spec, firstTask: row.firstTask,
-                                inputs: taskRows.map { InputFile(path: $0.path, root: $0.root, part: $0.part) },
+            let job = ActiveJob(id: row.id, seq: row.seq, spec: row.spec, firstTask: row.firstTask, total: row.total,
                                 submitted: row.submitted)
             job.owner = row.owner
             job.state = .running
-            let complete = job.holdDescriptors { i in
-                (taskRows[i].result != nil, taskRows[i].result == .failed || taskRows[i].result == .cancelled)
+            job.counts = try journal.resultCounts(job: row.id)
+            if row.spec.kind == .tiles {
+                job.gate = PyramidGate(tasks: try journal.tasks(first: row.firstTask, total: row.total).map {
+                    ($0.input, $0.result != nil, $0.result == .failed || $0.result == .cancelled)
+                })
             }
-            for (i, t) in taskRows.enumerated() {
-                job.tasks[i].failures = t.attempts
-                job.tasks[i].crashes = t.crashes
-                if let r = t.result {
-                    job.tasks[i].state = .done
-                    job.counts[[Journal.ResultStatus.succeeded: 0, .failed: 1, .skipped: 2, .cancelled: 3][r]!] += 1
-                } else if !job.isHeld(i) {
-                    job.enqueue(i)
-                }
-            }
-            for path in complete { releaseDescriptor(job, path: path, now: monotonicNow()) }
-            if job.spec.options.incremental { job.renditions = (try? journal.renditions(recipe: job.recipeHash)) ?? [:] }
-            insert(job)
-            recovered.append((row.id, row.spec, job.done, job.counts[0] + job.counts[1], job.tasks.count))
-            logger.info("recovered job \(row.id) (\(row.spec.name)): \(job.done)/\(job.tasks.count) done")
+            recovered.append((row.id, row.spec, job.done, job.counts[0] + job.counts[1], job.total))
+            logger.info("recovered job \(row.id) (\(row.spec.name)): \(job.done)/\(job.total) done")
+            // Jobs whose every task finished just before the crash end now.
+            scheduler.add(job, now: monotonicNow())
         }
         if !rows.isEmpty { dispatchPausedUntil = monotonicNow() + config.recoveryGrace }
-        // Jobs whose every task finished just before the crash end now.
-        for job in jobs where job.done == job.tasks.count { finishJob(job, now: monotonicNow()) }
     }
 
     // MARK: Control from other threads
@@ -354,6 +351,7 @@ public final class Coordinator: @unchecked Sendable {
 
     /// Commits queued journal writes, then sends what waited for them (acks, replies).
     func flushJournalAndSend() throws {
+        applyEffects()
         if journal.hasPending { try journal.flush() }
         for (identity, refs) in pendingAcks where !refs.isEmpty {
             send(identity, Envelope(MessageType.ack, body: TaskRef.encode(refs)))
@@ -374,7 +372,7 @@ public final class Coordinator: @unchecked Sendable {
         } catch let error as ZMQError where error == .hostUnreachable {
             if let w = workers[identity] {
                 logger.warning("worker \(w.id) unreachable; requeueing its tasks")
-                lose(w, now: monotonicNow(), reason: "unreachable")
+                lose(w, reason: "unreachable")
             }
             return false
         } catch {
@@ -384,6 +382,23 @@ public final class Coordinator: @unchecked Sendable {
     }
 
     func reply(_ identity: [UInt8], _ e: Envelope) { pendingReplies.append((identity, e)) }
+
+    /// Sends what the scheduler's changes call for: revocations now, the answers to a
+    /// job's waiters after the journal commits its end.
+    func applyEffects() {
+        while !scheduler.effects.isEmpty {
+            let effects = scheduler.effects
+            scheduler.effects.removeAll()
+            for effect in effects {
+                switch effect {
+                case .revoke(let worker, let refs):
+                    send(worker, Envelope(MessageType.revoke, body: TaskRef.encode(refs)))
+                case .ended(let waiters, let status):
+                    for waiter in waiters { reply(waiter, Envelope(MessageType.done, json: status)) }
+                }
+            }
+        }
+    }
 
     func replyError(_ identity: [UInt8], _ code: String, _ message: String) {
         reply(identity, Envelope(MessageType.error, json: ErrorReply(code: code, message: message)))
@@ -516,7 +531,7 @@ public final class Coordinator: @unchecked Sendable {
         for w in Array(workers.values) where w.key.map(keys.contains) == true {
             logger.warning("worker \(w.id): its key was removed from the allow-list; session ended, \(w.held.count) tasks requeued")
             send(w.identity, Envelope(MessageType.error, json: ErrorReply(code: "forbidden", message: "this worker's key was revoked")))
-            lose(w, now: now, reason: "key revoked", charge: false)
+            lose(w, reason: "key revoked", charge: false)
         }
     }
 
@@ -530,29 +545,18 @@ public final class Coordinator: @unchecked Sendable {
                 throw ErrorReply(code: "forbidden", message: "worker identity \(old.id) is in use by another key")
             }
             // Same identity again (it restarted its session): forget what it held unless it still holds it.
-            lose(old, now: now, reason: "re-hello", charge: false, keep: Set(h.holding))
+            lose(old, reason: "re-hello", charge: false, keep: Set(h.holding))
         }
         let w = WorkerConn(identity: identity, hello: h, now: now)
         w.key = peer.key
         workers[identity] = w
         // Re-attach tasks it still holds (after our restart or a reconnect).
-        for ref in h.holding {
-            guard let (job, i) = locate(ref.task), job.tasks[i].state != .done else { continue }
-            if job.tasks[i].state == .dispatched, job.tasks[i].worker !== w { continue }  // someone else has it
-            if job.tasks[i].state != .dispatched { job.running += 1 }
-            job.tasks[i].state = .dispatched
-            job.tasks[i].attempt = ref.attempt
-            job.tasks[i].worker = w
-            job.tasks[i].deadline = now + job.spec.options.timeout
-            w.held[ref] = (job, i)
-            w.announced.insert(job.id)
-            job.state = .running
-        }
+        scheduler.reattach(h.holding, to: w, now: now)
         logger.info("worker \(h.worker) on \(h.host) pid \(h.pid): capacity \(h.credit), holding \(h.holding.count)")
         send(identity, Envelope(MessageType.welcome, json: Welcome(coordinator: id,
                                                                   heartbeatMilliseconds: Int(config.heartbeatInterval * 1000))))
         // Jobs it holds tasks of need announcing again if it restarted; announce on demand.
-        for job in Set(w.held.values.map { ObjectIdentifier($0.0) }).compactMap({ oid in jobs.first { ObjectIdentifier($0) == oid } }) {
+        for job in Set(w.held.values.map(ObjectIdentifier.init)).compactMap({ oid in jobs.first { ObjectIdentifier($0) == oid } }) {
             send(identity, Envelope(MessageType.job, body: Array(job.execJSON)))
         }
     }
@@ -581,8 +585,7 @@ public final class Coordinator: @unchecked Sendable {
             metrics.reports += 1
             // Only the current attempt of a task this worker holds: not another worker's
             // task, not a superseded attempt, not a finished task.
-            guard let (job, i) = w.held[r.ref], job.tasks[i].state == .dispatched,
-                  job.tasks[i].attempt == r.ref.attempt, job.tasks[i].worker === w else {
+            guard let job = scheduler.current(r.ref, of: w), let input = job.live[r.ref.task]?.input else {
                 w.running.remove(r.ref)
                 w.revoked.remove(r.ref)
                 // A superseded attempt handing its task back is normal; anything else is refused.
@@ -593,37 +596,35 @@ public final class Coordinator: @unchecked Sendable {
             }
             w.running.remove(r.ref)
             w.revoked.remove(r.ref)
-            w.held.removeValue(forKey: r.ref)
+            w.held.removeValue(forKey: r.ref)  // reported: not this worker's to revoke any more
             w.completed += 1
             w.peakRSS = max(w.peakRSS, r.peakRSS)
+            let i = r.ref.task
             switch r.status {
             case .returned:
-                release(job, i, now: now)
-                job.tasks[i].state = .pending
-                job.enqueue(i)
+                scheduler.returned(job, i)
             case .succeeded, .skipped:
                 var record = r.record
                 if !r.inlineOutputs.isEmpty {
                     do {
                         record = try writeInline(job, r, record: record)
                     } catch {
-                        fail(job, i, ref: r.ref, retryable: true, code: "write-failed",
-                             message: "\(job.tasks[i].input.path): writing inline outputs: \(error)", record: nil, now: now)
+                        scheduler.fail(job, i, retryable: true, code: "write-failed",
+                                       message: "\(input.path): writing inline outputs: \(error)", record: nil, now: now)
                         continue
                     }
                 }
-                complete(job, i, status: r.status == .succeeded ? .succeeded : .skipped, record: record, now: now)
-                metrics.observe(r)
                 if r.status == .succeeded, job.spec.options.incremental, job.spec.kind != .noop, r.inputHash != 0 {
-                    let outputs = outputPaths(record, root: job.spec.output)
-                    journal.append(.rendition(path: job.tasks[i].input.key, recipe: job.recipeHash,
-                                              inputHash: r.inputHash, outputs: outputs))
-                    job.renditions[job.tasks[i].input.key] = (r.inputHash, outputs)
+                    journal.append(.rendition(path: input.key, recipe: job.recipeHash, inputHash: r.inputHash,
+                                              outputs: outputPaths(record, root: job.spec.output)))
                 }
+                scheduler.complete(job, i, status: r.status == .succeeded ? .succeeded : .skipped, record: record,
+                                   reported: r.ref)
+                metrics.observe(r)
             case .failed:
                 metrics.observe(r)
-                fail(job, i, ref: r.ref, retryable: r.retryable, code: r.errorCode, message: r.errorMessage,
-                     record: r.record, now: now)
+                scheduler.fail(job, i, retryable: r.retryable, code: r.errorCode, message: r.errorMessage,
+                               record: r.record, now: now)
             }
         }
     }
@@ -639,10 +640,8 @@ public final class Coordinator: @unchecked Sendable {
         }
         var granted: [TaskRef] = [], refused: [TaskRef] = []
         for ref in refs {
-            if let (job, i) = w.held[ref], job.tasks[i].state == .dispatched, job.tasks[i].attempt == ref.attempt,
-               job.tasks[i].worker === w, !w.revoked.contains(ref) {
+            if scheduler.grantCommit(ref, of: w) {
                 granted.append(ref)
-                job.tasks[i].committed = true
             } else {
                 refused.append(ref)
                 refuse("commit", from: identity, reason: "task \(ref.task) attempt \(ref.attempt) is not this worker's current attempt")
@@ -656,16 +655,16 @@ public final class Coordinator: @unchecked Sendable {
     private func needBytes(_ identity: [UInt8], _ e: Envelope, now: Double) throws {
         guard let w = workers[identity] else { return }
         for ref in try TaskRef.decode(e.body) {
-            guard let (job, i) = w.held[ref], job.tasks[i].state == .dispatched, job.tasks[i].attempt == ref.attempt else { continue }
-            readInline(job, i, ref: ref, for: w, now: now)
+            guard let job = scheduler.current(ref, of: w) else { continue }
+            readInline(job, ref: ref, for: w, now: now)
         }
     }
 
     /// Starts reading an inline task's input off the loop; `inlineReadsDone` sends it.
-    func readInline(_ job: ActiveJob, _ i: Int, ref: TaskRef, for w: WorkerConn, now: Double) {
-        guard pendingReads[ref] == nil else { return }
+    func readInline(_ job: ActiveJob, ref: TaskRef, for w: WorkerConn, now: Double) {
+        guard pendingReads[ref] == nil, let input = job.live[ref.task]?.input else { return }
         pendingReads[ref] = now + config.inlineReadTimeout
-        reader.submit(.init(job: job.id, index: i, ref: ref, worker: w.identity, path: job.tasks[i].input.path,
+        reader.submit(.init(job: job.id, ref: ref, worker: w.identity, path: input.path,
                             limit: job.spec.options.maxInputMB << 20))
     }
 
@@ -674,28 +673,27 @@ public final class Coordinator: @unchecked Sendable {
     func inlineReadsDone(now: Double) {
         for d in reader.take() {
             let ref = d.request.ref
-            guard pendingReads.removeValue(forKey: ref) != nil, let job = jobsByID[d.request.job],
-                  job.tasks[d.request.index].state == .dispatched, job.tasks[d.request.index].attempt == ref.attempt,
-                  let w = workers[d.request.worker], job.tasks[d.request.index].worker === w else { continue }
-            let i = d.request.index
+            guard pendingReads.removeValue(forKey: ref) != nil, let w = workers[d.request.worker],
+                  let job = scheduler.current(ref, of: w) else { continue }
             if let bytes = d.bytes {
                 metrics.dispatched.increment()
-                send(w.identity, TaskAssignment.envelope([assignment(job, i, ref: ref, inline: bytes)]))
+                send(w.identity, TaskAssignment.envelope([assignment(job, ref: ref, inline: bytes)]))
             } else {
                 let code = (d.error as? JobError)?.code ?? .readFailed
-                fail(job, i, ref: ref, retryable: code == .readFailed, code: code.rawValue,
-                     message: "\(d.error.map { "\($0)" } ?? "unreadable")", record: nil, now: now)
+                scheduler.fail(job, ref.task, retryable: code == .readFailed, code: code.rawValue,
+                               message: "\(d.error.map { "\($0)" } ?? "unreadable")", record: nil, now: now)
             }
         }
         guard !pendingReads.isEmpty else { return }
         for (ref, deadline) in pendingReads where now > deadline {
             pendingReads.removeValue(forKey: ref)
-            guard let (job, i) = locate(ref.task), job.tasks[i].state == .dispatched, job.tasks[i].attempt == ref.attempt else { continue }
-            logger.warning("reading \(job.tasks[i].input.path) took over \(Int(config.inlineReadTimeout)) s: failing the attempt")
-            if let w = job.tasks[i].worker { send(w.identity, Envelope(MessageType.revoke, body: TaskRef.encode([ref]))) }
-            fail(job, i, ref: ref, retryable: true, code: JobError.Code.readFailed.rawValue,
-                 message: "\(job.tasks[i].input.path): reading the input took over \(Int(config.inlineReadTimeout)) s",
-                 record: nil, now: now)
+            guard let job = scheduler.job(of: ref.task), let slot = job.live[ref.task], slot.state == .dispatched,
+                  slot.attempt == ref.attempt else { continue }
+            logger.warning("reading \(slot.input.path) took over \(Int(config.inlineReadTimeout)) s: failing the attempt")
+            if let w = slot.worker { send(w.identity, Envelope(MessageType.revoke, body: TaskRef.encode([ref]))) }
+            scheduler.fail(job, ref.task, retryable: true, code: JobError.Code.readFailed.rawValue,
+                           message: "\(slot.input.path): reading the input took over \(Int(config.inlineReadTimeout)) s",
+                           record: nil, now: now)
         }
     }
 
@@ -703,11 +701,8 @@ public final class Coordinator: @unchecked Sendable {
         guard let w = workers[identity] else { return }
         let b = try e.decode(WorkerBye.self)
         for ref in b.returned {
-            guard let (job, i) = w.held.removeValue(forKey: ref), job.tasks[i].state == .dispatched,
-                  job.tasks[i].attempt == ref.attempt else { continue }
-            release(job, i, now: now)
-            job.tasks[i].state = .pending
-            job.enqueue(i)
+            guard let job = scheduler.current(ref, of: w) else { continue }
+            scheduler.returned(job, ref.task)
         }
         if w.held.isEmpty {
             workers.removeValue(forKey: identity)
@@ -717,150 +712,13 @@ public final class Coordinator: @unchecked Sendable {
         }
     }
 
-    // MARK: Task lifecycle
-
-    func locate(_ task: UInt64) -> (ActiveJob, Int)? {
-        for job in jobs where task >= job.firstTask && task < job.firstTask + UInt64(job.tasks.count) {
-            return (job, Int(task - job.firstTask))
-        }
-        return nil
-    }
-
-    /// Takes a dispatched task off its worker.
-    func release(_ job: ActiveJob, _ i: Int, now: Double) {
-        if job.tasks[i].state == .dispatched {
-            job.running -= 1
-            if let w = job.tasks[i].worker {
-                let ref = TaskRef(task: job.firstTask + UInt64(i), attempt: job.tasks[i].attempt)
-                w.held.removeValue(forKey: ref)
-            }
-        }
-        job.tasks[i].worker = nil
-    }
-
-    func complete(_ job: ActiveJob, _ i: Int, status: Journal.ResultStatus, record: [UInt8], now: Double) {
-        // A newer attempt elsewhere is now pointless: take it back.
-        if job.tasks[i].state == .dispatched, let other = job.tasks[i].worker {
-            let ref = TaskRef(task: job.firstTask + UInt64(i), attempt: job.tasks[i].attempt)
-            if other.held[ref] != nil { send(other.identity, Envelope(MessageType.revoke, body: TaskRef.encode([ref]))) }
-        }
-        release(job, i, now: now)
-        job.tasks[i].state = .done
-        job.counts[[Journal.ResultStatus.succeeded: 0, .failed: 1, .skipped: 2, .cancelled: 3][status]!] += 1
-        journal.append(.result(task: job.firstTask + UInt64(i), job: job.id, status: status, record: record))
-        metrics.completed(status)
-        if job.done == job.tasks.count { finishJob(job, now: now) }
-        if job.spec.kind == .tiles { pyramidPartDone(job, i, status: status, now: now) }
-    }
-
-    /// A part of a pyramid ended: when it was the last, the descriptor part may run.
-    func pyramidPartDone(_ job: ActiveJob, _ i: Int, status: Journal.ResultStatus, now: Double) {
-        let input = job.tasks[i].input
-        guard !input.part.isEmpty, input.part != PyramidPart.descriptorName, var p = job.pyramidParts[input.path] else { return }
-        p.open -= 1
-        if status == .failed || status == .cancelled { p.failed += 1 }
-        job.pyramidParts[input.path] = p
-        if p.open == 0 { releaseDescriptor(job, path: input.path, now: now) }
-    }
-
-    /// Queues a pyramid's descriptor part, or fails it when a part of the pyramid failed:
-    /// no `.dzi` or `info.json` ever describes tiles that are not there.
-    func releaseDescriptor(_ job: ActiveJob, path: String, now: Double) {
-        guard job.state != .cancelled, let m = job.heldDescriptors.removeValue(forKey: path),
-              job.tasks[m].state != .done else { return }
-        let failed = job.pyramidParts[path]?.failed ?? 0
-        if failed > 0 {
-            complete(job, m, status: .failed,
-                     record: failureRecord(job, m, code: "incomplete",
-                                           message: "\(path): pyramid not finished (\(failed) part\(failed == 1 ? "" : "s") failed): no descriptor written"),
-                     now: now)
-        } else {
-            job.enqueue(m)
-        }
-    }
-
-    /// A failure: retried with backoff when it may pass, else final.
-    func fail(_ job: ActiveJob, _ i: Int, ref: TaskRef, retryable: Bool, code: String, message: String,
-              record: [UInt8]?, now: Double) {
-        job.tasks[i].failures += retryable ? 1 : 0
-        if retryable && job.tasks[i].failures < job.spec.options.maxAttempts {
-            release(job, i, now: now)
-            let delay = min(config.maxBackoff, config.retryBackoff * pow(2, Double(job.tasks[i].failures - 1)))
-            job.tasks[i].state = .delayed
-            job.tasks[i].deadline = now + delay
-            job.delayed.append(i)
-            journal.append(.retry(task: job.firstTask + UInt64(i), attempts: job.tasks[i].failures,
-                                  crashes: job.tasks[i].crashes, notBefore: Date().timeIntervalSince1970 + delay,
-                                  error: message))
-            metrics.retries.increment()
-            logger.info("retrying \(job.tasks[i].input.path) in \(delay) s: \(message)")
-            return
-        }
-        let rec = record.flatMap { $0.isEmpty ? nil : $0 }
-            ?? failureRecord(job, i, code: code, message: retryable ? "\(message) (after \(job.tasks[i].failures) attempts)" : message)
-        complete(job, i, status: .failed, record: rec, now: now)
-    }
-
-    /// A worker died or hung while holding the task: requeue, or fail it as poison.
-    func crashed(_ job: ActiveJob, _ i: Int, charge: Bool, reason: String, now: Double) {
-        release(job, i, now: now)
-        if charge { job.tasks[i].crashes += 1 }
-        if job.tasks[i].crashes >= config.poisonThreshold {
-            let message = "\(job.tasks[i].input.path): poison task: \(reason) \(job.tasks[i].crashes) times"
-            logger.warning("\(message)")
-            metrics.poisoned.increment()
-            complete(job, i, status: .failed, record: failureRecord(job, i, code: "poison", message: message), now: now)
-            return
-        }
-        if charge {
-            journal.append(.retry(task: job.firstTask + UInt64(i), attempts: job.tasks[i].failures,
-                                  crashes: job.tasks[i].crashes, notBefore: 0, error: reason))
-        }
-        job.tasks[i].state = .pending
-        job.enqueue(i)
-        metrics.requeued.increment()
-    }
-
-    func failureRecord(_ job: ActiveJob, _ i: Int, code: String, message: String) -> [UInt8] {
-        var record = TaskRecord(input: job.tasks[i].input.path, status: .failed)
-        record.error = .init(code: code, message: message)
-        return Array((try? JSONEncoder().encode(record)) ?? Data())
-    }
-
-    func finishJob(_ job: ActiveJob, now: Double) {
-        if job.state != .cancelled { job.state = job.counts[1] > 0 ? .failed : .succeeded }
-        job.finished = Date().timeIntervalSince1970
-        journal.append(.jobState(job: job.id, state: job.state, finished: job.finished, counts: job.counts))
-        let status = job.status()
-        for waiter in job.waiters { reply(waiter, Envelope(MessageType.done, json: status)) }
-        job.waiters = []
-        jobs.removeAll { $0 === job }
-        jobsByID.removeValue(forKey: job.id)
-        finishedJobs[job.id] = status
-        logger.info("job \(job.id) (\(job.spec.name)) \(job.state.rawValue): \(job.counts[0]) ok, \(job.counts[1]) failed, \(job.counts[2]) skipped, \(job.counts[3]) cancelled")
-    }
-
-    var finishedJobs: [String: JobStatus] = [:]
-    var lastRefusalLog: [String: Double] = [:]
-
     /// Gives a worker up: requeue what it held, charging tasks it was running.
-    func lose(_ w: WorkerConn, now: Double, reason: String, charge: Bool = true, keep: Set<TaskRef> = []) {
+    func lose(_ w: WorkerConn, reason: String, charge: Bool = true, keep: Set<TaskRef> = []) {
         workers.removeValue(forKey: w.identity)
-        // Charged: what it said was running, and — when it died before saying anything about
-        // the tasks it was sent last — the first of those (what its executors would have
-        // started), so a task that kills its worker on arrival still meets the poison rule.
-        var charged = w.running
-        let silent = w.held.filter { ref, slot in
-            !w.running.contains(ref) && slot.0.tasks[slot.1].dispatchedAt >= w.lastSeen
-        }.sorted { ($0.value.0.tasks[$0.value.1].dispatchedAt, $0.key.task) < ($1.value.0.tasks[$1.value.1].dispatchedAt, $1.key.task) }
-        for (ref, _) in silent.prefix(max(0, w.concurrency - w.running.count)) { charged.insert(ref) }
-        for (ref, (job, i)) in w.held where !keep.contains(ref) {
-            guard job.tasks[i].state == .dispatched, job.tasks[i].attempt == ref.attempt else { continue }
-            crashed(job, i, charge: charge && charged.contains(ref), reason: "worker \(reason)", now: now)
-        }
-        w.held = [:]
-        if charge { metrics.workersLost.increment() }
+        scheduler.lose(w, reason: reason, charge: charge, keep: keep)
     }
+
+    var lastRefusalLog: [String: Double] = [:]
 
     // MARK: Timers and dispatch
 
@@ -868,79 +726,37 @@ public final class Coordinator: @unchecked Sendable {
         for w in Array(workers.values) {
             if now - w.lastSeen > config.workerTimeout {
                 logger.warning("worker \(w.id) silent for \(String(format: "%.1f", now - w.lastSeen)) s: lost")
-                lose(w, now: now, reason: "lost (no heartbeat)")
+                lose(w, reason: "lost (no heartbeat)")
             } else if now - w.lastSent >= config.heartbeatInterval {
                 send(w.identity, Envelope(MessageType.heartbeat))
             }
         }
-        for job in jobs {
-            // Expired leases: the task hung (or its worker did).
-            for w in workers.values {
-                for (ref, (j, i)) in w.held where j === job && job.tasks[i].state == .dispatched && now > job.tasks[i].deadline {
-                    logger.warning("lease expired for \(job.tasks[i].input.path) on \(w.id)")
-                    send(w.identity, Envelope(MessageType.revoke, body: TaskRef.encode([ref])))
-                    // A hang is charged only to a task the worker said it started (one still
-                    // queued behind a hung one is innocent).
-                    let started = w.running.contains(ref)
-                    if started { w.revoked.insert(ref) }
-                    crashed(job, i, charge: started, reason: "hung (lease expired after \(job.spec.options.timeout) s)", now: now)
-                }
-            }
-            if !job.delayed.isEmpty {
-                var still: [Int] = []
-                for i in job.delayed {
-                    if job.tasks[i].state == .delayed && now >= job.tasks[i].deadline {
-                        job.tasks[i].state = .pending
-                        job.enqueue(i)
-                    } else if job.tasks[i].state == .delayed {
-                        still.append(i)
-                    }
-                }
-                job.delayed = still
-            }
-        }
-    }
-
-    private func nextReady() -> (ActiveJob, Int)? {
-        for job in jobs where job.state != .cancelled {
-            while let i = job.dequeue() {
-                if job.tasks[i].state == .pending { return (job, i) }
-            }
-        }
-        return nil
+        scheduler.expireLeases(of: Array(workers.values), now: now)
+        scheduler.releaseDelayed(now: now)
     }
 
     private func dispatch(now: Double) {
         guard now >= dispatchPausedUntil, !jobs.isEmpty, !isDispatchHeld else { return }
         for w in workers.values where w.freeCredit > 0 {
             var batch: [TaskAssignment] = []
-            var needsInline: [(ActiveJob, Int)] = []
-            while batch.count + needsInline.count < min(w.freeCredit, config.maxBatch), let (job, i) = nextReady() {
+            var needsInline: [(ActiveJob, TaskRef)] = []
+            while batch.count + needsInline.count < min(w.freeCredit, config.maxBatch),
+                  let (job, id) = scheduler.nextReady(now: now) {
                 if !w.announced.contains(job.id) {
                     if !batch.isEmpty { send(w.identity, TaskAssignment.envelope(batch)); batch = [] }
                     send(w.identity, Envelope(MessageType.job, body: Array(job.execJSON)))
                     w.announced.insert(job.id)
                 }
-                job.tasks[i].dispatches += 1
-                let ref = TaskRef(task: job.firstTask + UInt64(i), attempt: (epoch & 0xFFFF) << 16 | (job.tasks[i].dispatches & 0xFFFF))
-                job.tasks[i].state = .dispatched
-                job.tasks[i].attempt = ref.attempt
-                job.tasks[i].worker = w
-                job.tasks[i].deadline = now + job.spec.options.timeout
-                job.tasks[i].dispatchedAt = now
-                job.tasks[i].committed = false
-                job.running += 1
-                job.state = .running
-                w.held[ref] = (job, i)
+                let ref = scheduler.dispatch(job, id, to: w, now: now)
                 if w.inline || job.spec.options.inline {
-                    needsInline.append((job, i))
+                    needsInline.append((job, ref))
                 } else {
-                    batch.append(assignment(job, i, ref: ref, inline: nil))
+                    batch.append(assignment(job, ref: ref, inline: nil))
                 }
             }
-            for (job, i) in needsInline {
+            for (job, ref) in needsInline {
                 // Read off the loop: sent when the bytes are in (inlineReadsDone).
-                readInline(job, i, ref: TaskRef(task: job.firstTask + UInt64(i), attempt: job.tasks[i].attempt), for: w, now: now)
+                readInline(job, ref: ref, for: w, now: now)
             }
             if !batch.isEmpty {
                 metrics.dispatched.increment(by: batch.count)
@@ -949,13 +765,13 @@ public final class Coordinator: @unchecked Sendable {
         }
     }
 
-    func assignment(_ job: ActiveJob, _ i: Int, ref: TaskRef, inline: [UInt8]?) -> TaskAssignment {
+    func assignment(_ job: ActiveJob, ref: TaskRef, inline: [UInt8]?) -> TaskAssignment {
+        let slot = job.live[ref.task]!
         var expected: UInt64?
-        if job.spec.options.incremental, let r = job.renditions[job.tasks[i].input.key],
-           !r.outputs.isEmpty, r.outputs.allSatisfy(Paths.exists) {
+        if job.spec.options.incremental, let r = slot.rendition, !r.outputs.isEmpty, r.outputs.allSatisfy(Paths.exists) {
             expected = r.hash
         }
-        return TaskAssignment(ref: ref, job: job.id, input: job.tasks[i].input, expectedHash: expected,
+        return TaskAssignment(ref: ref, job: job.id, input: slot.input, expectedHash: expected,
                               inlineInput: inline, leaseSeconds: Float(job.spec.options.timeout))
     }
 
@@ -983,14 +799,6 @@ public final class Coordinator: @unchecked Sendable {
     func outputPaths(_ record: [UInt8], root: String) -> [String] {
         guard let rec = try? JSONDecoder().decode(TaskRecord.self, from: Data(record)) else { return [] }
         return rec.outputs.map { $0.path.hasPrefix("/") ? $0.path : root + "/" + $0.path }
-    }
-
-    // MARK: Jobs
-
-    func insert(_ job: ActiveJob) {
-        jobs.append(job)
-        jobs.sort { ($0.spec.priority, -$0.seq) > ($1.spec.priority, -$1.seq) }
-        jobsByID[job.id] = job
     }
 
     private func shutdownWorkers() {

@@ -9,7 +9,6 @@ import TesseraWire
 final class InlineReader: @unchecked Sendable {
     struct Request: Sendable {
         let job: String
-        let index: Int
         let ref: TaskRef
         let worker: [UInt8]
         let path: String

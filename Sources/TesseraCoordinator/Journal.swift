@@ -10,46 +10,47 @@ import TesseraWire
 ///
 /// Writes are batched: the event loop queues operations and commits them in one
 /// transaction every few milliseconds, acknowledging reports only after commit.
-final class Journal {
+package final class Journal {
     private let db: DatabaseQueue
     private(set) var pending: [Op] = []
 
-    enum ResultStatus: Int {
+    package enum ResultStatus: Int {
         case succeeded = 0, failed = 1, skipped = 2, cancelled = 3
     }
 
-    enum Op {
+    package enum Op {
         case result(task: UInt64, job: String, status: ResultStatus, record: [UInt8])
         case retry(task: UInt64, attempts: Int, crashes: Int, notBefore: Double, error: String)
         case rendition(path: String, recipe: UInt64, inputHash: UInt64, outputs: [String])
         case jobState(job: String, state: JobStatus.State, finished: Double?, counts: [Int])
     }
 
-    struct JobRow {
-        var id: String
-        var seq: Int
-        var spec: JobSpec
-        var state: JobStatus.State
-        var total: Int
-        var firstTask: UInt64
-        var submitted: Double
-        var finished: Double?
-        var counts: [Int]  // succeeded, failed, skipped, cancelled
-        var owner: String
+    package struct JobRow {
+        package var id: String
+        package var seq: Int
+        package var spec: JobSpec
+        package var state: JobStatus.State
+        package var total: Int
+        package var firstTask: UInt64
+        package var submitted: Double
+        package var finished: Double?
+        package var counts: [Int]  // succeeded, failed, skipped, cancelled
+        package var owner: String
     }
 
-    struct TaskRow {
-        var id: UInt64
-        var path: String
-        var root: String
-        var part: String
-        var attempts: Int
-        var crashes: Int
-        var notBefore: Double
-        var result: ResultStatus?
+    package struct TaskRow {
+        package var id: UInt64
+        package var path: String
+        package var root: String
+        package var part: String
+        package var attempts: Int
+        package var crashes: Int
+        package var notBefore: Double
+        package var result: ResultStatus?
+        package var input: InputFile { InputFile(path: path, root: root, part: part) }
     }
 
-    init(path: String) throws {
+    package init(path: String) throws {
         var config = Configuration()
         config.journalMode = .wal
         config.prepareDatabase { db in
@@ -95,7 +96,7 @@ final class Journal {
 
     /// Increments and returns the coordinator epoch (one per start): attempt numbers
     /// carry it, so attempts made after a restart never collide with earlier ones.
-    func nextEpoch() throws -> UInt32 {
+    package func nextEpoch() throws -> UInt32 {
         try db.write { db in
             try db.execute(sql: "UPDATE meta SET value = value + 1 WHERE key = 'epoch'")
             return UInt32(truncatingIfNeeded: try Int.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'epoch'") ?? 1)
@@ -104,37 +105,104 @@ final class Journal {
 
     // MARK: Jobs
 
-    /// Inserts a job and its tasks in one transaction; returns the first task id.
-    func insertJob(id: String, spec: JobSpec, inputs: [InputFile], submitted: Double,
-                   owner: String = "") throws -> (seq: Int, firstTask: UInt64) {
+    /// Journals a job and streams its tasks in: `plan` calls `add` once per task, and the
+    /// tasks go to the journal `batch` at a time (one transaction each), so planning a
+    /// million inputs never holds them all in memory. Inputs are deduplicated by `key`
+    /// (a hash in memory, the text compared from the journal on a hash match). The job is
+    /// `planning` until its last task is in; a coordinator killed before that forgets it
+    /// at the next start (its client never got an answer). Returns the job's numbers.
+    package func insertJob(id: String, spec: JobSpec, submitted: Double, owner: String = "", batch: Int = 20_000,
+                   plan: (_ add: (InputFile) throws -> Void) throws -> Void) throws -> (seq: Int, firstTask: UInt64, total: Int) {
         let specJSON = try JSONEncoder().encode(spec)
-        return try db.write { db in
+        let (seq, first) = try db.write { db -> (Int, UInt64) in
             let seq = (try Int.fetchOne(db, sql: "SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs")) ?? 1
             let first = UInt64((try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(id), 0) + 1 FROM tasks")) ?? 1)
             try db.execute(sql: """
                 INSERT INTO jobs (id, seq, name, kind, priority, spec, state, total, first_task, submitted, owner)
-                VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)
-                """, arguments: [id, seq, spec.name, spec.kind.rawValue, spec.priority, specJSON, inputs.count,
-                                 Int64(first), submitted, owner])
-            let insert = try db.cachedStatement(sql: "INSERT INTO tasks (id, job, path, root, part) VALUES (?, ?, ?, ?, ?)")
-            for (i, input) in inputs.enumerated() {
-                try insert.execute(arguments: [Int64(first) + Int64(i), id, input.path, input.root, input.part])
-            }
+                VALUES (?, ?, ?, ?, ?, ?, 'planning', 0, ?, ?, ?)
+                """, arguments: [id, seq, spec.name, spec.kind.rawValue, spec.priority, specJSON, Int64(first), submitted, owner])
             return (seq, first)
+        }
+        var next = first
+        var rows: [InputFile] = []
+        rows.reserveCapacity(batch)
+        // key hash -> task id of the first task with that hash (the common case: one).
+        var seen: [UInt64: UInt64] = [:]
+        func write() throws {
+            guard !rows.isEmpty else { return }
+            let start = next - UInt64(rows.count)
+            try db.write { db in
+                let insert = try db.cachedStatement(sql: "INSERT INTO tasks (id, job, path, root, part) VALUES (?, ?, ?, ?, ?)")
+                for (k, input) in rows.enumerated() {
+                    try insert.execute(arguments: [Int64(start) + Int64(k), id, input.path, input.root, input.part])
+                }
+            }
+            rows.removeAll(keepingCapacity: true)
+        }
+        /// The key of task `task`, from this batch or the journal.
+        func key(of task: UInt64) throws -> String {
+            let start = next - UInt64(rows.count)
+            if task >= start { return rows[Int(task - start)].key }
+            return try db.read { db in
+                let r = try Row.fetchOne(db, sql: "SELECT path, part FROM tasks WHERE id = ?", arguments: [Int64(task)])
+                return InputFile(path: r?["path"] ?? "", root: "", part: r?["part"] ?? "").key
+            }
+        }
+        var collisions: [UInt64: [UInt64]] = [:]  // the rare other tasks sharing a hash
+        do {
+            try plan { input in
+                let k = input.key
+                let h = XXH64.hash(Array(k.utf8))
+                if let earlier = seen[h] {
+                    for t in [earlier] + (collisions[h] ?? []) where try key(of: t) == k { return }
+                    collisions[h, default: []].append(next)
+                } else {
+                    seen[h] = next
+                }
+                rows.append(input)
+                next += 1
+                if rows.count >= batch { try write() }
+            }
+            try write()
+            try db.write { db in
+                try db.execute(sql: "UPDATE jobs SET state = 'queued', total = ? WHERE id = ?",
+                               arguments: [Int64(next - first), id])
+            }
+        } catch {
+            try? forget(job: id, first: first)
+            throw error
+        }
+        return (seq, first, Int(next - first))
+    }
+
+    /// Removes a job that never finished planning, and its tasks.
+    package func forget(job: String, first: UInt64) throws {
+        try db.write { db in
+            try db.execute(sql: "DELETE FROM tasks WHERE id >= ? AND job = ?", arguments: [Int64(first), job])
+            try db.execute(sql: "DELETE FROM jobs WHERE id = ?", arguments: [job])
         }
     }
 
-    func unfinishedJobs() throws -> [JobRow] {
+    /// Jobs a killed coordinator was still planning: forgotten (their clients got no answer).
+    package func forgetUnplannedJobs() throws -> [String] {
+        let rows = try db.read { db in
+            try Row.fetchAll(db, sql: "SELECT id, first_task FROM jobs WHERE state = 'planning'")
+        }
+        for r in rows { try forget(job: r["id"], first: UInt64(r["first_task"] as Int64)) }
+        return rows.map { $0["id"] }
+    }
+
+    package func unfinishedJobs() throws -> [JobRow] {
         try db.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM jobs WHERE state IN ('queued', 'running') ORDER BY seq").map(jobRow)
         }
     }
 
-    func job(_ id: String) throws -> JobRow? {
+    package func job(_ id: String) throws -> JobRow? {
         try db.read { db in try Row.fetchOne(db, sql: "SELECT * FROM jobs WHERE id = ?", arguments: [id]).map(jobRow) }
     }
 
-    func recentJobs(limit: Int) throws -> [JobRow] {
+    package func recentJobs(limit: Int) throws -> [JobRow] {
         try db.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM jobs ORDER BY seq DESC LIMIT ?", arguments: [limit]).map(jobRow)
         }
@@ -148,14 +216,15 @@ final class Journal {
                       counts: [r["succeeded"], r["failed"], r["skipped"], r["cancelled"]], owner: r["owner"])
     }
 
-    /// Every task of a job with its result status (nil: unfinished).
-    func tasks(ofJob job: String) throws -> [TaskRow] {
+    /// Every task of a job with its result status (nil: unfinished): for the pyramid
+    /// rule of tiles jobs (a few parts per image), never for a whole large job.
+    package func tasks(first: UInt64, total: Int) throws -> [TaskRow] {
         try db.read { db in
             var rows: [TaskRow] = []
             let cursor = try Row.fetchCursor(db, sql: """
                 SELECT t.id, t.path, t.root, t.attempts, t.crashes, t.not_before, r.status, t.part
-                FROM tasks t LEFT JOIN results r ON r.task = t.id WHERE t.job = ? ORDER BY t.id
-                """, arguments: [job])
+                FROM tasks t LEFT JOIN results r ON r.task = t.id WHERE t.id >= ? AND t.id < ? ORDER BY t.id
+                """, arguments: [Int64(first), Int64(first) + Int64(total)])
             while let r = try cursor.next() {
                 let status: Int? = r[6]
                 rows.append(TaskRow(id: UInt64(r[0] as Int64), path: r[1], root: r[2], part: r[7], attempts: r[3], crashes: r[4],
@@ -165,10 +234,81 @@ final class Journal {
         }
     }
 
+    /// A page of a job's unfinished tasks: ids in `from..<end`, in order, at most `limit`,
+    /// with the rendition an incremental job may skip them by (`recipe`).
+    package func unfinishedTasks(from: UInt64, end: UInt64, limit: Int, recipe: UInt64?) throws -> [PageRow] {
+        try db.read { db in
+            var rows: [PageRow] = []
+            rows.reserveCapacity(limit)
+            let cursor = try Row.fetchCursor(db, sql: """
+                SELECT t.id, t.path, t.root, t.part, t.attempts, t.crashes, d.input_hash, d.outputs
+                FROM tasks t LEFT JOIN renditions d
+                  ON ? AND d.recipe = ? AND d.path = (CASE WHEN t.part = '' THEN t.path ELSE t.path || '#' || t.part END)
+                WHERE t.id >= ? AND t.id < ? AND NOT EXISTS (SELECT 1 FROM results r WHERE r.task = t.id)
+                ORDER BY t.id LIMIT ?
+                """, arguments: [recipe != nil, Int64(bitPattern: recipe ?? 0), Int64(from), Int64(end), limit])
+            while let r = try cursor.next() {
+                let hash: Int64? = r[6]
+                let outputs: String? = r[7]
+                rows.append(PageRow(id: UInt64(r[0] as Int64), input: InputFile(path: r[1], root: r[2], part: r[3]),
+                                    attempts: r[4], crashes: r[5],
+                                    rendition: hash.map { (UInt64(bitPattern: $0), outputs?.split(separator: "\n").map(String.init) ?? []) }))
+            }
+            return rows
+        }
+    }
+
+    package struct PageRow {
+        package var id: UInt64
+        package var input: InputFile
+        package var attempts: Int
+        package var crashes: Int
+        package var rendition: (hash: UInt64, outputs: [String])?
+    }
+
+    /// Results of a job so far, by status (succeeded, failed, skipped, cancelled).
+    package func resultCounts(job: String) throws -> [Int] {
+        try db.read { db in
+            var counts = [0, 0, 0, 0]
+            for r in try Row.fetchAll(db, sql: "SELECT status, COUNT(*) FROM results WHERE job = ? GROUP BY status",
+                                      arguments: [job]) {
+                let s: Int = r[0], n: Int = r[1]
+                if counts.indices.contains(s) { counts[s] = n }
+            }
+            return counts
+        }
+    }
+
+    /// Gives every unfinished task of a job in `from..<end` the result `record(input)`,
+    /// status cancelled, in one transaction (queued writes are committed first). Returns how many.
+    package func cancelUnfinished(job: String, from: UInt64, end: UInt64, record: (InputFile) -> [UInt8]) throws -> Int {
+        try flush()
+        return try db.write { db in
+            let insert = try db.cachedStatement(
+                sql: "INSERT OR IGNORE INTO results (task, job, status, record) VALUES (?, ?, ?, ?)")
+            let cursor = try Row.fetchCursor(db, sql: """
+                SELECT t.id, t.path, t.root, t.part FROM tasks t
+                WHERE t.id >= ? AND t.id < ? AND NOT EXISTS (SELECT 1 FROM results r WHERE r.task = t.id) ORDER BY t.id
+                """, arguments: [Int64(from), Int64(end)])
+            var ids: [(Int64, [UInt8])] = []
+            var n = 0
+            while let r = try cursor.next() {
+                ids.append((r[0], record(InputFile(path: r[1], root: r[2], part: r[3]))))
+                if ids.count >= 10_000 {
+                    for (t, rec) in ids { try insert.execute(arguments: [t, job, ResultStatus.cancelled.rawValue, Data(rec)]) }
+                    n += ids.count
+                    ids.removeAll(keepingCapacity: true)
+                }
+            }
+            for (t, rec) in ids { try insert.execute(arguments: [t, job, ResultStatus.cancelled.rawValue, Data(rec)]) }
+            return n + ids.count
+        }
+    }
+
     // MARK: Results
 
     /// Result records of a job in task order, after `after`, at most `limit`.
-    func results(job: String, after: UInt64, limit: Int) throws -> [(task: UInt64, record: [UInt8])] {
+    package func results(job: String, after: UInt64, limit: Int) throws -> [(task: UInt64, record: [UInt8])] {
         try db.read { db in
             try Row.fetchAll(db, sql: "SELECT task, record FROM results WHERE job = ? AND task > ? ORDER BY task LIMIT ?",
                              arguments: [job, Int64(after), limit]).map { r in
@@ -179,7 +319,7 @@ final class Journal {
     }
 
     /// Input hash and outputs of every rendition made with `recipe`.
-    func renditions(recipe: UInt64) throws -> [String: (hash: UInt64, outputs: [String])] {
+    package func renditions(recipe: UInt64) throws -> [String: (hash: UInt64, outputs: [String])] {
         try db.read { db in
             var out: [String: (UInt64, [String])] = [:]
             let cursor = try Row.fetchCursor(db, sql: "SELECT path, input_hash, outputs FROM renditions WHERE recipe = ?",
@@ -194,12 +334,12 @@ final class Journal {
 
     // MARK: Batched writes
 
-    func append(_ op: Op) { pending.append(op) }
+    package func append(_ op: Op) { pending.append(op) }
 
-    var hasPending: Bool { !pending.isEmpty }
+    package var hasPending: Bool { !pending.isEmpty }
 
     /// Commits every queued operation in one transaction.
-    func flush() throws {
+    package func flush() throws {
         guard !pending.isEmpty else { return }
         let ops = pending
         try db.write { db in

@@ -1,89 +1,122 @@
 import Foundation
+import Logging
 import TesseraImaging
 import TesseraJobs
 import TesseraWire
 
 /// Monotonic seconds (leases, heartbeats, backoff: immune to wall-clock steps).
-func monotonicNow() -> Double {
+package func monotonicNow() -> Double {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
 
-/// One task of an active job, in memory.
-struct TaskSlot {
-    enum State: UInt8 { case pending, dispatched, delayed, done }
-    var input: InputFile
-    var state: State = .pending
+/// One task of an active job that is in memory: queued in the job's window, running,
+/// waiting for its retry, or held by a job-kind rule. Finished tasks are not in memory
+/// (their result is in the journal) and neither are tasks not paged in yet.
+package struct TaskSlot {
+    package enum State: UInt8 { case pending, dispatched, delayed, held }
+    package var input: InputFile
+    package var state: State = .pending
     /// Dispatches in this coordinator epoch (the low 16 bits of the attempt number).
-    var dispatches: UInt32 = 0
+    package var dispatches: UInt32 = 0
     /// The attempt number of the current lease.
-    var attempt: UInt32 = 0
+    package var attempt: UInt32 = 0
     /// Reported failures that were worth retrying (capped by `maxAttempts`).
-    var failures: Int = 0
+    package var failures: Int = 0
     /// Workers this task was running on when they died or hung (poison rule).
-    var crashes: Int = 0
-    /// Index of the worker holding it, when dispatched.
-    var worker: WorkerConn?
+    package var crashes: Int = 0
+    /// The worker holding it, when dispatched.
+    package var worker: WorkerConn?
     /// Lease deadline (dispatched) or not-before time (delayed), monotonic seconds.
-    var deadline: Double = 0
+    package var deadline: Double = 0
     /// When the current attempt was dispatched (monotonic seconds).
-    var dispatchedAt: Double = 0
+    package var dispatchedAt: Double = 0
     /// The current attempt was allowed to publish its outputs (fencing).
-    var committed = false
+    package var committed = false
+    /// Incremental jobs: the earlier rendition of this input with the same recipe.
+    package var rendition: (hash: UInt64, outputs: [String])?
+
+    package init(input: InputFile) { self.input = input }
 }
 
-/// A job with unfinished tasks.
-final class ActiveJob {
-    let id: String
-    let seq: Int
-    let spec: JobSpec
-    let exec: ExecutableJob
-    let execJSON: Data
-    let recipeHash: UInt64
-    let firstTask: UInt64
-    /// The CURVE key that submitted it ("" without CURVE).
-    var owner = ""
-    var tasks: [TaskSlot]
-    /// Indices ready to dispatch, FIFO from `readyHead`.
-    private var ready: [Int] = []
-    private var readyHead = 0
-    /// Indices waiting for their backoff.
-    var delayed: [Int] = []
-    var counts = [0, 0, 0, 0]  // succeeded, failed, skipped, cancelled
-    var running = 0
-    var state: JobStatus.State = .queued
-    let submitted: Double
-    var finished: Double?
-    /// Clients waiting for this job to end.
-    var waiters: [[UInt8]] = []
-    /// Earlier renditions with this recipe: input path -> (content hash, outputs).
-    var renditions: [String: (hash: UInt64, outputs: [String])] = [:]
-    /// Tiles jobs: a pyramid's descriptor task waits (input path -> its index) until the
-    /// other parts of the pyramid are done (input path -> parts open, parts failed).
-    var heldDescriptors: [String: Int] = [:]
-    var pyramidParts: [String: (open: Int, failed: Int)] = [:]
+/// Tiles jobs: a pyramid's descriptor part (`.dzi`, `info.json`) runs only after every
+/// other part of its pyramid, and fails when one of them failed, so no descriptor ever
+/// describes tiles that are not there. The scheduler asks it about each task it pages
+/// in and tells it about each part that ends; it holds only per-pyramid counts.
+package struct PyramidGate {
+    private var parts: [String: (open: Int, failed: Int)] = [:]
+    /// Descriptor tasks paged in and waiting for their parts: pyramid path -> task id.
+    private var waiting: [String: UInt64] = [:]
 
-    /// Sets up the waits from what is already finished (`finished[i]`: whether task i has a
-    /// result, and whether it failed); returns the pyramids whose parts are all done.
-    func holdDescriptors(finished: (Int) -> (done: Bool, failed: Bool)) -> [String] {
-        guard spec.kind == .tiles else { return [] }
-        for i in tasks.indices where !tasks[i].input.part.isEmpty {
-            let path = tasks[i].input.path, f = finished(i)
-            if tasks[i].input.part == PyramidPart.descriptorName {
-                if !f.done { heldDescriptors[path] = i }
-            } else {
-                var p = pyramidParts[path] ?? (0, 0)
-                if !f.done { p.open += 1 } else if f.failed { p.failed += 1 }
-                pyramidParts[path] = p
-            }
+    /// From every task of the job: whether it has finished, and whether it failed.
+    package init(tasks: [(input: InputFile, finished: Bool, failed: Bool)]) {
+        for t in tasks where !t.input.part.isEmpty && t.input.part != PyramidPart.descriptorName {
+            var p = parts[t.input.path] ?? (0, 0)
+            if !t.finished { p.open += 1 } else if t.failed { p.failed += 1 }
+            parts[t.input.path] = p
         }
-        return heldDescriptors.keys.filter { (pyramidParts[$0]?.open ?? 0) == 0 }
     }
 
-    func isHeld(_ i: Int) -> Bool { heldDescriptors[tasks[i].input.path] == i }
+    package enum Admission: Equatable { case ready, held, incomplete(failedParts: Int) }
 
-    init(id: String, seq: Int, spec: JobSpec, firstTask: UInt64, inputs: [InputFile], submitted: Double) {
+    /// Whether a task just paged in may be queued.
+    package mutating func admit(_ id: UInt64, _ input: InputFile) -> Admission {
+        guard input.part == PyramidPart.descriptorName else { return .ready }
+        let p = parts[input.path] ?? (0, 0)
+        if p.open > 0 {
+            waiting[input.path] = id
+            return .held
+        }
+        return p.failed > 0 ? .incomplete(failedParts: p.failed) : .ready
+    }
+
+    /// A part ended: when it was its pyramid's last, the waiting descriptor (if paged in)
+    /// and the number of failed parts.
+    package mutating func partEnded(_ input: InputFile, failed: Bool) -> (descriptor: UInt64, failedParts: Int)? {
+        guard !input.part.isEmpty, input.part != PyramidPart.descriptorName, var p = parts[input.path] else { return nil }
+        p.open -= 1
+        if failed { p.failed += 1 }
+        parts[input.path] = p
+        guard p.open == 0, let id = waiting.removeValue(forKey: input.path) else { return nil }
+        return (id, p.failed)
+    }
+}
+
+/// A job with unfinished tasks. Its pending tasks stay in the journal and are paged in
+/// a window at a time, in task order; only the window, the running and the delayed
+/// tasks are in memory, so a million-task job costs what a few thousand do.
+package final class ActiveJob {
+    package let id: String
+    package let seq: Int
+    package let spec: JobSpec
+    package let exec: ExecutableJob
+    package let execJSON: Data
+    package let recipeHash: UInt64
+    package let firstTask: UInt64
+    package let total: Int
+    /// The CURVE key that submitted it ("" without CURVE).
+    package var owner = ""
+    /// Tasks in memory by id (see `TaskSlot`).
+    package var live: [UInt64: TaskSlot] = [:]
+    /// Ids ready to dispatch, FIFO from `readyHead`.
+    private var ready: [UInt64] = []
+    private var readyHead = 0
+    /// Ids waiting for their backoff.
+    package var delayed: [UInt64] = []
+    /// Every task below this id has been paged in (or has a result).
+    package var pagedThrough: UInt64
+    package var counts = [0, 0, 0, 0]  // succeeded, failed, skipped, cancelled
+    package var running = 0
+    package var state: JobStatus.State = .queued
+    package let submitted: Double
+    package var finished: Double?
+    /// Clients waiting for this job to end.
+    package var waiters: [[UInt8]] = []
+    /// The job kind's rule on the order of its tasks (tiles: `PyramidGate`).
+    package var gate: PyramidGate?
+
+    package init(id: String, seq: Int, spec: JobSpec, firstTask: UInt64, total: Int, submitted: Double) {
         self.id = id
         self.seq = seq
         self.spec = spec
@@ -95,16 +128,21 @@ final class ActiveJob {
         execJSON = (try? e.encode(JobAnnouncement(job: id, spec: exec))) ?? Data()
         recipeHash = exec.recipeHash
         self.firstTask = firstTask
+        self.total = total
+        pagedThrough = firstTask
         self.submitted = submitted
-        tasks = inputs.map { TaskSlot(input: $0) }
     }
 
-    var done: Int { counts.reduce(0, +) }
-    var hasReady: Bool { readyHead < ready.count }
+    package var end: UInt64 { firstTask + UInt64(total) }
+    package var done: Int { counts.reduce(0, +) }
+    package var readyCount: Int { ready.count - readyHead }
+    package var fullyPaged: Bool { pagedThrough >= end }
 
-    func enqueue(_ index: Int) { ready.append(index) }
+    package func contains(_ task: UInt64) -> Bool { task >= firstTask && task < end }
 
-    func dequeue() -> Int? {
+    package func enqueue(_ id: UInt64) { ready.append(id) }
+
+    package func dequeue() -> UInt64? {
         guard readyHead < ready.count else { return nil }
         let i = ready[readyHead]
         readyHead += 1
@@ -115,51 +153,51 @@ final class ActiveJob {
         return i
     }
 
-    /// Pending tasks still queued (for cancel).
-    func drainReady() -> [Int] {
-        defer { ready = []; readyHead = 0 }
-        return Array(ready[readyHead...])
+    package func clearQueues() {
+        ready = []
+        readyHead = 0
+        delayed = []
     }
 
-    func status() -> JobStatus {
-        let pending = tasks.count - done - running
+    package func status() -> JobStatus {
+        let pending = total - done - running
         return JobStatus(id: id, name: spec.name, kind: spec.kind, priority: spec.priority, state: state,
-                         total: tasks.count, pending: pending, running: running, succeeded: counts[0],
+                         total: total, pending: pending, running: running, succeeded: counts[0],
                          failed: counts[1], skipped: counts[2], cancelled: counts[3], submitted: submitted,
                          finished: finished)
     }
 }
 
 /// A connected worker.
-final class WorkerConn {
-    let identity: [UInt8]
-    let id: String
-    var host: String
-    var pid: Int32
+package final class WorkerConn {
+    package let identity: [UInt8]
+    package let id: String
+    package var host: String
+    package var pid: Int32
     /// Tasks it said it can hold (credit-based flow control).
-    var capacity: Int
-    var inline: Bool
-    var lastSeen: Double
-    var lastSent: Double = 0
-    /// Tasks dispatched to it and not yet reported: ref -> (job, index).
-    var held: [TaskRef: (ActiveJob, Int)] = [:]
+    package var capacity: Int
+    package var inline: Bool
+    package var lastSeen: Double
+    package var lastSent: Double = 0
+    /// Tasks dispatched to it and not yet reported, with their job.
+    package var held: [TaskRef: ActiveJob] = [:]
     /// Tasks it said were running at its last heartbeat (only these are charged if it dies).
-    var running: Set<TaskRef> = []
-    var announced: Set<String> = []
+    package var running: Set<TaskRef> = []
+    package var announced: Set<String> = []
     /// Tasks taken back after their lease expired that may still occupy an executor:
     /// they count against its capacity until a heartbeat shows them gone.
-    var revoked: Set<TaskRef> = []
-    let concurrency: Int
-    var draining = false
+    package var revoked: Set<TaskRef> = []
+    package let concurrency: Int
+    package var draining = false
     /// Peak RSS it reported, bytes.
-    var peakRSS: UInt64 = 0
-    var completed = 0
+    package var peakRSS: UInt64 = 0
+    package var completed = 0
 
     /// The CURVE key it authenticated with (nil without CURVE): every later message on
     /// this identity must come from the same key.
-    var key: String?
+    package var key: String?
 
-    init(identity: [UInt8], hello: WorkerHello, now: Double) {
+    package init(identity: [UInt8], hello: WorkerHello, now: Double) {
         self.identity = identity
         id = hello.worker
         host = hello.host
@@ -170,8 +208,370 @@ final class WorkerConn {
         lastSeen = now
     }
 
-    var freeCredit: Int {
+    package var freeCredit: Int {
         if draining || revoked.count >= concurrency { return 0 }  // every executor may be stuck
         return max(0, capacity - held.count - revoked.count)
+    }
+}
+
+/// Every state change of every task: queue, page in, dispatch, complete, fail and retry,
+/// crash and poison, lease expiry, return, cancel, hold and release. No sockets and no
+/// threads: callers pass the time (`now`, monotonic seconds), and what must be sent
+/// because of a change (revocations, ended jobs) is left in `effects` for the event loop.
+/// Results and retries go to the journal's write queue; the loop commits them.
+package final class Scheduler {
+    package struct Policy {
+        /// A task that was running on this many workers that died or hung fails as poison.
+        package var poisonThreshold = 3
+        /// First retry delay in seconds; doubles per failure, capped at `maxBackoff`.
+        package var retryBackoff = 1.0
+        package var maxBackoff = 30.0
+        /// Pending tasks paged in at a time per job.
+        package var pageSize = 4096
+
+        package init(poisonThreshold: Int = 3, retryBackoff: Double = 1, maxBackoff: Double = 30, pageSize: Int = 4096) {
+            self.poisonThreshold = poisonThreshold
+            self.retryBackoff = retryBackoff
+            self.maxBackoff = maxBackoff
+            self.pageSize = pageSize
+        }
+    }
+
+    package enum Effect {
+        /// Tell a worker to drop these attempts.
+        case revoke(worker: [UInt8], refs: [TaskRef])
+        /// A job ended: answer its waiters.
+        case ended(waiters: [[UInt8]], status: JobStatus)
+    }
+
+    package let journal: Journal
+    package let policy: Policy
+    package let epoch: UInt32
+    package let metrics: CoordinatorMetrics
+    package let logger: Logger
+    /// Active jobs by (-priority, seq).
+    package private(set) var jobs: [ActiveJob] = []
+    package private(set) var jobsByID: [String: ActiveJob] = [:]
+    package private(set) var finishedJobs: [String: JobStatus] = [:]
+    package var effects: [Effect] = []
+
+    package init(journal: Journal, policy: Policy, epoch: UInt32, metrics: CoordinatorMetrics, logger: Logger) {
+        self.journal = journal
+        self.policy = policy
+        self.epoch = epoch
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    // MARK: Jobs
+
+    /// Makes a journaled job active (a new one, or one found unfinished at start).
+    package func add(_ job: ActiveJob, now: Double) {
+        jobs.append(job)
+        jobs.sort { ($0.spec.priority, -$0.seq) > ($1.spec.priority, -$1.seq) }
+        jobsByID[job.id] = job
+        if job.done == job.total { finishJob(job) }
+    }
+
+    /// The job a task id belongs to.
+    package func job(of task: UInt64) -> ActiveJob? { jobs.first { $0.contains(task) } }
+
+    package func finishJob(_ job: ActiveJob) {
+        if job.state != .cancelled { job.state = job.counts[1] > 0 ? .failed : .succeeded }
+        job.finished = Date().timeIntervalSince1970
+        journal.append(.jobState(job: job.id, state: job.state, finished: job.finished, counts: job.counts))
+        let status = job.status()
+        effects.append(.ended(waiters: job.waiters, status: status))
+        job.waiters = []
+        job.live = [:]
+        job.clearQueues()
+        jobs.removeAll { $0 === job }
+        jobsByID.removeValue(forKey: job.id)
+        finishedJobs[job.id] = status
+        logger.info("job \(job.id) (\(job.spec.name)) \(job.state.rawValue): \(job.counts[0]) ok, \(job.counts[1]) failed, \(job.counts[2]) skipped, \(job.counts[3]) cancelled")
+    }
+
+    /// Cancels a job: its unfinished tasks get a cancelled result (in one journal
+    /// transaction), its running attempts are revoked.
+    package func cancel(_ job: ActiveJob) throws {
+        var revokes: [[UInt8]: [TaskRef]] = [:]
+        for (id, slot) in job.live where slot.state == .dispatched {
+            if let w = slot.worker {
+                let ref = TaskRef(task: id, attempt: slot.attempt)
+                revokes[w.identity, default: []].append(ref)
+                w.held.removeValue(forKey: ref)
+            }
+        }
+        let n = try journal.cancelUnfinished(job: job.id, from: job.firstTask, end: job.end) { input in
+            var record = TaskRecord(input: input.path, status: .failed)
+            record.error = .init(code: "cancelled", message: "\(input.path): job cancelled")
+            return Array((try? JSONEncoder().encode(record)) ?? Data())
+        }
+        job.state = .cancelled
+        job.running = 0
+        job.counts[3] += n
+        metrics.completed(.cancelled, count: n)
+        for (identity, refs) in revokes { effects.append(.revoke(worker: identity, refs: refs)) }
+        finishJob(job)
+    }
+
+    // MARK: Paging and dispatch
+
+    /// The next task to dispatch, highest priority job first; pages tasks in as needed.
+    package func nextReady(now: Double) -> (ActiveJob, UInt64)? {
+        for job in jobs where job.state != .cancelled {
+            while true {
+                if job.readyCount < policy.pageSize / 2 && !job.fullyPaged { pageIn(job, now: now) }
+                guard let id = job.dequeue() else { break }
+                if job.live[id]?.state == .pending { return (job, id) }
+            }
+        }
+        return nil
+    }
+
+    /// Loads the next page of a job's unfinished tasks from the journal (committing
+    /// queued writes first, so nothing finished is loaded again).
+    package func pageIn(_ job: ActiveJob, now: Double) {
+        do {
+            try journal.flush()
+            let rows = try journal.unfinishedTasks(from: job.pagedThrough, end: job.end, limit: policy.pageSize,
+                                                   recipe: job.spec.options.incremental && job.spec.kind != .noop ? job.recipeHash : nil)
+            job.pagedThrough = rows.count < policy.pageSize ? job.end : rows[rows.count - 1].id + 1
+            for row in rows where job.live[row.id] == nil {  // a task re-attached by its worker is in already
+                var slot = TaskSlot(input: row.input)
+                slot.failures = row.attempts
+                slot.crashes = row.crashes
+                slot.rendition = row.rendition
+                switch job.gate?.admit(row.id, row.input) ?? .ready {
+                case .ready:
+                    job.live[row.id] = slot
+                    job.enqueue(row.id)
+                case .held:
+                    slot.state = .held
+                    job.live[row.id] = slot
+                case .incomplete(let failed):
+                    job.live[row.id] = slot
+                    descriptorIncomplete(job, row.id, failedParts: failed)
+                }
+            }
+        } catch {
+            // The journal is unreadable: the loop's next flush reports it and stops.
+            logger.error("paging tasks of job \(job.id) in: \(error)")
+        }
+    }
+
+    /// Leases a pending task to a worker; returns the attempt's reference.
+    package func dispatch(_ job: ActiveJob, _ id: UInt64, to w: WorkerConn, now: Double) -> TaskRef {
+        var slot = job.live[id]!
+        slot.dispatches += 1
+        let ref = TaskRef(task: id, attempt: (epoch & 0xFFFF) << 16 | (slot.dispatches & 0xFFFF))
+        slot.state = .dispatched
+        slot.attempt = ref.attempt
+        slot.worker = w
+        slot.deadline = now + job.spec.options.timeout
+        slot.dispatchedAt = now
+        slot.committed = false
+        job.live[id] = slot
+        job.running += 1
+        job.state = .running
+        w.held[ref] = job
+        return ref
+    }
+
+    /// The task behind `ref` if it is the current attempt and `w` holds it.
+    package func current(_ ref: TaskRef, of w: WorkerConn) -> ActiveJob? {
+        guard let job = w.held[ref], let slot = job.live[ref.task], slot.state == .dispatched,
+              slot.attempt == ref.attempt, slot.worker === w else { return nil }
+        return job
+    }
+
+    /// A worker (after our restart or its reconnect) still holds these attempts: they are
+    /// its again, unless finished or running elsewhere.
+    package func reattach(_ refs: [TaskRef], to w: WorkerConn, now: Double) {
+        for ref in refs {
+            guard let job = job(of: ref.task) else { continue }
+            var slot: TaskSlot
+            if let s = job.live[ref.task] {
+                slot = s
+                if slot.state == .dispatched, slot.worker !== w { continue }  // someone else has it
+            } else {
+                // Not in memory: paged in yet, or finished (then it has a result).
+                guard ref.task >= job.pagedThrough, let row = try? journal.unfinishedTasks(
+                    from: ref.task, end: ref.task + 1, limit: 1, recipe: nil).first else { continue }
+                slot = TaskSlot(input: row.input)
+                slot.failures = row.attempts
+                slot.crashes = row.crashes
+            }
+            if slot.state != .dispatched { job.running += 1 }
+            slot.state = .dispatched
+            slot.attempt = ref.attempt
+            slot.worker = w
+            slot.deadline = now + job.spec.options.timeout
+            job.live[ref.task] = slot
+            w.held[ref] = job
+            w.announced.insert(job.id)
+            job.state = .running
+        }
+    }
+
+    /// Fencing: may this attempt publish its outputs?
+    package func grantCommit(_ ref: TaskRef, of w: WorkerConn) -> Bool {
+        guard let job = current(ref, of: w), !w.revoked.contains(ref) else { return false }
+        job.live[ref.task]?.committed = true
+        return true
+    }
+
+    // MARK: Outcomes
+
+    /// Takes a dispatched task off its worker.
+    private func release(_ job: ActiveJob, _ id: UInt64) {
+        guard var slot = job.live[id] else { return }
+        if slot.state == .dispatched {
+            job.running -= 1
+            slot.worker?.held.removeValue(forKey: TaskRef(task: id, attempt: slot.attempt))
+        }
+        slot.worker = nil
+        job.live[id] = slot
+    }
+
+    /// The worker handed the attempt back unstarted: queue it again.
+    package func returned(_ job: ActiveJob, _ id: UInt64) {
+        release(job, id)
+        job.live[id]?.state = .pending
+        job.enqueue(id)
+    }
+
+    /// A task's final result (`reported`: the attempt that reported it, if one did).
+    package func complete(_ job: ActiveJob, _ id: UInt64, status: Journal.ResultStatus, record: [UInt8],
+                          reported: TaskRef? = nil) {
+        guard let slot = job.live[id] else { return }
+        // Another attempt still out is now pointless: take it back.
+        if slot.state == .dispatched, let other = slot.worker {
+            let ref = TaskRef(task: id, attempt: slot.attempt)
+            if ref != reported, other.held[ref] != nil { effects.append(.revoke(worker: other.identity, refs: [ref])) }
+        }
+        release(job, id)
+        job.live.removeValue(forKey: id)
+        job.counts[Int(status.rawValue)] += 1
+        journal.append(.result(task: id, job: job.id, status: status, record: record))
+        metrics.completed(status)
+        if let (descriptor, failed) = job.gate?.partEnded(slot.input, failed: status == .failed || status == .cancelled) {
+            if failed > 0 { descriptorIncomplete(job, descriptor, failedParts: failed) } else {
+                job.live[descriptor]?.state = .pending
+                job.enqueue(descriptor)
+            }
+        }
+        if job.done == job.total { finishJob(job) }
+    }
+
+    private func descriptorIncomplete(_ job: ActiveJob, _ id: UInt64, failedParts: Int) {
+        guard job.state != .cancelled, let path = job.live[id]?.input.path else { return }
+        complete(job, id, status: .failed,
+                 record: failureRecord(job, id, code: "incomplete",
+                                       message: "\(path): pyramid not finished (\(failedParts) part\(failedParts == 1 ? "" : "s") failed): no descriptor written"))
+    }
+
+    /// A failure: retried with backoff when it may pass, else final.
+    package func fail(_ job: ActiveJob, _ id: UInt64, retryable: Bool, code: String, message: String,
+              record: [UInt8]?, now: Double) {
+        guard var slot = job.live[id] else { return }
+        slot.failures += retryable ? 1 : 0
+        job.live[id] = slot
+        if retryable && slot.failures < job.spec.options.maxAttempts {
+            release(job, id)
+            let delay = min(policy.maxBackoff, policy.retryBackoff * pow(2, Double(slot.failures - 1)))
+            job.live[id]?.state = .delayed
+            job.live[id]?.deadline = now + delay
+            job.delayed.append(id)
+            journal.append(.retry(task: id, attempts: slot.failures, crashes: slot.crashes,
+                                  notBefore: Date().timeIntervalSince1970 + delay, error: message))
+            metrics.retries.increment()
+            logger.info("retrying \(slot.input.path) in \(delay) s: \(message)")
+            return
+        }
+        let rec = record.flatMap { $0.isEmpty ? nil : $0 }
+            ?? failureRecord(job, id, code: code, message: retryable ? "\(message) (after \(slot.failures) attempts)" : message)
+        complete(job, id, status: .failed, record: rec)
+    }
+
+    /// A worker died or hung while holding the task: requeue, or fail it as poison.
+    package func crashed(_ job: ActiveJob, _ id: UInt64, charge: Bool, reason: String) {
+        release(job, id)
+        guard var slot = job.live[id] else { return }
+        if charge { slot.crashes += 1 }
+        job.live[id] = slot
+        if slot.crashes >= policy.poisonThreshold {
+            let message = "\(slot.input.path): poison task: \(reason) \(slot.crashes) times"
+            logger.warning("\(message)")
+            metrics.poisoned.increment()
+            complete(job, id, status: .failed, record: failureRecord(job, id, code: "poison", message: message))
+            return
+        }
+        if charge {
+            journal.append(.retry(task: id, attempts: slot.failures, crashes: slot.crashes, notBefore: 0, error: reason))
+        }
+        job.live[id]?.state = .pending
+        job.enqueue(id)
+        metrics.requeued.increment()
+    }
+
+    package func failureRecord(_ job: ActiveJob, _ id: UInt64, code: String, message: String) -> [UInt8] {
+        var record = TaskRecord(input: job.live[id]?.input.path ?? "", status: .failed)
+        record.error = .init(code: code, message: message)
+        return Array((try? JSONEncoder().encode(record)) ?? Data())
+    }
+
+    /// Gives a worker up: requeue what it held, charging tasks it was running.
+    package func lose(_ w: WorkerConn, reason: String, charge: Bool = true, keep: Set<TaskRef> = []) {
+        // Charged: what it said was running, and — when it died before saying anything about
+        // the tasks it was sent last — the first of those (what its executors would have
+        // started), so a task that kills its worker on arrival still meets the poison rule.
+        var charged = w.running
+        func sentAt(_ ref: TaskRef, _ job: ActiveJob) -> Double { job.live[ref.task]?.dispatchedAt ?? 0 }
+        let silent = w.held.filter { ref, job in !w.running.contains(ref) && sentAt(ref, job) >= w.lastSeen }
+            .sorted { (sentAt($0.key, $0.value), $0.key.task) < (sentAt($1.key, $1.value), $1.key.task) }
+        for (ref, _) in silent.prefix(max(0, w.concurrency - w.running.count)) { charged.insert(ref) }
+        for (ref, job) in w.held where !keep.contains(ref) {
+            guard let slot = job.live[ref.task], slot.state == .dispatched, slot.attempt == ref.attempt else { continue }
+            crashed(job, ref.task, charge: charge && charged.contains(ref), reason: "worker \(reason)")
+        }
+        w.held = [:]
+        if charge { metrics.workersLost.increment() }
+    }
+
+    // MARK: Timers
+
+    /// Leases past their deadline: the task hung (or its worker did). Revoked and requeued;
+    /// charged only when the worker said it had started it (one queued behind a hung one
+    /// is innocent).
+    package func expireLeases(of workers: [WorkerConn], now: Double) {
+        for w in workers {
+            for (ref, job) in w.held {
+                guard let slot = job.live[ref.task], slot.state == .dispatched, slot.attempt == ref.attempt,
+                      now > slot.deadline else { continue }
+                logger.warning("lease expired for \(slot.input.path) on \(w.id)")
+                effects.append(.revoke(worker: w.identity, refs: [ref]))
+                let started = w.running.contains(ref)
+                if started { w.revoked.insert(ref) }
+                crashed(job, ref.task, charge: started, reason: "hung (lease expired after \(job.spec.options.timeout) s)")
+            }
+        }
+    }
+
+    /// Tasks whose retry backoff is over go back in the queue.
+    package func releaseDelayed(now: Double) {
+        for job in jobs where !job.delayed.isEmpty {
+            var still: [UInt64] = []
+            for id in job.delayed {
+                guard let slot = job.live[id], slot.state == .delayed else { continue }
+                if now >= slot.deadline {
+                    job.live[id]?.state = .pending
+                    job.enqueue(id)
+                } else {
+                    still.append(id)
+                }
+            }
+            job.delayed = still
+        }
     }
 }

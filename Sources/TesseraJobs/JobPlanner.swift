@@ -4,32 +4,47 @@ import Foundation
 /// in that task so it is decoded once. Fast enough for 100,000-file jobs: a
 /// `readdir` walk using `d_type` (no `stat` per file), `fnmatch` for globs.
 public enum JobPlanner {
+    /// The job's inputs in order, each file once.
     public static func inputs(of job: JobSpec) throws -> [InputFile] {
         var files: [InputFile] = []
         var seen = Set<String>()
-        func add(_ f: InputFile) {
+        try forEachInput(of: job) { f in
             if seen.insert(f.path).inserted { files.append(f) }
         }
+        return files
+    }
+
+    /// Calls `body` with each input in order, without deduplicating (the coordinator's
+    /// journal deduplicates a job's tasks as it streams them in): a manifest of a million
+    /// lines is read line by line, never held as a million values.
+    public static func forEachInput(of job: JobSpec, _ body: (InputFile) throws -> Void) throws {
         for source in job.inputs {
             switch source {
             case .path(let path, let patterns, let recursive):
-                for f in try expand(path, patterns: patterns, recursive: recursive) { add(f) }
+                for f in try expand(path, patterns: patterns, recursive: recursive) { try body(f) }
             case .manifest(let manifest):
                 // Read like an input (never blocking on a FIFO); lines are byte strings.
                 let bytes = try FileIO.read(manifest, limit: 1 << 30)
                 let dir = Paths.directory(of: manifest)
-                for line in bytes.split(whereSeparator: { $0 == 10 || $0 == 13 }) {
-                    let entry = Paths.fromBytes(line).trimmingCharacters(in: .whitespaces)
-                    if entry.isEmpty || entry.hasPrefix("#") { continue }
-                    let full = Paths.normalize(entry.hasPrefix("/") ? entry : dir + "/" + entry)
-                    // Manifest entries keep their own names (a symlink is not replaced by its
-                    // target) and their directory relative to the manifest for {dir}.
-                    let root = full.hasPrefix(dir + "/") ? dir : Paths.directory(of: full)
-                    add(InputFile(path: full, root: root))
+                try bytes.withUnsafeBufferPointer { all in
+                    var start = 0
+                    while start < all.count {
+                        var end = start
+                        while end < all.count && all[end] != 10 && all[end] != 13 { end += 1 }
+                        defer { start = end + 1 }
+                        if end == start { continue }
+                        let entry = Paths.fromBytes(UnsafeBufferPointer(rebasing: all[start..<end]))
+                            .trimmingCharacters(in: .whitespaces)
+                        if entry.isEmpty || entry.hasPrefix("#") { continue }
+                        let full = Paths.normalize(entry.hasPrefix("/") ? entry : dir + "/" + entry)
+                        // Manifest entries keep their own names (a symlink is not replaced by its
+                        // target) and their directory relative to the manifest for {dir}.
+                        let root = full.hasPrefix(dir + "/") ? dir : Paths.directory(of: full)
+                        try body(InputFile(path: full, root: root))
+                    }
                 }
             }
         }
-        return files
     }
 
     /// A file, or the image files of a directory (every file matching `patterns`, or with an
