@@ -52,8 +52,10 @@ t5=$(now)
 "$tessera" wait "$job" --coordinator "$sock" --timeout 1200 >/dev/null
 t6=$(now)
 restart_peak=$(kb $coord VmHWM)
-results=$("$tessera" results "$job" --coordinator "$sock" --timeout 600 2>/dev/null | python3 -c "import sys,json; print(len({json.loads(l)[\"input\"] for l in sys.stdin}))" || echo "?")
 kill "${workers[@]}" "$coord" 2>/dev/null || true; wait 2>/dev/null || true
+results=$(python3 -c "
+import sqlite3; db = sqlite3.connect('$work/j.sqlite')
+print(*db.execute('SELECT COUNT(*), COUNT(DISTINCT task) FROM results WHERE job = ?', ('$job',)).fetchone())")
 python3 - <<PY
 n=$n
 print(f"machine: $(nproc) cores; tasks: {n:,} (no-op, manifest, 2 workers --prefetch 4000)")
@@ -61,5 +63,6 @@ print(f"submit: {$t1-$t0:.2f} s; coordinator RSS {$base/1024:.0f} MB idle, {$aft
 print(f"run to a third: {$before:,} done; coordinator peak RSS {$run_peak/1024:.0f} MB before the SIGKILL")
 print(f"restart: status answered {$t4-$t3:.2f} s after starting again; RSS {$restart_rss/1024:.0f} MB")
 print(f"rest of the job: {n-$before:,} tasks in {$t6-$t5:.2f} s = {(n-$before)/($t6-$t5):,.0f} tasks/s; coordinator peak RSS after restart {$restart_peak/1024:.0f} MB")
-print(f"result records: $results (expected {n:,})")
+rows, tasks = map(int, "$results".split())
+print(f"journal: {rows:,} result rows for {tasks:,} tasks (expected {n:,} each)")
 PY

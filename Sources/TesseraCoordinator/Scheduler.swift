@@ -393,7 +393,8 @@ package final class Scheduler {
             var slot: TaskSlot
             if let s = job.live[ref.task] {
                 slot = s
-                if slot.state == .dispatched, slot.worker !== w { continue }  // someone else has it
+                // Someone else has it (the same identity saying hello again is not someone else).
+                if slot.state == .dispatched, let other = slot.worker, other !== w, other.identity != w.identity { continue }
             } else {
                 // Not in memory: paged in yet, or finished (then it has a result).
                 guard ref.task >= job.pagedThrough, let row = try? journal.unfinishedTasks(

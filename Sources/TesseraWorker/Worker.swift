@@ -111,6 +111,10 @@ public final class Worker: @unchecked Sendable {
     private var jobs: [String: ExecutableJob] = [:]
     private var parked: [String: [TaskAssignment]] = [:]
     private var awaitingBytes: [TaskRef: TaskAssignment] = [:]
+    /// When the last hello went out, until its welcome: the reregisters answering what this
+    /// worker sent before that hello arrived are not reasons to say hello again (after a
+    /// coordinator restart they come by the hundred, and each hello lists every task held).
+    private var helloAwaitingWelcome: Double?
     private var unacked: [TaskRef: (report: TaskReport, sent: Double)] = [:]
     private var lastHeard = 0.0
     private var lastSent = 0.0
@@ -343,9 +347,12 @@ public final class Worker: @unchecked Sendable {
             return .ok
         }
         switch e.type {
-        case MessageType.welcome, MessageType.heartbeat:
+        case MessageType.welcome:
+            helloAwaitingWelcome = nil
+        case MessageType.heartbeat:
             break
         case MessageType.reregister:
+            if let sent = helloAwaitingWelcome, now - sent < 5 { break }  // the hello is on its way
             // The coordinator does not know this worker (it restarted, or gave this worker up
             // and requeued its tasks): queued tasks are dropped, not run; then hello again
             // with what is still running, and ask again for the commits still waiting (a
@@ -421,6 +428,7 @@ public final class Worker: @unchecked Sendable {
         let hello = WorkerHello(worker: config.id, host: host, pid: getpid(), concurrency: config.concurrency,
                                 credit: credit, inline: config.inline,
                                 holding: holding + Array(unacked.keys) + Array(awaitingBytes.keys))
+        helloAwaitingWelcome = monotonicSeconds()
         send(dealer, Envelope(MessageType.hello, json: hello), now: monotonicSeconds())
     }
 

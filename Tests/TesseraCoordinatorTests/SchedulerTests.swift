@@ -239,6 +239,27 @@ final class SchedulerTests: XCTestCase {
         XCTAssertEqual(s.finishedJobs[again.id]?.succeeded, 200)
     }
 
+    /// A worker that says hello again on the same identity keeps what it still runs: those
+    /// attempts are its own (they were left pointing at its old session, with no lease
+    /// watching them, and a restarted coordinator waited for them forever).
+    func testAHelloAgainKeepsTheAttemptsStillRunning() throws {
+        let s = makeScheduler()
+        let job = try submit(s, (0..<6).map { "/in/\($0).jpg" })
+        let old = worker("w", credit: 6)
+        let refs = take(s, old, 6).map(\.1)
+        // It dropped its queue and runs two: hello again holding those.
+        let keep = Set(refs.prefix(2))
+        s.lose(old, reason: "re-hello", charge: false, keep: keep)
+        let w = worker("w", credit: 6)
+        s.reattach(Array(keep), to: w, now: now)
+        XCTAssertEqual(Set(w.held.keys), keep)
+        XCTAssertEqual(job.running, 2)
+        for ref in keep { XCTAssertNotNil(s.current(ref, of: w)); ok(s, job, ref) }
+        for (j, ref) in take(s, w, 6) { ok(s, j, ref) }
+        XCTAssertEqual(try results(job).count, 6)
+        XCTAssertEqual(s.finishedJobs[job.id]?.succeeded, 6)
+    }
+
     func testAPyramidDescriptorWaitsForItsPartsAndFailsWhenOneFailed() throws {
         let s = makeScheduler(pageSize: 4)
         let desc = "meta"
