@@ -152,7 +152,8 @@ package final class Journal {
         do {
             try plan { input in
                 let k = input.key
-                let h = XXH64.hash(Array(k.utf8))
+                var utf8Key = k
+                let h = utf8Key.withUTF8 { XXH64.hash(UnsafeRawBufferPointer($0)) }
                 if let earlier = seen[h] {
                     for t in [earlier] + (collisions[h] ?? []) where try key(of: t) == k { return }
                     collisions[h, default: []].append(next)

@@ -25,21 +25,27 @@ public enum JobPlanner {
             case .manifest(let manifest):
                 // Read like an input (never blocking on a FIFO); lines are byte strings.
                 let bytes = try FileIO.read(manifest, limit: 1 << 30)
-                let dir = Paths.directory(of: manifest)
+                let dir = Paths.directory(of: manifest), under = dir + "/"
                 try bytes.withUnsafeBufferPointer { all in
                     var start = 0
                     while start < all.count {
                         var end = start
                         while end < all.count && all[end] != 10 && all[end] != 13 { end += 1 }
                         defer { start = end + 1 }
-                        if end == start { continue }
-                        let entry = Paths.fromBytes(UnsafeBufferPointer(rebasing: all[start..<end]))
-                            .trimmingCharacters(in: .whitespaces)
-                        if entry.isEmpty || entry.hasPrefix("#") { continue }
-                        let full = Paths.normalize(entry.hasPrefix("/") ? entry : dir + "/" + entry)
+                        // Blanks around the entry: ASCII ones here, others by Foundation.
+                        var a = start, z = end
+                        while a < z && (all[a] == 32 || all[a] == 9) { a += 1 }
+                        while z > a && (all[z - 1] == 32 || all[z - 1] == 9) { z -= 1 }
+                        if a == z || all[a] == UInt8(ascii: "#") { continue }
+                        var entry = Paths.fromBytes(UnsafeBufferPointer(rebasing: all[a..<z]))
+                        if all[a] >= 0x80 || all[z - 1] >= 0x80 {
+                            entry = entry.trimmingCharacters(in: .whitespaces)
+                            if entry.isEmpty || entry.hasPrefix("#") { continue }
+                        }
+                        let full = Paths.normalize(entry.hasPrefix("/") ? entry : under + entry)
                         // Manifest entries keep their own names (a symlink is not replaced by its
                         // target) and their directory relative to the manifest for {dir}.
-                        let root = full.hasPrefix(dir + "/") ? dir : Paths.directory(of: full)
+                        let root = full.hasPrefix(under) ? dir : Paths.directory(of: full)
                         try body(InputFile(path: full, root: root))
                     }
                 }

@@ -108,7 +108,28 @@ extension Paths {
 
     /// `.` and `..` segments removed without touching the file system (symbolic links keep
     /// their own names; `NSString.standardizingPath` would resolve them).
+    /// Whether `normalize` would return `path` unchanged: not empty, no empty, "." or ".."
+    /// component, no trailing "/" (except "/" itself).
+    static func isNormal(_ path: String) -> Bool {
+        path.utf8.withContiguousStorageIfAvailable { b -> Bool in
+            guard !b.isEmpty else { return false }
+            if b.count == 1 { return b[0] == UInt8(ascii: "/") || b[0] != UInt8(ascii: ".") }
+            if b[b.count - 1] == UInt8(ascii: "/") { return false }
+            var start = b[0] == UInt8(ascii: "/") ? 1 : 0
+            while start <= b.count {
+                var end = start
+                while end < b.count && b[end] != UInt8(ascii: "/") { end += 1 }
+                let n = end - start
+                if n == 0 || (n == 1 && b[start] == UInt8(ascii: ".")) ||
+                    (n == 2 && b[start] == UInt8(ascii: ".") && b[start + 1] == UInt8(ascii: ".")) { return false }
+                start = end + 1
+            }
+            return true
+        } ?? false
+    }
+
     public static func normalize(_ path: String) -> String {
+        if isNormal(path) { return path }  // the common case (a million manifest lines): no copy
         var parts: [Substring] = []
         for part in path.split(separator: "/", omittingEmptySubsequences: true) {
             if part == "." { continue }

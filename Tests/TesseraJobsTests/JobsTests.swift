@@ -74,6 +74,19 @@ final class OutputNamingTests: XCTestCase {
     }
 }
 
+final class PathsTests: XCTestCase {
+    /// The fast path (a path already normal is returned as is) agrees with the full one.
+    func testNormalizeKeepsNormalPathsAndFixesTheRest() {
+        let cases: [(String, String)] = [
+            ("/a/b.jpg", "/a/b.jpg"), ("a/b", "a/b"), ("/", "/"), ("a", "a"), (".", "."), ("", "."),
+            ("/a//b", "/a/b"), ("/a/./b", "/a/b"), ("/a/../b", "/b"), ("a/", "a"), ("./a", "a"),
+            ("/..", "/"), ("../a", "../a"), ("/a/b/..", "/a"), ("/a/.b/c", "/a/.b/c"), ("/a/..b", "/a/..b"),
+            ("/é/ü.jpg", "/é/ü.jpg"), ("//x", "/x"),
+        ]
+        for (input, expected) in cases { XCTAssertEqual(Paths.normalize(input), expected, input) }
+    }
+}
+
 final class InputDiscoveryTests: XCTestCase {
     func testDirectoriesAreSearchedRecursivelyForImages() throws {
         let tmp = TemporaryDirectory()
