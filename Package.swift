@@ -98,6 +98,7 @@ let tests: [Target] = [
     .testTarget(name: "TesseraJobsTests", dependencies: ["TesseraJobs"]),
     .testTarget(name: "TesseraCLITests", dependencies: ["tessera", "TesseraImaging"]),
     .testTarget(name: "TesseraServiceTests", dependencies: ["TesseraService"]),
+    .testTarget(name: "TesseraWireTests", dependencies: ["TesseraWire", "TesseraJobs"]),
     .testTarget(name: "TesseraCoordinatorTests", dependencies: ["TesseraCoordinator", "TesseraJobs", "TesseraWire", .product(name: "Logging", package: "swift-log")]),
     .testTarget(name: "TesseraPoolTests", dependencies: ["tessera", "TesseraImaging", "TesseraJobs", "TesseraWire"]),
 ]

@@ -100,7 +100,7 @@ public final class CoordinatorClient: @unchecked Sendable {
         var after: UInt64? = nil
         repeat {
             let reply = try request(Envelope(MessageType.results, json: JobQuery(job: job, after: after, limit: 5000)))
-            let page = try ResultsPage.parse(reply.body)
+            let page = try ResultsReply(body: reply.body)
             all += page.records
             after = page.next
         } while after != nil
@@ -113,18 +113,5 @@ public final class CoordinatorClient: @unchecked Sendable {
 
     public func shutdown() throws {
         _ = try request(Envelope(MessageType.shutdown), timeout: 10)
-    }
-}
-
-/// Splits a `results` body into its records without decoding them.
-enum ResultsPage {
-    static func parse(_ body: [UInt8]) throws -> (records: [[UInt8]], next: UInt64?) {
-        guard let object = try JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
-              let list = object["records"] as? [Any] else {
-            throw WireError("results: not a results page")
-        }
-        let next = (object["next"] as? NSNumber)?.uint64Value
-        let records = try list.map { Array(try JSONSerialization.data(withJSONObject: $0, options: [.sortedKeys])) }
-        return (records, next)
     }
 }

@@ -424,6 +424,16 @@ public struct ResultsReply: Sendable {
         body += Array("]}".utf8)
         return Envelope(MessageType.results, body: body)
     }
+
+    /// Reads a `results` body back, keeping each record's bytes (keys sorted) undecoded.
+    public init(body: [UInt8]) throws {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+              let list = object["records"] as? [Any] else {
+            throw WireError("results: not a results page")
+        }
+        next = (object["next"] as? NSNumber)?.uint64Value
+        records = try list.map { Array(try JSONSerialization.data(withJSONObject: $0, options: [.sortedKeys])) }
+    }
 }
 
 public struct ErrorReply: Codable, Sendable, Error, CustomStringConvertible {

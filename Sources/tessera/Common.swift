@@ -78,7 +78,7 @@ func parallelForEach(_ count: Int, threads: Int, _ body: @escaping @Sendable (In
         for i in 0..<count { body(i) }
         return
     }
-    let next = ManagedAtomicCounter()
+    let next = LockedCounter()
     DispatchQueue.concurrentPerform(iterations: min(threads, count)) { _ in
         while true {
             let i = next.increment()
@@ -88,8 +88,8 @@ func parallelForEach(_ count: Int, threads: Int, _ body: @escaping @Sendable (In
     }
 }
 
-/// A counter shared by worker threads.
-final class ManagedAtomicCounter: @unchecked Sendable {
+/// A counter shared by worker threads (behind a lock).
+final class LockedCounter: @unchecked Sendable {
     private var value = 0
     private let lock = NSLock()
     func increment() -> Int {

@@ -2,7 +2,7 @@ import TesseraImaging
 import XCTest
 
 /// Hostile inputs found in review: each once trapped or misbehaved.
-final class ReviewRegressionTests: XCTestCase {
+final class EdgeInputTests: XCTestCase {
     /// A little-endian TIFF/EXIF payload with one IFD0 ASCII entry (raw bytes, not libexif).
     func exifWithCopyright(_ value: [UInt8]) -> [UInt8] {
         func le16(_ v: Int) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }

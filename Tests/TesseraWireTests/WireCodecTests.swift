@@ -1,0 +1,151 @@
+import Foundation
+import TesseraJobs
+import TesseraWire
+import XCTest
+
+/// The message codec alone: every message comes back as it went, and bytes that are not
+/// a message — truncated, oversized counts, garbage — are a `WireError`, never a crash
+/// and never an allocation sized by what the bytes claim.
+final class WireCodecTests: XCTestCase {
+    let assignments = [
+        TaskAssignment(ref: TaskRef(task: 1, attempt: 0x0001_0001), job: "j-1", input: InputFile(path: "/in/a b/ü.jpg", root: "/in"),
+                       leaseSeconds: 120),
+        TaskAssignment(ref: TaskRef(task: 2, attempt: 7), job: "j-1", input: InputFile(path: "/in/c.jpg", root: "/in"),
+                       expectedHash: 0xDEAD_BEEF, inlineInput: [0xFF, 0xD8, 0xFF], leaseSeconds: 2.5),
+        TaskAssignment(ref: TaskRef(task: .max, attempt: .max), job: "j-2", input: InputFile(path: "/big.tif", root: "/", part: "meta"),
+                       leaseSeconds: 1),
+    ]
+
+    var report: TaskReport {
+        TaskReport(ref: TaskRef(task: 42, attempt: 3), status: .failed, retryable: true, scaleEighths: 2,
+                   timings: [1, 2, 3, 4, 5, 6, 7, 28], bytesIn: 1 << 40, bytesOut: 12, peakRSS: 96 << 20, inputHash: 99,
+                   errorCode: "corrupt", errorMessage: "x.jpg: bad Huffman table", record: Array("{\"input\":\"x.jpg\"}".utf8),
+                   inlineOutputs: [("thumbs/x.jpg", [1, 2, 3]), ("icons/x.png", [])])
+    }
+
+    func roundTrip(_ e: Envelope) throws -> Envelope { try Envelope(frames: e.frames) }
+
+    func testEveryMessageComesBackAsItWent() throws {
+        let refs = [TaskRef(task: 0, attempt: 0), TaskRef(task: .max, attempt: .max)]
+        XCTAssertEqual(try TaskRef.decode(TaskRef.encode(refs)), refs)
+        XCTAssertEqual(try TaskRef.decode(TaskRef.encode([])), [])
+
+        let tasks = try TaskAssignment.decode(roundTrip(TaskAssignment.envelope(assignments)))
+        XCTAssertEqual(tasks.map(\.ref), assignments.map(\.ref))
+        XCTAssertEqual(tasks.map(\.input), assignments.map(\.input))
+        XCTAssertEqual(tasks.map(\.job), assignments.map(\.job))
+        XCTAssertEqual(tasks.map(\.expectedHash), assignments.map(\.expectedHash))
+        XCTAssertEqual(tasks.map(\.inlineInput), assignments.map(\.inlineInput))
+        XCTAssertEqual(tasks.map(\.leaseSeconds), assignments.map(\.leaseSeconds))
+
+        let r = try XCTUnwrap(try TaskReport.decode(roundTrip(TaskReport.envelope([report, report]))).last)
+        XCTAssertEqual(r.ref, report.ref)
+        XCTAssertEqual(r.status, .failed)
+        XCTAssertTrue(r.retryable)
+        XCTAssertEqual(r.scaleEighths, 2)
+        XCTAssertEqual(r.timings, report.timings)
+        XCTAssertEqual([r.bytesIn, r.bytesOut, r.peakRSS, r.inputHash], [1 << 40, 12, 96 << 20, 99])
+        XCTAssertEqual([r.errorCode, r.errorMessage], [report.errorCode, report.errorMessage])
+        XCTAssertEqual(r.record, report.record)
+        XCTAssertEqual(r.inlineOutputs.map(\.path), ["thumbs/x.jpg", "icons/x.png"])
+        XCTAssertEqual(r.inlineOutputs.map(\.bytes), [[1, 2, 3], []])
+
+        let hello = WorkerHello(worker: "w1", host: "h", pid: 9, concurrency: 2, credit: 8, inline: true,
+                                holding: refs)
+        let h = try roundTrip(Envelope(MessageType.hello, json: hello)).decode(WorkerHello.self)
+        XCTAssertEqual([h.worker, h.host], ["w1", "h"])
+        XCTAssertEqual(h.holding, refs)
+        XCTAssertEqual(h.protocolVersion, Envelope.version)
+        XCTAssertEqual(try roundTrip(Envelope(MessageType.bye, json: WorkerBye(returned: refs))).decode(WorkerBye.self).returned, refs)
+        let page = try ResultsReply(body: roundTrip(ResultsReply(records: [Array("{\"a\":1}".utf8), Array("{\"b\":\"é\"}".utf8)],
+                                                                   next: 77).envelope).body)
+        XCTAssertEqual(page.next, 77)
+        XCTAssertEqual(page.records.map { String(decoding: $0, as: UTF8.self) }, ["{\"a\":1}", "{\"b\":\"é\"}"])
+        XCTAssertNil(try ResultsReply(body: ResultsReply(records: [], next: nil).envelope.body).next)
+        XCTAssertThrowsError(try ResultsReply(body: Array("[1]".utf8))) { XCTAssertTrue($0 is WireError) }
+        let spec = JobSpec(name: "n", inputs: [.path("/in", patterns: ["*.jpg"], recursive: false)], output: "/out")
+        XCTAssertEqual(try roundTrip(Envelope(MessageType.submit, json: SubmitRequest(job: spec))).decode(SubmitRequest.self).job, spec)
+    }
+
+    func testEveryTruncationIsAWireError() throws {
+        for e in [TaskAssignment.envelope(assignments), TaskReport.envelope([report])] {
+            for n in 0..<e.body.count {
+                var cut = e
+                cut.body = Array(e.body.prefix(n))
+                // One cut is a valid message: `tasks` without its trailing part list (what
+                // senders without tile parts write); it then decodes to the parts-less tasks.
+                if e.type == MessageType.tasks, let tasks = try? TaskAssignment.decode(cut) {
+                    XCTAssertEqual(tasks.map(\.input), assignments.map { InputFile(path: $0.input.path, root: $0.input.root) })
+                    continue
+                }
+                XCTAssertThrowsError(try decodeAny(cut), "\(e.type) cut at \(n) of \(e.body.count)") {
+                    XCTAssertTrue($0 is WireError, "\($0)")
+                }
+            }
+        }
+        for n in 0..<TaskRef.encode([TaskRef(task: 1, attempt: 1)]).count {
+            XCTAssertThrowsError(try TaskRef.decode(Array(TaskRef.encode([TaskRef(task: 1, attempt: 1)]).prefix(n))))
+        }
+    }
+
+    func testClaimedSizesAreCheckedBeforeAnythingIsAllocated() throws {
+        var w = BinaryWriter()
+        w.u32(.max)
+        for type in [MessageType.tasks, MessageType.report] {
+            XCTAssertThrowsError(try decodeAny(Envelope(type, body: w.bytes))) { XCTAssertTrue($0 is WireError) }
+        }
+        XCTAssertThrowsError(try TaskRef.decode(w.bytes)) { XCTAssertEqual(($0 as? WireError)?.reason, "task list claims 4294967295 entries") }
+        // One task whose job name claims 4 GB.
+        var t = BinaryWriter()
+        t.u32(1); t.u64(1); t.u32(1); t.u32(0xFFFF_FFF0)
+        t.u32(0); t.u32(0); t.u32(0); t.u32(0); t.u32(0); t.u32(0)
+        XCTAssertThrowsError(try TaskAssignment.decode(Envelope(MessageType.tasks, body: t.bytes))) {
+            XCTAssertTrue(($0 as? WireError)?.reason.hasPrefix("needed 4294967280 bytes") == true, "\($0)")
+        }
+        // Inline payloads named but not sent.
+        var missing = TaskAssignment.envelope(assignments)
+        missing.payloads = []
+        XCTAssertThrowsError(try TaskAssignment.decode(missing)) { XCTAssertEqual(($0 as? WireError)?.reason, "task 2 names payload 0") }
+        var noOutputs = TaskReport.envelope([report])
+        noOutputs.payloads = [[1]]
+        XCTAssertThrowsError(try TaskReport.decode(noOutputs)) { XCTAssertTrue($0 is WireError) }
+    }
+
+    func testFramesThatAreNotAMessageAreRefused() throws {
+        XCTAssertThrowsError(try Envelope(frames: [Envelope.tag, Array("hb".utf8)])) {
+            XCTAssertEqual(($0 as? WireError)?.reason, "expected at least 3 frames, got 2")
+        }
+        XCTAssertThrowsError(try Envelope(frames: [Array("TSR9".utf8), [], []])) {
+            XCTAssertEqual(($0 as? WireError)?.reason, "unsupported protocol tag \"TSR9\" (this coordinator speaks TSR1)")
+        }
+        XCTAssertThrowsError(try Envelope(MessageType.hello, body: Array("{\"worker\":".utf8)).decode(WorkerHello.self)) {
+            XCTAssertTrue(($0 as? WireError)?.reason.hasPrefix("hello: body is not the expected JSON") == true)
+        }
+        var report = TaskReport.envelope([self.report])
+        report.body[16] = 9  // status byte (after count u32, task u64, attempt u32)
+        XCTAssertThrowsError(try TaskReport.decode(report)) { XCTAssertEqual(($0 as? WireError)?.reason, "unknown task status") }
+    }
+
+    /// Random bytes and random mutations of real messages: decoded or refused, never a crash.
+    func testGarbageNeverCrashes() throws {
+        var rng = SystemRandomNumberGenerator()
+        let real = [TaskAssignment.envelope(assignments), TaskReport.envelope([report])]
+        var refused = 0
+        for i in 0..<20_000 {
+            var e = real[i % 2]
+            if i % 3 == 0 {
+                e.body = (0..<Int.random(in: 0..<200, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            } else {
+                for _ in 0..<Int.random(in: 1...4, using: &rng) where !e.body.isEmpty {
+                    e.body[Int.random(in: 0..<e.body.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng)
+                }
+            }
+            do { try decodeAny(e) } catch is WireError { refused += 1 }
+        }
+        XCTAssertGreaterThan(refused, 5000)
+    }
+
+    private func decodeAny(_ e: Envelope) throws {
+        if e.type == MessageType.tasks { _ = try TaskAssignment.decode(e) } else { _ = try TaskReport.decode(e) }
+    }
+}
