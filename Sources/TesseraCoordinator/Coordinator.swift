@@ -557,7 +557,7 @@ public final class Coordinator: @unchecked Sendable {
                                                                   heartbeatMilliseconds: Int(config.heartbeatInterval * 1000))))
         // Jobs it holds tasks of need announcing again if it restarted; announce on demand.
         for job in Set(w.held.values.map(ObjectIdentifier.init)).compactMap({ oid in jobs.first { ObjectIdentifier($0) == oid } }) {
-            send(identity, Envelope(MessageType.job, body: Array(job.execJSON)))
+            send(identity, Envelope(MessageType.job, body: job.announcement))
         }
     }
 
@@ -744,7 +744,7 @@ public final class Coordinator: @unchecked Sendable {
                   let (job, id) = scheduler.nextReady(now: now) {
                 if !w.announced.contains(job.id) {
                     if !batch.isEmpty { send(w.identity, TaskAssignment.envelope(batch)); batch = [] }
-                    send(w.identity, Envelope(MessageType.job, body: Array(job.execJSON)))
+                    send(w.identity, Envelope(MessageType.job, body: job.announcement))
                     w.announced.insert(job.id)
                 }
                 let ref = scheduler.dispatch(job, id, to: w, now: now)

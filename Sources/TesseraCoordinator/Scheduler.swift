@@ -90,8 +90,9 @@ package final class ActiveJob {
     package let id: String
     package let seq: Int
     package let spec: JobSpec
-    package let exec: ExecutableJob
-    package let execJSON: Data
+    /// The body of the `job` message that tells a worker how to run this job's tasks
+    /// (its `ExecutableJob`), encoded once.
+    package let announcement: [UInt8]
     package let recipeHash: UInt64
     package let firstTask: UInt64
     package let total: Int
@@ -120,13 +121,12 @@ package final class ActiveJob {
         self.id = id
         self.seq = seq
         self.spec = spec
-        var exec = spec.executable
-        exec.createdAt = submitted
-        self.exec = exec
+        var executable = spec.executable
+        executable.createdAt = submitted
         let e = JSONEncoder()
         e.outputFormatting = [.sortedKeys]
-        execJSON = (try? e.encode(JobAnnouncement(job: id, spec: exec))) ?? Data()
-        recipeHash = exec.recipeHash
+        announcement = Array((try? e.encode(JobAnnouncement(job: id, spec: executable))) ?? Data())
+        recipeHash = executable.recipeHash
         self.firstTask = firstTask
         self.total = total
         pagedThrough = firstTask
