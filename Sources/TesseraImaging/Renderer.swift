@@ -418,30 +418,14 @@ public enum Renderer {
             format = .jpeg
             if image.layout == .rgba { image = try flatten(image, onto: s.background) }
         }
-        var settings = JPEGEncoder.Settings(quality: s.jpegQuality, progressive: s.progressive,
+        let jpegImage = image
+        let settings = JPEGEncoder.Settings(quality: s.jpegQuality, progressive: s.progressive,
                                             optimize: s.optimize, subsampling: s.subsampling)
-        let first = try JPEGEncoder.encode(image, settings, icc: icc, exif: exif)
-        guard let max = s.maxBytes, first.count > max else { return (first, settings.quality) }
-        var lo = 1, hi = settings.quality - 1
-        var best: ([UInt8], Int)? = nil
-        var smallest = first.count
-        while lo <= hi {
-            let q = (lo + hi) / 2
-            settings.quality = q
-            let bytes = try JPEGEncoder.encode(image, settings, icc: icc, exif: exif)
-            smallest = min(smallest, bytes.count)
-            if bytes.count <= max {
-                best = (bytes, q)
-                lo = q + 1
-            } else {
-                hi = q - 1
-            }
+        return try budgeted(s, name: "JPEG", size: jpegImage) { q in
+            var qs = settings
+            qs.quality = q
+            return try JPEGEncoder.encode(jpegImage, qs, icc: icc, exif: exif)
         }
-        guard let best else {
-            throw ImagingError(.budgetExceeded,
-                               "even JPEG quality 1 needs \(smallest) bytes at \(image.width)x\(image.height), over the budget of \(max) bytes")
-        }
-        return best
     }
 
     /// The highest quality (≤ the recipe's) whose output fits `maxBytes`, by binary search.

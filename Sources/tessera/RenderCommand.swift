@@ -7,8 +7,9 @@ struct Render: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Render images to a size, presets or recipes, in this process.",
         discussion: """
-            Inputs are files or directories (searched recursively for JPEG, PNG, WebP, HEIC/HEIF
-            and AVIF by extension, any case), or - for standard input. Each input is decoded once for all of its outputs. Outputs are written
+            Inputs are files or directories (searched recursively for JPEG, PNG, WebP,
+            HEIC/HEIF and AVIF by extension, any case), or - for standard input. Each input
+            is decoded once for all of its outputs. Outputs are written
             atomically under OUTDIR (or to standard output with -o -), named by --template:
             {dir} (relative to the input directory), {stem}, {ext}, {preset}.
 

@@ -6,19 +6,6 @@ import XCTest
 
 /// CURVE authentication, the endpoint policy, key files, and the metrics endpoint.
 final class ClusterSecurityTests: XCTestCase {
-    func tessera(_ args: [String]) throws -> (status: Int32, out: String, err: String) {
-        let p = Process()
-        p.executableURL = Cluster.binary
-        p.arguments = args
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile(), e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
-    }
-
     func testKeygenWritesPrivateSecretsAndLoads() throws {
         let c = try Cluster()
         let r = try tessera(["keygen", "node", "-o", c.dir + "/keys"])

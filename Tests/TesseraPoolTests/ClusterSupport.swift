@@ -150,3 +150,19 @@ final class Cluster {
         }.joined(separator: "\n")
     }
 }
+
+extension XCTestCase {
+    /// Runs the `tessera` binary to its end: exit status, standard output, standard error.
+    func tessera(_ args: [String]) throws -> (status: Int32, out: String, err: String) {
+        let p = Process()
+        p.executableURL = Cluster.binary
+        p.arguments = args
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        let o = out.fileHandleForReading.readDataToEndOfFile(), e = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+    }
+}

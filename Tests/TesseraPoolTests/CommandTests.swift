@@ -5,20 +5,6 @@ import XCTest
 
 /// The pool through the `tessera` command line.
 final class CommandTests: XCTestCase {
-    func tessera(_ args: [String]) throws -> (status: Int32, out: String, err: String) {
-        let p = Process()
-        p.executableURL = Cluster.binary
-        p.arguments = args
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
-    }
-
     /// `tessera run`: one command, a summary, reports, and reruns that only do new work.
     func testRunIsIncremental() throws {
         let c = try Cluster()

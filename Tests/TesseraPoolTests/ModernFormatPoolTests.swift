@@ -6,19 +6,6 @@ import XCTest
 
 /// HEIC/AVIF/WebP through the pool and the command line (issue 14).
 final class ModernFormatPoolTests: XCTestCase {
-    func tessera(_ args: [String]) throws -> (status: Int32, out: String, err: String) {
-        let p = Process()
-        p.executableURL = Cluster.binary
-        p.arguments = args
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile(), e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
-    }
-
     /// A folder of phone formats (any case of extension) run to three web formats each.
     func testJobWithModernInputsAndSeveralFormats() throws {
         let c = try Cluster()
