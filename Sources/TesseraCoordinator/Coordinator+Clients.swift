@@ -42,7 +42,7 @@ extension Coordinator {
                             submitted: submitted)
         job.owner = owner
         if spec.kind == .tiles { job.gate = PyramidGate(tasks: parts) }
-        scheduler.add(job, now: now)
+        scheduler.add(job)
         let elapsed = clock.now - start
         let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
         logger.info("job \(id) (\(spec.name)): \(planned.total) tasks planned in \(String(format: "%.0f", ms)) ms")

@@ -172,7 +172,7 @@ public final class Coordinator: @unchecked Sendable {
             recovered.append((row.id, row.spec, job.done, job.counts[0] + job.counts[1], job.total))
             logger.info("recovered job \(row.id) (\(row.spec.name)): \(job.done)/\(job.total) done")
             // Jobs whose every task finished just before the crash end now.
-            scheduler.add(job, now: monotonicNow())
+            scheduler.add(job)
         }
         if !rows.isEmpty { dispatchPausedUntil = monotonicNow() + config.recoveryGrace }
     }

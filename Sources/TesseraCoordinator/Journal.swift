@@ -319,20 +319,6 @@ package final class Journal {
         }
     }
 
-    /// Input hash and outputs of every rendition made with `recipe`.
-    package func renditions(recipe: UInt64) throws -> [String: (hash: UInt64, outputs: [String])] {
-        try db.read { db in
-            var out: [String: (UInt64, [String])] = [:]
-            let cursor = try Row.fetchCursor(db, sql: "SELECT path, input_hash, outputs FROM renditions WHERE recipe = ?",
-                                             arguments: [Int64(bitPattern: recipe)])
-            while let r = try cursor.next() {
-                let outputs: String = r[2]
-                out[r[0]] = (UInt64(bitPattern: r[1] as Int64), outputs.split(separator: "\n").map(String.init))
-            }
-            return out
-        }
-    }
-
     // MARK: Batched writes
 
     package func append(_ op: Op) { pending.append(op) }

@@ -32,8 +32,6 @@ package struct TaskSlot {
     package var deadline: Double = 0
     /// When the current attempt was dispatched (monotonic seconds).
     package var dispatchedAt: Double = 0
-    /// The current attempt was allowed to publish its outputs (fencing).
-    package var committed = false
     /// Incremental jobs: the earlier rendition of this input with the same recipe.
     package var rendition: (hash: UInt64, outputs: [String])?
 
@@ -266,7 +264,7 @@ package final class Scheduler {
     // MARK: Jobs
 
     /// Makes a journaled job active (a new one, or one found unfinished at start).
-    package func add(_ job: ActiveJob, now: Double) {
+    package func add(_ job: ActiveJob) {
         jobs.append(job)
         jobs.sort { ($0.spec.priority, -$0.seq) > ($1.spec.priority, -$1.seq) }
         jobsByID[job.id] = job
@@ -370,7 +368,6 @@ package final class Scheduler {
         slot.worker = w
         slot.deadline = now + job.spec.options.timeout
         slot.dispatchedAt = now
-        slot.committed = false
         job.live[id] = slot
         job.running += 1
         job.state = .running
@@ -417,8 +414,7 @@ package final class Scheduler {
 
     /// Fencing: may this attempt publish its outputs?
     package func grantCommit(_ ref: TaskRef, of w: WorkerConn) -> Bool {
-        guard let job = current(ref, of: w), !w.revoked.contains(ref) else { return false }
-        job.live[ref.task]?.committed = true
+        guard current(ref, of: w) != nil, !w.revoked.contains(ref) else { return false }
         return true
     }
 

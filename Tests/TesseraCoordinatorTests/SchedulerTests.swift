@@ -40,7 +40,7 @@ final class SchedulerTests: XCTestCase {
         }
         let job = ActiveJob(id: id, seq: planned.seq, spec: spec, firstTask: planned.firstTask, total: planned.total, submitted: 0)
         if kind == .tiles { job.gate = PyramidGate(tasks: inputs.map { ($0, false, false) }) }
-        s.add(job, now: now)
+        s.add(job)
         return job
     }
 
@@ -210,7 +210,7 @@ final class SchedulerTests: XCTestCase {
 
     func testRestartLoadsNoTaskUntilDispatchAndReattachesWhatWorkersHold() throws {
         let first = makeScheduler(pageSize: 16, epoch: 1)
-        let job = try submit(first, (0..<200).map { "/in/\($0).jpg" })
+        try submit(first, (0..<200).map { "/in/\($0).jpg" })
         let w = worker("w", credit: 50)
         let got = take(first, w, 50)
         for (j, ref) in got.prefix(40) { ok(first, j, ref) }
@@ -220,7 +220,7 @@ final class SchedulerTests: XCTestCase {
         let row = try XCTUnwrap(try journal.unfinishedJobs().first)
         let again = ActiveJob(id: row.id, seq: row.seq, spec: row.spec, firstTask: row.firstTask, total: row.total, submitted: 0)
         again.counts = try journal.resultCounts(job: row.id)
-        s.add(again, now: now)
+        s.add(again)
         XCTAssertEqual(again.done, 40)
         XCTAssertTrue(again.live.isEmpty)
         // The worker still runs the last 10 it was sent: they are its again, never sent twice.
