@@ -48,11 +48,16 @@ let libraries: [Target] = [
         name: "TesseraImaging",
         dependencies: ["TesseraShim", "CTurboJPEG", "CExif", "CLCMS2", "CHeif", "CWebP"]
     ),
-    .target(name: "TesseraJobs", dependencies: [
-        "TesseraImaging", .product(name: "Yams", package: "Yams"),
-        .product(name: "Histogram", package: "hdrhistogram-swift"),
+    // The task model: jobs as validated values, inputs, output naming, records. What the
+    // wire carries; no parsing of job files, no execution.
+    .target(name: "TesseraTasks", dependencies: ["TesseraImaging"]),
+    // Job files (YAML/JSON) and planning a job into tasks.
+    .target(name: "TesseraJobs", dependencies: ["TesseraTasks", .product(name: "Yams", package: "Yams")]),
+    // Running one task (read, render, write) and summarising records: the worker's and `tessera render`'s.
+    .target(name: "TesseraExecution", dependencies: [
+        "TesseraTasks", .product(name: "Histogram", package: "hdrhistogram-swift"),
     ]),
-    .target(name: "TesseraWire", dependencies: ["CZMQ", "TesseraJobs"]),
+    .target(name: "TesseraWire", dependencies: ["CZMQ", "TesseraTasks"]),
     // What a long-running process serves: HTTP probes, metrics (swift-metrics → Prometheus), process metrics.
     .target(name: "TesseraService", dependencies: [
         .product(name: "FlyingFox", package: "FlyingFox"),
@@ -61,12 +66,12 @@ let libraries: [Target] = [
     ]),
     .target(
         name: "TesseraWorker",
-        dependencies: ["TesseraWire", "TesseraJobs", "TesseraService", "TesseraShim", .product(name: "CoreMetrics", package: "swift-metrics"),
+        dependencies: ["TesseraWire", "TesseraExecution", "TesseraService", "TesseraShim", .product(name: "CoreMetrics", package: "swift-metrics"),
                        .product(name: "Logging", package: "swift-log")]
     ),
     .target(
         name: "TesseraCoordinator",
-        dependencies: ["TesseraImaging", "TesseraWire", "TesseraJobs", "TesseraService",
+        dependencies: ["TesseraImaging", "TesseraTasks", "TesseraWire", "TesseraJobs", "TesseraService",
                        .product(name: "CoreMetrics", package: "swift-metrics"),
                        .product(name: "GRDB", package: "GRDB.swift"),
                        .product(name: "Logging", package: "swift-log")]
@@ -80,7 +85,9 @@ let executables: [Target] = [
         name: "tessera",
         dependencies: [
             "TesseraImaging",
+            "TesseraTasks",
             "TesseraJobs",
+            "TesseraExecution",
             "TesseraWire",
             "TesseraCoordinator",
             "TesseraWorker",
@@ -94,13 +101,15 @@ let executables: [Target] = [
 // MARK: - Tests
 
 let tests: [Target] = [
+    // The process runner and the binary's location, shared by the test targets.
+    .target(name: "TesseraTestSupport", path: "Tests/TesseraTestSupport"),
     .testTarget(name: "TesseraImagingTests", dependencies: ["TesseraImaging"]),
-    .testTarget(name: "TesseraJobsTests", dependencies: ["TesseraJobs"]),
-    .testTarget(name: "TesseraCLITests", dependencies: ["tessera", "TesseraImaging"]),
+    .testTarget(name: "TesseraJobsTests", dependencies: ["TesseraTasks", "TesseraJobs", "TesseraExecution"]),
+    .testTarget(name: "TesseraCLITests", dependencies: ["tessera", "TesseraImaging", "TesseraTestSupport"]),
     .testTarget(name: "TesseraServiceTests", dependencies: ["TesseraService"]),
-    .testTarget(name: "TesseraWireTests", dependencies: ["TesseraWire", "TesseraJobs"]),
-    .testTarget(name: "TesseraCoordinatorTests", dependencies: ["TesseraCoordinator", "TesseraJobs", "TesseraWire", .product(name: "Logging", package: "swift-log")]),
-    .testTarget(name: "TesseraPoolTests", dependencies: ["tessera", "TesseraImaging", "TesseraJobs", "TesseraWire"]),
+    .testTarget(name: "TesseraWireTests", dependencies: ["TesseraWire", "TesseraTasks"]),
+    .testTarget(name: "TesseraCoordinatorTests", dependencies: ["TesseraCoordinator", "TesseraImaging", "TesseraTasks", "TesseraJobs", "TesseraWire", .product(name: "Logging", package: "swift-log")]),
+    .testTarget(name: "TesseraPoolTests", dependencies: ["tessera", "TesseraTestSupport", "TesseraImaging", "TesseraTasks", "TesseraJobs", "TesseraExecution", "TesseraWire"]),
 ]
 
 let package = Package(
@@ -109,7 +118,7 @@ let package = Package(
     products: [
         .executable(name: "tessera", targets: ["tessera"]),
         .library(name: "TesseraImaging", targets: ["TesseraImaging"]),
-        .library(name: "TesseraJobs", targets: ["TesseraJobs"]),
+        .library(name: "TesseraJobs", targets: ["TesseraTasks", "TesseraJobs", "TesseraExecution"]),
     ],
     dependencies: dependencies,
     targets: cTargets + libraries + executables + tests,

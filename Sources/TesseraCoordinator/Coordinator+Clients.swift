@@ -1,6 +1,7 @@
 import Foundation
 import TesseraImaging
 import TesseraJobs
+import TesseraTasks
 import TesseraWire
 
 extension Coordinator {
@@ -9,14 +10,15 @@ extension Coordinator {
         let request: SubmitRequest
         do { request = try JSONDecoder().decode(SubmitRequest.self, from: Data(e.body)) } catch let error as DecodingError {
             throw ErrorReply(code: "invalid-job", message: "submit: \(describeDecoding(error))")
+        } catch let error as JobError {
+            throw ErrorReply(code: "invalid-job", message: "submit: job: \(error.reason)")
         }
         let spec = request.job
         // The same validation as a job file's (ranges, templates, recipes): scripts get the same errors.
         do { try spec.validate() } catch let e as JobError {
             throw ErrorReply(code: "invalid-job", message: "submit: job: \(e.reason)")
         }
-        let clock = ContinuousClock()
-        let start = clock.now
+        let clock = Stopwatch()
         let id = "j-" + String(UInt64.random(in: 0...UInt64.max) & 0xFFFF_FFFF_FFFF, radix: 36)
         let submitted = Date().timeIntervalSince1970
         // Tiles jobs: every input becomes the parts (bands, tail) of its pyramid; the
@@ -43,8 +45,7 @@ extension Coordinator {
         job.owner = owner
         if spec.kind == .tiles { job.gate = PyramidGate(tasks: parts) }
         scheduler.add(job)
-        let elapsed = clock.now - start
-        let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        let ms = clock.milliseconds
         logger.info("job \(id) (\(spec.name)): \(planned.total) tasks planned in \(String(format: "%.0f", ms)) ms")
         reply(identity, Envelope(MessageType.submitted, json: SubmitReply(job: id, tasks: planned.total, planMilliseconds: ms)))
     }

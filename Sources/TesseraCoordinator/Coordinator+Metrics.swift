@@ -1,4 +1,5 @@
 import CoreMetrics
+import TesseraImaging
 import Foundation
 import TesseraService
 import TesseraWire
@@ -34,9 +35,6 @@ package final class CoordinatorMetrics {
         MetricInfo("tessera_stage_duration_seconds", "Time per stage of a task on the worker."),
     ]
 
-    /// Stage names in the order of a report's timings (the last is the task total).
-    static let stageNames = ["queue_wait", "read", "decode", "resize", "finish", "encode", "write", "total"]
-
     /// A counter counted on the loop thread, published by `refresh`.
     final class Tally {
         let counter: CoreMetrics.Counter
@@ -62,7 +60,7 @@ package final class CoordinatorMetrics {
     let refusedMessages: Tally
     private var failures: [String: Tally] = [:]
     private let taskDuration: CoreMetrics.Timer
-    private let stageDurations: [CoreMetrics.Timer]
+    private let stageDurations: [(Stage, CoreMetrics.Timer)]
     private let queueDepth: Gauge
     private let running: Gauge
     private let delayed: Gauge
@@ -91,8 +89,8 @@ package final class CoordinatorMetrics {
         refusedMessages = counter("tessera_messages_refused_total")
         completed = ["succeeded", "failed", "skipped", "cancelled"].map { counter("tessera_tasks_completed_total", [("status", $0)]) }
         taskDuration = CoreMetrics.Timer(label: "tessera_task_duration_seconds", factory: factory)
-        stageDurations = Self.stageNames.dropLast().map {
-            CoreMetrics.Timer(label: "tessera_stage_duration_seconds", dimensions: [("stage", $0)], factory: factory)
+        stageDurations = Stage.allCases.filter { $0 != .total }.map {
+            ($0, CoreMetrics.Timer(label: "tessera_stage_duration_seconds", dimensions: [("stage", $0.snakeName)], factory: factory))
         }
         queueDepth = Gauge(label: "tessera_queue_depth", factory: factory)
         running = Gauge(label: "tessera_tasks_running", factory: factory)
@@ -105,13 +103,11 @@ package final class CoordinatorMetrics {
 
     func refused(_ reason: String) { refusedMessages.increment() }
 
-    /// A report's timings (milliseconds, in `stageNames` order) and failure code.
+    /// A report's timings (milliseconds per stage) and failure code.
     func observe(_ r: TaskReport) {
         reports += 1
-        for (i, timer) in stageDurations.enumerated() where i < r.timings.count {
-            timer.recordNanoseconds(Int64(Double(r.timings[i]) * 1e6))
-        }
-        if let total = r.timings.last { taskDuration.recordNanoseconds(Int64(Double(total) * 1e6)) }
+        for (stage, timer) in stageDurations { timer.recordNanoseconds(Int64(r.timings[stage] * 1e6)) }
+        taskDuration.recordNanoseconds(Int64(r.timings.total * 1e6))
         if r.status == .failed {
             let code = r.errorCode.isEmpty ? "unknown" : r.errorCode
             if failures[code] == nil {
@@ -164,7 +160,7 @@ package final class CoordinatorMetrics {
             let s = workerSeries[w.id]!
             s.capacity.record(w.capacity)
             s.held.record(w.held.count)
-            s.peak.record(Double(w.peakRSS))
+            s.peak.record(Double(w.peakMemory?.bytes ?? 0))
         }
         for (id, s) in workerSeries where !present.contains(id) {
             s.capacity.destroy()

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import TesseraImaging
 import TesseraJobs
+import TesseraTasks
 import TesseraService
 import TesseraWire
 
@@ -65,7 +66,7 @@ public final class Coordinator: @unchecked Sendable {
     var pendingAcks: [[UInt8]: [TaskRef]] = [:]
     var pendingReplies: [([UInt8], Envelope)] = []
     var dispatchPausedUntil = 0.0
-    var started = monotonicNow()
+    var started = Monotonic.seconds()
     let metrics: CoordinatorMetrics
     /// The exporter `/metrics` serves, if any.
     let exporter: MetricsExporter?
@@ -142,7 +143,7 @@ public final class Coordinator: @unchecked Sendable {
     private func probe() -> (age: Double, serving: Bool) {
         probeLock.lock()
         defer { probeLock.unlock() }
-        return (monotonicNow() - loopTurned, serving && !stopRequestedUnlocked)
+        return (Monotonic.seconds() - loopTurned, serving && !stopRequestedUnlocked)
     }
 
     private var stopRequestedUnlocked: Bool {
@@ -174,7 +175,7 @@ public final class Coordinator: @unchecked Sendable {
             // Jobs whose every task finished just before the crash end now.
             scheduler.add(job)
         }
-        if !rows.isEmpty { dispatchPausedUntil = monotonicNow() + config.recoveryGrace }
+        if !rows.isEmpty { dispatchPausedUntil = Monotonic.seconds() + config.recoveryGrace }
     }
 
     // MARK: Control from other threads
@@ -258,7 +259,7 @@ public final class Coordinator: @unchecked Sendable {
         logger.info("coordinator \(id) epoch \(epoch) listening on \(bound.joined(separator: ", "))")
         probeLock.lock()
         serving = true
-        loopTurned = monotonicNow()
+        loopTurned = Monotonic.seconds()
         probeLock.unlock()
         defer {
             probeLock.lock()
@@ -279,14 +280,14 @@ public final class Coordinator: @unchecked Sendable {
         if let zap { poller.add(zap) }
         var lastTimers = 0.0
         var lastSlowTimers = 0.0
-        var lastAllowReload = monotonicNow()
+        var lastAllowReload = Monotonic.seconds()
         while !shouldStop {
             let readable = try poller.poll(timeoutMilliseconds: journal.hasPending ? 0 : 50)
             if readable[1] || shouldStop { break }
             if readable[2] {
                 while try wake.receive(dontWait: true) != nil {}
             }
-            inlineReadsDone(now: monotonicNow())
+            inlineReadsDone(now: Monotonic.seconds())
             if readable.count > 3 && readable[3], let zap {
                 while let frames = try zap.receive(dontWait: true) { try zap.send(authenticate(frames)) }
             }
@@ -298,7 +299,7 @@ public final class Coordinator: @unchecked Sendable {
                     n += 1
                 }
             }
-            let now = monotonicNow()
+            let now = Monotonic.seconds()
             if now - lastTimers >= 0.05 {
                 timers(now: now)
                 lastTimers = now
@@ -367,7 +368,7 @@ public final class Coordinator: @unchecked Sendable {
     func send(_ identity: [UInt8], _ e: Envelope) -> Bool {
         do {
             try router.send([identity] + e.frames)
-            if let w = workers[identity] { w.lastSent = monotonicNow() }
+            if let w = workers[identity] { w.lastSent = Monotonic.seconds() }
             return true
         } catch let error as ZMQError where error == .hostUnreachable {
             if let w = workers[identity] {
@@ -450,7 +451,7 @@ public final class Coordinator: @unchecked Sendable {
     /// cannot flood the log) and counts it.
     func refuse(_ what: String, from identity: [UInt8], reason: String) {
         metrics.refused(reason)
-        let now = monotonicNow()
+        let now = Monotonic.seconds()
         if now - (lastRefusalLog[reason] ?? 0) >= 1 {
             lastRefusalLog[reason] = now
             logger.warning("refused \(what) from \(String(decoding: identity.prefix(64), as: UTF8.self)): \(reason)")
@@ -474,7 +475,7 @@ public final class Coordinator: @unchecked Sendable {
             replyError(identity, e.code, e.message)
             return
         } catch { return }
-        let now = monotonicNow()
+        let now = Monotonic.seconds()
         // Worker traffic after hello: only from the key that said hello on this identity.
         var worker = workers[identity]
         if let w = worker, w.key != peer.key {
@@ -598,7 +599,7 @@ public final class Coordinator: @unchecked Sendable {
             w.revoked.remove(r.ref)
             w.held.removeValue(forKey: r.ref)  // reported: not this worker's to revoke any more
             w.completed += 1
-            w.peakRSS = max(w.peakRSS, r.peakRSS)
+            w.peakMemory = r.peakMemory?.max(w.peakMemory) ?? w.peakMemory
             let i = r.ref.task
             switch r.status {
             case .returned:

@@ -1,5 +1,6 @@
 import Foundation
 import TesseraJobs
+import TesseraTasks
 import TesseraWire
 
 /// Reads the inputs of inline tasks (workers without shared storage) on threads of its

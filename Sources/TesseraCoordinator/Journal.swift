@@ -1,6 +1,8 @@
 import Foundation
 import GRDB
+import TesseraImaging
 import TesseraJobs
+import TesseraTasks
 import TesseraWire
 
 /// The coordinator's durable state: jobs, tasks and results in one SQLite file
@@ -13,6 +15,9 @@ import TesseraWire
 package final class Journal {
     private let db: DatabaseQueue
     private(set) var pending: [Op] = []
+
+    /// A task's pyramid part from its `part` column ("" for a whole file).
+    static func part(_ text: String) -> PyramidPart? { text.isEmpty ? nil : PyramidPart(text) }
 
     package enum ResultStatus: Int {
         case succeeded = 0, failed = 1, skipped = 2, cancelled = 3
@@ -47,7 +52,7 @@ package final class Journal {
         package var crashes: Int
         package var notBefore: Double
         package var result: ResultStatus?
-        package var input: InputFile { InputFile(path: path, root: root, part: part) }
+        package var input: InputFile { InputFile(path: path, root: root, part: Journal.part(part)) }
     }
 
     package init(path: String) throws {
@@ -134,7 +139,7 @@ package final class Journal {
             try db.write { db in
                 let insert = try db.cachedStatement(sql: "INSERT INTO tasks (id, job, path, root, part) VALUES (?, ?, ?, ?, ?)")
                 for (k, input) in rows.enumerated() {
-                    try insert.execute(arguments: [Int64(start) + Int64(k), id, input.path, input.root, input.part])
+                    try insert.execute(arguments: [Int64(start) + Int64(k), id, input.path, input.root, input.part?.description ?? ""])
                 }
             }
             rows.removeAll(keepingCapacity: true)
@@ -145,7 +150,7 @@ package final class Journal {
             if task >= start { return rows[Int(task - start)].key }
             return try db.read { db in
                 let r = try Row.fetchOne(db, sql: "SELECT path, part FROM tasks WHERE id = ?", arguments: [Int64(task)])
-                return InputFile(path: r?["path"] ?? "", root: "", part: r?["part"] ?? "").key
+                return InputFile(path: r?["path"] ?? "", root: "", part: Journal.part(r?["part"] ?? "")).key
             }
         }
         var collisions: [UInt64: [UInt64]] = [:]  // the rare other tasks sharing a hash
@@ -251,7 +256,7 @@ package final class Journal {
             while let r = try cursor.next() {
                 let hash: Int64? = r[6]
                 let outputs: String? = r[7]
-                rows.append(PageRow(id: UInt64(r[0] as Int64), input: InputFile(path: r[1], root: r[2], part: r[3]),
+                rows.append(PageRow(id: UInt64(r[0] as Int64), input: InputFile(path: r[1], root: r[2], part: Journal.part(r[3])),
                                     attempts: r[4], crashes: r[5],
                                     rendition: hash.map { (UInt64(bitPattern: $0), outputs?.split(separator: "\n").map(String.init) ?? []) }))
             }
@@ -294,7 +299,7 @@ package final class Journal {
             var ids: [(Int64, [UInt8])] = []
             var n = 0
             while let r = try cursor.next() {
-                ids.append((r[0], record(InputFile(path: r[1], root: r[2], part: r[3]))))
+                ids.append((r[0], record(InputFile(path: r[1], root: r[2], part: Journal.part(r[3])))))
                 if ids.count >= 10_000 {
                     for (t, rec) in ids { try insert.execute(arguments: [t, job, ResultStatus.cancelled.rawValue, Data(rec)]) }
                     n += ids.count

@@ -2,14 +2,8 @@ import Foundation
 import Logging
 import TesseraImaging
 import TesseraJobs
+import TesseraTasks
 import TesseraWire
-
-/// Monotonic seconds (leases, heartbeats, backoff: immune to wall-clock steps).
-package func monotonicNow() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-}
 
 /// One task of an active job that is in memory: queued in the job's window, running,
 /// waiting for its retry, or held by a job-kind rule. Finished tasks are not in memory
@@ -49,18 +43,24 @@ package struct PyramidGate {
 
     /// From every task of the job: whether it has finished, and whether it failed.
     package init(tasks: [(input: InputFile, finished: Bool, failed: Bool)]) {
-        for t in tasks where !t.input.part.isEmpty && t.input.part != PyramidPart.descriptorName {
+        for t in tasks where Self.makesTiles(t.input) {
             var p = parts[t.input.path] ?? (0, 0)
             if !t.finished { p.open += 1 } else if t.failed { p.failed += 1 }
             parts[t.input.path] = p
         }
     }
 
+    /// A band or the tail of a pyramid (not its descriptor, not a whole-file task).
+    static func makesTiles(_ input: InputFile) -> Bool {
+        guard let part = input.part else { return false }
+        return part != .descriptor
+    }
+
     package enum Admission: Equatable { case ready, held, incomplete(failedParts: Int) }
 
     /// Whether a task just paged in may be queued.
     package mutating func admit(_ id: UInt64, _ input: InputFile) -> Admission {
-        guard input.part == PyramidPart.descriptorName else { return .ready }
+        guard input.part == .descriptor else { return .ready }
         let p = parts[input.path] ?? (0, 0)
         if p.open > 0 {
             waiting[input.path] = id
@@ -72,7 +72,7 @@ package struct PyramidGate {
     /// A part ended: when it was its pyramid's last, the waiting descriptor (if paged in)
     /// and the number of failed parts.
     package mutating func partEnded(_ input: InputFile, failed: Bool) -> (descriptor: UInt64, failedParts: Int)? {
-        guard !input.part.isEmpty, input.part != PyramidPart.descriptorName, var p = parts[input.path] else { return nil }
+        guard Self.makesTiles(input), var p = parts[input.path] else { return nil }
         p.open -= 1
         if failed { p.failed += 1 }
         parts[input.path] = p
@@ -187,8 +187,8 @@ package final class WorkerConn {
     package var revoked: Set<TaskRef> = []
     package let concurrency: Int
     package var draining = false
-    /// Peak RSS it reported, bytes.
-    package var peakRSS: UInt64 = 0
+    /// The highest task peak it reported.
+    package var peakMemory: PeakMemory?
     package var completed = 0
 
     /// The CURVE key it authenticated with (nil without CURVE): every later message on

@@ -26,17 +26,6 @@ public struct RenderOptions: Sendable, Equatable {
     public init() {}
 }
 
-/// Seconds spent in each stage of a render.
-public struct StageTimings: Sendable, Codable, Equatable {
-    public var decode: Double = 0
-    public var resize: Double = 0
-    /// Orientation, flattening, colour conversion.
-    public var finish: Double = 0
-    public var encode: Double = 0
-    public var total: Double = 0
-    public init() {}
-}
-
 /// One encoded output.
 public struct RenderedOutput: Sendable {
     public let recipe: Recipe
@@ -135,7 +124,7 @@ public enum Renderer {
                 : recipe.output.formats.map { recipe.output.settings(for: $0) }
             for (v, settings) in variants.enumerated() {
                 var t = StageTimings()
-                let start = clock.elapsed
+                let start = clock.milliseconds
                 var image = stage.images[i]
                 var format = resolveFormat(settings.format, source: stage.summary.format)
                 if !stage.summary.format.isWritable && image.layout == .rgba && recipe.flattenBackground == nil
@@ -145,7 +134,7 @@ public enum Renderer {
                 if image.layout == .rgba, let bg = recipe.flattenBackground ?? (format == .jpeg ? settings.background : nil) {
                     image = try flatten(image, onto: bg)
                 }
-                t.finish = (v == 0 ? stage.finishTimes[i] : 0) + clock.elapsed - start
+                t.finish = (v == 0 ? stage.finishTimes[i] : 0) + clock.milliseconds - start
                 // Metadata: only what the recipe keeps. Never an orientation tag: pixels are upright.
                 var attachedICC: [UInt8]? = nil
                 if settings.keep.contains(.icc), let p = stage.profile,
@@ -156,9 +145,9 @@ public enum Renderer {
                 if settings.keep.contains(.copyright), let c = stage.copyright {
                     exif = Exif.build(copyright: c)
                 }
-                let encodeStart = clock.elapsed
+                let encodeStart = clock.milliseconds
                 let (bytes, quality) = try encode(&image, &format, settings, icc: attachedICC, exif: exif)
-                t.encode = clock.elapsed - encodeStart
+                t.encode = clock.milliseconds - encodeStart
                 t.total = t.finish + t.encode
                 outputs.append(RenderedOutput(recipe: recipe, recipeIndex: i, bytes: bytes, format: format,
                                               size: Size(width: image.width, height: image.height),
@@ -167,7 +156,7 @@ public enum Renderer {
                 timings.encode += t.encode
             }
         }
-        timings.total = clock.elapsed
+        timings.total = clock.milliseconds
         return RenderResult(source: stage.summary, outputs: outputs, decodePath: stage.decodePath,
                             scaleEighths: stage.scaleEighths, decodedSize: stage.decodedSize, timings: timings)
     }
@@ -319,20 +308,20 @@ public enum Renderer {
         let stride = decoded.width * source.channels
         let batch = UnsafeMutablePointer<UInt8>.allocate(capacity: stride * batchRows)
         defer { batch.deallocate() }
-        var lap = clock.elapsed
+        var lap = clock.milliseconds
         timings.decode = lap
         while true {
             let n = try source.read(into: batch, stride: stride, maxRows: batchRows)
-            let t1 = clock.elapsed
+            let t1 = clock.milliseconds
             timings.decode += t1 - lap
             if n == 0 { break }
             for r in resamplers { r.consume(batch, stride: stride, count: n) }
-            lap = clock.elapsed
+            lap = clock.milliseconds
             timings.resize += lap - t1
         }
-        let t2 = clock.elapsed
+        let t2 = clock.milliseconds
         try source.finish()
-        timings.decode += clock.elapsed - t2
+        timings.decode += clock.milliseconds - t2
 
         // Colour: convert from a non-sRGB RGB profile unless the output keeps it.
         var profile: ICCProfile?
@@ -345,7 +334,7 @@ public enum Renderer {
         var images: [PixelBuffer] = []
         var finishTimes: [Double] = []
         for (i, plan) in plans.enumerated() {
-            let start = clock.elapsed
+            let start = clock.milliseconds
             let image = try plan.orientation.apply(to: resamplers[i].output)
             if convertible && !recipes[i].output.keep.contains(.icc), let p = profile {
                 let format: ColorTransform.Format = image.layout == .rgba ? .rgba8 : .rgb8
@@ -355,7 +344,7 @@ public enum Renderer {
                 }
             }
             images.append(image)
-            finishTimes.append(clock.elapsed - start)
+            finishTimes.append(clock.milliseconds - start)
         }
         let summary = SourceSummary(format: source.format, storedSize: source.storedSize,
                                     orientation: source.orientation, iccName: profile?.name,
@@ -453,10 +442,4 @@ public enum Renderer {
         }
         return best
     }
-}
-
-/// Monotonic seconds since creation.
-struct Stopwatch {
-    private let start = DispatchTime.now().uptimeNanoseconds
-    var elapsed: Double { Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9 }
 }

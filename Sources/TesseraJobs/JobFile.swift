@@ -1,4 +1,5 @@
 import Foundation
+import TesseraTasks
 import TesseraImaging
 import Yams
 

@@ -1,4 +1,5 @@
 import Foundation
+import TesseraTasks
 
 /// Expands a job's inputs into files: one task per file, all of a file's outputs
 /// in that task so it is decoded once. Fast enough for 100,000-file jobs: a

@@ -1,5 +1,5 @@
 import Foundation
-import TesseraJobs
+import TesseraTasks
 
 /// A client failed to reach the coordinator in time.
 public struct ClientTimeout: Error, CustomStringConvertible {

@@ -1,5 +1,6 @@
 import Foundation
-import TesseraJobs
+import TesseraImaging
+import TesseraTasks
 
 /// The versioned framing of every message (docs/PROTOCOL.md):
 /// `["TSR1", type, body, payload...]`, after the routing id on the ROUTER side.
@@ -7,7 +8,7 @@ import TesseraJobs
 public struct Envelope: Equatable, Sendable {
     public static let tag = Array("TSR1".utf8)
     /// 2: workers ask to `commit` before publishing outputs; roles for CURVE keys.
-    public static let version = 2
+    public static let version = 3
 
     public var type: String
     public var body: [UInt8]
@@ -180,6 +181,7 @@ public struct TaskAssignment: Equatable, Sendable {
         for t in tasks {
             w.u64(t.ref.task); w.u32(t.ref.attempt)
             w.string(t.job); w.string(t.input.path); w.string(t.input.root)
+            w.string(t.input.part?.description ?? "")
             w.u64(t.expectedHash ?? 0)
             w.f32(t.leaseSeconds)
             if let bytes = t.inlineInput {
@@ -189,11 +191,6 @@ public struct TaskAssignment: Equatable, Sendable {
                 w.u32(UInt32.max)
             }
         }
-        // Parts (tile tasks) follow the task list, so readers that predate them still parse it.
-        if tasks.contains(where: { !$0.input.part.isEmpty }) {
-            w.u32(UInt32(tasks.count))
-            for t in tasks { w.string(t.input.part) }
-        }
         return Envelope(MessageType.tasks, body: w.bytes, payloads: payloads)
     }
 
@@ -201,9 +198,15 @@ public struct TaskAssignment: Equatable, Sendable {
         var r = BinaryReader(e.body)
         let n = Int(try r.u32())
         guard n <= e.body.count / 20 else { throw WireError("tasks claims \(n) entries") }
-        var tasks: [TaskAssignment] = try (0..<n).map { _ in
+        return try (0..<n).map { _ in
             let ref = TaskRef(task: try r.u64(), attempt: try r.u32())
             let job = try r.string(), path = try r.string(), root = try r.string()
+            let partName = try r.string()
+            var part: PyramidPart?
+            if !partName.isEmpty {
+                guard let p = PyramidPart(partName) else { throw WireError("task \(ref.task) names no pyramid part (\"\(partName)\")") }
+                part = p
+            }
             let hash = try r.u64()
             let lease = try r.f32()
             let payload = try r.u32()
@@ -212,19 +215,15 @@ public struct TaskAssignment: Equatable, Sendable {
                 guard Int(payload) < e.payloads.count else { throw WireError("task \(ref.task) names payload \(payload)") }
                 inline = e.payloads[Int(payload)]
             }
-            return TaskAssignment(ref: ref, job: job, input: InputFile(path: path, root: root),
+            return TaskAssignment(ref: ref, job: job, input: InputFile(path: path, root: root, part: part),
                                   expectedHash: hash == 0 ? nil : hash, inlineInput: inline, leaseSeconds: lease)
         }
-        if !r.isAtEnd {
-            guard Int(try r.u32()) == n else { throw WireError("tasks: part list does not match the task list") }
-            for i in 0..<n { tasks[i].input = tasks[i].input.with(part: try r.string()) }
-        }
-        return tasks
     }
 }
 
 /// What a worker reports for one task (binary, in `report`): a fixed header the
-/// coordinator reads cheaply, plus the full record as JSON stored verbatim.
+/// coordinator reads cheaply (status, stage timings, peak memory, input hash, failure),
+/// plus the full record as JSON stored verbatim.
 public struct TaskReport: Sendable {
     public enum Status: UInt8, Sendable { case succeeded = 0, failed = 1, skipped = 2, returned = 3 }
 
@@ -232,12 +231,9 @@ public struct TaskReport: Sendable {
     public var status: Status
     /// Whether a failure may pass on another attempt (I/O), or is the input's fault (never retried).
     public var retryable: Bool
-    public var scaleEighths: UInt8
-    /// Milliseconds: queue wait, read, decode, resize, finish, encode, write, total.
-    public var timings: [Float]
-    public var bytesIn: UInt64
-    public var bytesOut: UInt64
-    public var peakRSS: UInt64
+    /// Milliseconds per `Stage` (sent as `Stage.allCases.count` floats, in that order).
+    public var timings: StageTimings
+    public var peakMemory: PeakMemory?
     public var inputHash: UInt64
     public var errorCode: String
     public var errorMessage: String
@@ -246,18 +242,14 @@ public struct TaskReport: Sendable {
     /// Outputs sent back inline: path relative to the output root, and bytes.
     public var inlineOutputs: [(path: String, bytes: [UInt8])]
 
-    public init(ref: TaskRef, status: Status, retryable: Bool = false, scaleEighths: UInt8 = 0,
-                timings: [Float] = Array(repeating: 0, count: 8), bytesIn: UInt64 = 0, bytesOut: UInt64 = 0,
-                peakRSS: UInt64 = 0, inputHash: UInt64 = 0, errorCode: String = "", errorMessage: String = "",
+    public init(ref: TaskRef, status: Status, retryable: Bool = false, timings: StageTimings = StageTimings(),
+                peakMemory: PeakMemory? = nil, inputHash: UInt64 = 0, errorCode: String = "", errorMessage: String = "",
                 record: [UInt8] = [], inlineOutputs: [(path: String, bytes: [UInt8])] = []) {
         self.ref = ref
         self.status = status
         self.retryable = retryable
-        self.scaleEighths = scaleEighths
         self.timings = timings
-        self.bytesIn = bytesIn
-        self.bytesOut = bytesOut
-        self.peakRSS = peakRSS
+        self.peakMemory = peakMemory
         self.inputHash = inputHash
         self.errorCode = errorCode
         self.errorMessage = errorMessage
@@ -271,10 +263,11 @@ public struct TaskReport: Sendable {
         w.u32(UInt32(reports.count))
         for r in reports {
             w.u64(r.ref.task); w.u32(r.ref.attempt)
-            w.u8(r.status.rawValue); w.u8(r.retryable ? 1 : 0); w.u8(r.scaleEighths)
-            precondition(r.timings.count == 8)
-            for t in r.timings { w.f32(t) }
-            w.u64(r.bytesIn); w.u64(r.bytesOut); w.u64(r.peakRSS); w.u64(r.inputHash)
+            w.u8(r.status.rawValue); w.u8(r.retryable ? 1 : 0)
+            for stage in Stage.allCases { w.f32(Float(r.timings[stage])) }
+            // Peak memory: bytes (0: not measured) and whether it is an upper bound.
+            w.u64(r.peakMemory?.bytes ?? 0); w.u8(r.peakMemory?.isUpperBound == true ? 1 : 0)
+            w.u64(r.inputHash)
             w.string(r.errorCode); w.string(r.errorMessage)
             w.blob(r.record)
             w.u32(UInt32(r.inlineOutputs.count))
@@ -295,9 +288,10 @@ public struct TaskReport: Sendable {
             let ref = TaskRef(task: try r.u64(), attempt: try r.u32())
             guard let status = Status(rawValue: try r.u8()) else { throw WireError("unknown task status") }
             let retryable = try r.u8() != 0
-            let scale = try r.u8()
-            let timings = try (0..<8).map { _ in try r.f32() }
-            let bytesIn = try r.u64(), bytesOut = try r.u64(), peak = try r.u64(), hash = try r.u64()
+            var timings = StageTimings()
+            for stage in Stage.allCases { timings[stage] = Double(try r.f32()) }
+            let peakBytes = try r.u64(), upperBound = try r.u8() != 0
+            let hash = try r.u64()
             let code = try r.string(), message = try r.string()
             let record = try r.blob()
             let outs = Int(try r.u32())
@@ -309,9 +303,10 @@ public struct TaskReport: Sendable {
                 guard index < e.payloads.count else { throw WireError("report names payload \(index)") }
                 inline.append((path, e.payloads[index]))
             }
-            return TaskReport(ref: ref, status: status, retryable: retryable, scaleEighths: scale, timings: timings,
-                              bytesIn: bytesIn, bytesOut: bytesOut, peakRSS: peak, inputHash: hash, errorCode: code,
-                              errorMessage: message, record: record, inlineOutputs: inline)
+            return TaskReport(ref: ref, status: status, retryable: retryable, timings: timings,
+                              peakMemory: peakBytes == 0 ? nil : PeakMemory(bytes: peakBytes, isUpperBound: upperBound),
+                              inputHash: hash, errorCode: code, errorMessage: message, record: record,
+                              inlineOutputs: inline)
         }
     }
 }

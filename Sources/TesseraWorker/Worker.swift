@@ -1,7 +1,9 @@
 import CoreMetrics
 import Foundation
 import Logging
-import TesseraJobs
+import TesseraExecution
+import TesseraImaging
+import TesseraTasks
 import TesseraService
 import TesseraWire
 
@@ -119,7 +121,8 @@ public final class Worker: @unchecked Sendable {
     private var lastHeard = 0.0
     private var lastSent = 0.0
     private var completedCount = 0
-    public private(set) var peakRSS: UInt64 = 0
+    /// The highest task peak this worker reported.
+    public private(set) var peakMemory: PeakMemory?
     /// What the health endpoint reads (under `lock`).
     private var health = (loop: 0.0, heard: 0.0, peak: UInt64(0))
     private var http: HTTPService?
@@ -165,176 +168,202 @@ public final class Worker: @unchecked Sendable {
 
     // MARK: Loop
 
-    /// The DEALER to the coordinator, with a monitor for refused CURVE handshakes.
-    private func connect() throws -> (ZMQSocket, ZMQMonitor?) {
-        let dealer = try ZMQSocket(context, .dealer)
+    /// The link to the coordinator: a DEALER, and a monitor for refused CURVE handshakes.
+    /// After a refused handshake libzmq gives the connection up; a new socket is made
+    /// after a growing pause, and the worker says hello again.
+    private struct Connection {
+        var dealer: ZMQSocket
         var monitor: ZMQMonitor?
-        if let curve = config.curve {
-            try dealer.setCurveClient(publicKey: curve.keys.publicKey, secretKey: curve.keys.secretKey,
-                                      serverKey: curve.serverKey)
-            monitor = try ZMQMonitor(context, watching: dealer, events: [.handshakeFailed, .handshakeSucceeded])
+        var poller = ZMQPoller()
+        var refusedBackoff = 0.0
+        var reconnectAt: Double?
+
+        init(_ worker: Worker, results: ZMQSocket) throws {
+            let config = worker.config
+            dealer = try ZMQSocket(worker.context, .dealer)
+            if let curve = config.curve {
+                try dealer.setCurveClient(publicKey: curve.keys.publicKey, secretKey: curve.keys.secretKey,
+                                          serverKey: curve.serverKey)
+                monitor = try ZMQMonitor(worker.context, watching: dealer, events: [.handshakeFailed, .handshakeSucceeded])
+            }
+            try dealer.setRoutingID(config.id)
+            try dealer.setReconnect(initialMilliseconds: 100, maximumMilliseconds: 5000)
+            try dealer.setHighWaterMarks(send: 10_000, receive: 10_000)
+            // A cut link shows as a silent connection: ZMTP heartbeats notice and reconnect.
+            try dealer.setConnectionHeartbeat(intervalMilliseconds: 1000, timeoutMilliseconds: 5000)
+            try dealer.connect(config.endpoint)
+            poller.add(dealer)
+            poller.add(results)
+            if let monitor { poller.add(monitor.socket) }
         }
-        try dealer.setRoutingID(config.id)
-        try dealer.setReconnect(initialMilliseconds: 100, maximumMilliseconds: 5000)
-        try dealer.setHighWaterMarks(send: 10_000, receive: 10_000)
-        // A cut link shows as a silent connection: ZMTP heartbeats notice and reconnect.
-        try dealer.setConnectionHeartbeat(intervalMilliseconds: 1000, timeoutMilliseconds: 5000)
-        try dealer.connect(config.endpoint)
-        return (dealer, monitor)
+
+        func close() {
+            monitor?.close()
+            dealer.close()
+        }
+
+        /// Handshake outcomes: a refusal schedules a new socket.
+        mutating func readMonitor(_ worker: Worker, now: Double) throws {
+            while let event = try monitor?.next() {
+                if event.kind.contains(.handshakeSucceeded) {
+                    if refusedBackoff > 0 { worker.logger.info("coordinator at \(worker.config.endpoint) accepted this worker's key") }
+                    refusedBackoff = 0
+                } else if reconnectAt == nil {
+                    refusedBackoff = min(10, max(2, refusedBackoff * 2))
+                    reconnectAt = now + refusedBackoff
+                    let why = event.kind.contains(.handshakeFailedAuth)
+                        ? "refused this worker's key \(worker.config.curve?.keys.keyID ?? "")… (ZAP \(event.value)): add its .pub to the coordinator's allow-list"
+                        : "CURVE handshake failed: check --server-key"
+                    worker.logger.error("coordinator at \(worker.config.endpoint) \(why); retrying in \(Int(refusedBackoff)) s")
+                }
+            }
+        }
+
+        /// Whether a new socket is due (after a refused handshake).
+        func reconnectDue(now: Double) -> Bool { reconnectAt.map { now >= $0 } ?? false }
     }
 
     public func run() throws {
-        var (dealer, monitor) = try connect()
-        defer { monitor?.close() }
-        /// After a refused handshake libzmq gives the connection up: a new socket is made then.
-        var refusedBackoff = 0.0
-        var reconnectAt: Double?
         let results = try ZMQSocket(context, .pull)
         try results.bind(resultsEndpoint)
-        if let port = config.metricsPort {
-            let exporter = config.metrics
-                ?? MetricsExporter(metrics: Worker.metricsCatalog, role: "worker", version: TesseraVersion.string)
-            self.exporter = exporter
-            for status in [TaskReport.Status.succeeded, .failed, .skipped] {
-                taskCounters[status] = CoreMetrics.Counter(label: "tessera_worker_tasks_total",
-                                                           dimensions: [("status", "\(status)")], factory: exporter)
-            }
-            taskDuration = CoreMetrics.Timer(label: "tessera_worker_task_duration_seconds", factory: exporter)
-            let running = Gauge(label: "tessera_worker_running_tasks", factory: exporter)
-            let queued = Gauge(label: "tessera_worker_queued_tasks", factory: exporter)
-            let peak = Gauge(label: "tessera_worker_peak_rss_bytes", factory: exporter)
-            http = try HTTPService(address: config.metricsAddress, port: port, routes: [
-                // Alive: the loop turned in the last 10 s.
-                "/healthz": { [weak self] _, _ in
-                    guard let self else { return .text("stopping\n", status: 503) }
-                    let age = monotonicSeconds() - self.healthSnapshot().loop
-                    return age < 10 ? .text("ok\n") : .text("worker loop stalled for \(Int(age)) s\n", status: 503)
-                },
-                // Ready: the coordinator answered recently.
-                "/readyz": { [weak self] _, _ in
-                    guard let self else { return .text("stopping\n", status: 503) }
-                    let limit = max(5, 3 * self.config.heartbeatInterval)
-                    let age = monotonicSeconds() - self.healthSnapshot().heard
-                    return age < limit ? .text("ok\n") : .text("no word from the coordinator for \(Int(age)) s\n", status: 503)
-                },
-                "/metrics": { [weak self] _, _ in
-                    guard let self else { return .text("stopping\n", status: 503) }
-                    let h = self.healthSnapshot()
-                    running.record(h.running)
-                    queued.record(h.queued)
-                    peak.record(Double(h.peak))
-                    return HTTPReply(contentType: MetricsExporter.contentType, body: exporter.exposition())
-                },
-            ])
-        }
+        var link = try Connection(self, results: results)
+        try startEndpoint()
         defer {
-            dealer.close()
+            link.close()
             results.close()
             http?.stop()
         }
-        var threads: [Thread] = []
-        for n in 0..<config.concurrency {
-            let t = Thread { [self] in executorLoop() }
-            t.name = "executor-\(n)"
-            t.stackSize = 8 << 20
-            t.start()
-            threads.append(t)
-        }
+        startExecutors()
         defer {
             lock.lock()
             stopping = true
             lock.broadcast()
             lock.unlock()
         }
-        try sendHello(dealer)
-        var poller = ZMQPoller()
-        poller.add(dealer)
-        poller.add(results)
-        if let monitor { poller.add(monitor.socket) }
-        var draining = false
-        var drainStarted = 0.0
+        try sendHello(link.dealer)
+        var drainStarted: Double?
         logger.info("worker \(config.id) connecting to \(config.endpoint), \(config.concurrency) threads, credit \(credit)")
         while true {
-            let readable = try poller.poll(timeoutMilliseconds: 100)
-            let now = monotonicSeconds()
+            let readable = try link.poller.poll(timeoutMilliseconds: 100)
+            let now = Monotonic.seconds()
             lock.lock()
             health.loop = now
             health.heard = lastHeard
-            health.peak = peakRSS
+            health.peak = peakMemory?.bytes ?? 0
             lock.unlock()
             if readable[0] {
-                while let frames = try dealer.receive(dontWait: true) {
+                while let frames = try link.dealer.receive(dontWait: true) {
                     lastHeard = now
-                    if try handle(frames, dealer, now: now) == .drain { requestDrain() }
+                    if try handle(frames, link.dealer, now: now) == .drain { requestDrain() }
                 }
             }
             if readable[1] { while try results.receive(dontWait: true) != nil {} }
-            if readable.count > 2 && readable[2] {
-                while let event = try monitor?.next() {
-                    if event.kind.contains(.handshakeSucceeded) {
-                        if refusedBackoff > 0 { logger.info("coordinator at \(config.endpoint) accepted this worker's key") }
-                        refusedBackoff = 0
-                    } else if reconnectAt == nil {
-                        refusedBackoff = min(10, max(2, refusedBackoff * 2))
-                        reconnectAt = now + refusedBackoff
-                        let why = event.kind.contains(.handshakeFailedAuth)
-                            ? "refused this worker's key \(config.curve?.keys.keyID ?? "")… (ZAP \(event.value)): add its .pub to the coordinator's allow-list"
-                            : "CURVE handshake failed: check --server-key"
-                        logger.error("coordinator at \(config.endpoint) \(why); retrying in \(Int(refusedBackoff)) s")
-                    }
-                }
+            if readable.count > 2 && readable[2] { try link.readMonitor(self, now: now) }
+            if link.reconnectDue(now: now) {
+                let backoff = link.refusedBackoff
+                link.close()
+                link = try Connection(self, results: results)
+                link.refusedBackoff = backoff
+                try sendHello(link.dealer)
             }
-            if let at = reconnectAt, now >= at {
-                reconnectAt = nil
-                monitor?.close()
-                dealer.close()
-                (dealer, monitor) = try connect()
-                poller = ZMQPoller()
-                poller.add(dealer)
-                poller.add(results)
-                if let monitor { poller.add(monitor.socket) }
-                try sendHello(dealer)
-            }
-            flushOutbox(dealer, now: now)
-            // Drain: stop taking tasks, hand back the queued ones, finish, wait for acks.
+            flushOutbox(link.dealer, now: now)
             lock.lock()
             let wantsDrain = drainRequested
             lock.unlock()
-            if wantsDrain && !draining {
-                draining = true
+            if wantsDrain && drainStarted == nil {
                 drainStarted = now
-                lock.lock()
-                let returned = queue.map { $0.0.ref } + awaitingBytes.keys + parked.values.flatMap { $0.map(\.ref) }
-                queue.removeAll()
-                lock.unlock()
-                awaitingBytes.removeAll()
-                parked.removeAll()
-                logger.info("draining: handing back \(returned.count) queued tasks")
-                _ = try? dealer.send(Envelope(MessageType.bye, json: WorkerBye(returned: returned)).frames, dontWait: true)
+                beginDrain(link.dealer)
             }
-            if draining {
-                lock.lock()
-                let busy = !running.isEmpty || !outbox.isEmpty
-                lock.unlock()
-                if (!busy && unacked.isEmpty) || now - drainStarted > config.drainTimeout {
-                    if !unacked.isEmpty { logger.warning("exiting with \(unacked.count) unacknowledged reports") }
-                    _ = try? dealer.send(Envelope(MessageType.bye, json: WorkerBye(returned: [])).frames, dontWait: true)
-                    logger.info("drained after \(completedCount) tasks")
-                    return
-                }
-            }
-            // Heartbeat, and resend what was not acknowledged (the coordinator dedupes).
-            if now - lastSent >= config.heartbeatInterval {
-                lock.lock()
-                let hb = WorkerHeartbeat(running: Array(running), queued: queue.map { $0.0.ref })
-                lock.unlock()
-                send(dealer, Envelope(MessageType.heartbeat, json: hb), now: now)
-                let stale = unacked.filter { now - $0.value.sent > config.resendAfter }
-                if !stale.isEmpty {
-                    send(dealer, TaskReport.envelope(stale.map(\.value.report)), now: now)
-                    for k in stale.keys { unacked[k]?.sent = now }
-                }
-            }
+            if let started = drainStarted, drained(link.dealer, since: started, now: now) { return }
+            if now - lastSent >= config.heartbeatInterval { heartbeat(link.dealer, now: now) }
+        }
+    }
+
+    /// Probes and metrics on `config.metricsPort`, when one is set.
+    private func startEndpoint() throws {
+        guard let port = config.metricsPort else { return }
+        let exporter = config.metrics
+            ?? MetricsExporter(metrics: Worker.metricsCatalog, role: "worker", version: TesseraVersion.string)
+        self.exporter = exporter
+        for status in [TaskReport.Status.succeeded, .failed, .skipped] {
+            taskCounters[status] = CoreMetrics.Counter(label: "tessera_worker_tasks_total",
+                                                       dimensions: [("status", "\(status)")], factory: exporter)
+        }
+        taskDuration = CoreMetrics.Timer(label: "tessera_worker_task_duration_seconds", factory: exporter)
+        let running = Gauge(label: "tessera_worker_running_tasks", factory: exporter)
+        let queued = Gauge(label: "tessera_worker_queued_tasks", factory: exporter)
+        let peak = Gauge(label: "tessera_worker_peak_rss_bytes", factory: exporter)
+        http = try HTTPService(address: config.metricsAddress, port: port, routes: [
+            // Alive: the loop turned in the last 10 s.
+            "/healthz": { [weak self] _, _ in
+                guard let self else { return .text("stopping\n", status: 503) }
+                let age = Monotonic.seconds() - self.healthSnapshot().loop
+                return age < 10 ? .text("ok\n") : .text("worker loop stalled for \(Int(age)) s\n", status: 503)
+            },
+            // Ready: the coordinator answered recently.
+            "/readyz": { [weak self] _, _ in
+                guard let self else { return .text("stopping\n", status: 503) }
+                let limit = max(5, 3 * self.config.heartbeatInterval)
+                let age = Monotonic.seconds() - self.healthSnapshot().heard
+                return age < limit ? .text("ok\n") : .text("no word from the coordinator for \(Int(age)) s\n", status: 503)
+            },
+            "/metrics": { [weak self] _, _ in
+                guard let self else { return .text("stopping\n", status: 503) }
+                let h = self.healthSnapshot()
+                running.record(h.running)
+                queued.record(h.queued)
+                peak.record(Double(h.peak))
+                return HTTPReply(contentType: MetricsExporter.contentType, body: exporter.exposition())
+            },
+        ])
+    }
+
+    /// One thread per unit of concurrency, running `executorLoop` until `stopping`.
+    private func startExecutors() {
+        for n in 0..<config.concurrency {
+            let t = Thread { [self] in executorLoop() }
+            t.name = "executor-\(n)"
+            t.stackSize = 8 << 20
+            t.start()
+        }
+    }
+
+    /// Drain, first step: take no more tasks and hand back every queued one.
+    private func beginDrain(_ dealer: ZMQSocket) {
+        lock.lock()
+        let returned = queue.map { $0.0.ref } + awaitingBytes.keys + parked.values.flatMap { $0.map(\.ref) }
+        queue.removeAll()
+        lock.unlock()
+        awaitingBytes.removeAll()
+        parked.removeAll()
+        logger.info("draining: handing back \(returned.count) queued tasks")
+        _ = try? dealer.send(Envelope(MessageType.bye, json: WorkerBye(returned: returned)).frames, dontWait: true)
+    }
+
+    /// Drain, last step: true (after a final `bye`) once running tasks have finished and
+    /// their reports are acknowledged, or `drainTimeout` has passed.
+    private func drained(_ dealer: ZMQSocket, since started: Double, now: Double) -> Bool {
+        lock.lock()
+        let busy = !running.isEmpty || !outbox.isEmpty
+        lock.unlock()
+        guard (!busy && unacked.isEmpty) || now - started > config.drainTimeout else { return false }
+        if !unacked.isEmpty { logger.warning("exiting with \(unacked.count) unacknowledged reports") }
+        _ = try? dealer.send(Envelope(MessageType.bye, json: WorkerBye(returned: [])).frames, dontWait: true)
+        logger.info("drained after \(completedCount) tasks")
+        return true
+    }
+
+    /// Heartbeat (what runs and waits here), and the reports not yet acknowledged again
+    /// (the coordinator dedupes).
+    private func heartbeat(_ dealer: ZMQSocket, now: Double) {
+        lock.lock()
+        let hb = WorkerHeartbeat(running: Array(running), queued: queue.map { $0.0.ref })
+        lock.unlock()
+        send(dealer, Envelope(MessageType.heartbeat, json: hb), now: now)
+        let stale = unacked.filter { now - $0.value.sent > config.resendAfter }
+        if !stale.isEmpty {
+            send(dealer, TaskReport.envelope(stale.map(\.value.report)), now: now)
+            for k in stale.keys { unacked[k]?.sent = now }
         }
     }
 
@@ -428,8 +457,8 @@ public final class Worker: @unchecked Sendable {
         let hello = WorkerHello(worker: config.id, host: host, pid: getpid(), concurrency: config.concurrency,
                                 credit: credit, inline: config.inline,
                                 holding: holding + Array(unacked.keys) + Array(awaitingBytes.keys))
-        helloAwaitingWelcome = monotonicSeconds()
-        send(dealer, Envelope(MessageType.hello, json: hello), now: monotonicSeconds())
+        helloAwaitingWelcome = Monotonic.seconds()
+        send(dealer, Envelope(MessageType.hello, json: hello), now: Monotonic.seconds())
     }
 
     private func send(_ dealer: ZMQSocket, _ e: Envelope, now: Double) {
@@ -457,11 +486,11 @@ public final class Worker: @unchecked Sendable {
         guard !reports.isEmpty else { return }
         for r in reports {
             unacked[r.ref] = (r, now)
-            peakRSS = max(peakRSS, r.peakRSS)
+            peakMemory = r.peakMemory?.max(peakMemory) ?? peakMemory
         }
         for r in reports {
             taskCounters[r.status]?.increment()
-            if let total = r.timings.last { taskDuration?.recordNanoseconds(Int64(Double(total) * 1e6)) }
+            taskDuration?.recordNanoseconds(Int64(r.timings.total * 1e6))
         }
         completedCount += reports.count
         // Batches keep messages few when tasks are short.
@@ -495,7 +524,7 @@ public final class Worker: @unchecked Sendable {
             lock.unlock()
             if job.kind != .noop { _ = try? poke?.send([[1]], dontWait: true) }
 
-            let wait = monotonicSeconds() - queuedAt
+            let wait = Monotonic.seconds() - queuedAt
             if let marker = config.crashOnInputContaining, task.input.path.contains(marker) {
                 logger.critical("fault injection: crashing on \(task.input.path)")
                 abort()
@@ -510,7 +539,8 @@ public final class Worker: @unchecked Sendable {
                                            expectedHash: task.expectedHash, returnInline: task.inlineInput != nil,
                                            renderOptions: renderOptions, fence: task.inlineInput == nil ? fence : nil)
             let peak = measureMemory ? ResourceAccounting.peakResident() : 0
-            let report = makeReport(task, outcome, queueWait: wait, peak: peak, concurrent: !alone)
+            let report = makeReport(task, outcome, queueWait: wait,
+                                    peak: peak > 0 ? PeakMemory(bytes: peak, isUpperBound: !alone) : nil)
 
             lock.lock()
             running.remove(task.ref)
@@ -560,14 +590,11 @@ public final class Worker: @unchecked Sendable {
         return answer
     }
 
-    private func makeReport(_ t: TaskAssignment, _ o: TaskOutcome, queueWait: Double, peak: UInt64,
-                            concurrent: Bool) -> TaskReport {
+    private func makeReport(_ t: TaskAssignment, _ o: TaskOutcome, queueWait: Double, peak: PeakMemory?) -> TaskReport {
         var record = o.record
         record.timings.queueWait = queueWait * 1000
-        record.peakRSSBytes = peak > 0 ? Int(peak) : nil
-        record.peakRSSShared = peak > 0 && concurrent ? true : nil
+        record.peakMemory = peak
         record.worker = "\(config.id)@\(host)"
-        let tm = record.timings
         let status: TaskReport.Status
         switch record.status {
         case .succeeded: status = .succeeded
@@ -578,16 +605,10 @@ public final class Worker: @unchecked Sendable {
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let json = (try? encoder.encode(record)).map(Array.init) ?? []
         return TaskReport(
-            ref: t.ref, status: status, retryable: o.retryable, scaleEighths: UInt8(record.scaleEighths ?? 0),
-            timings: [tm.queueWait, tm.read, tm.decode, tm.resize, tm.finish, tm.encode, tm.write, tm.total].map(Float.init),
-            bytesIn: UInt64(record.bytesIn), bytesOut: UInt64(record.bytesOut), peakRSS: peak, inputHash: o.inputHash,
+            ref: t.ref, status: status, retryable: o.retryable, timings: record.timings, peakMemory: peak, inputHash: o.inputHash,
             errorCode: record.error?.code ?? "", errorMessage: record.error?.message ?? "", record: json,
             inlineOutputs: o.inlineOutputs)
     }
 }
 
-func monotonicSeconds() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-}
+

@@ -1,7 +1,9 @@
 import ArgumentParser
 import Foundation
 import TesseraImaging
+import TesseraExecution
 import TesseraJobs
+import TesseraTasks
 import TesseraWire
 
 /// Replaces a job's inputs and output root (command-line overrides, relative to the current directory).

@@ -1,7 +1,9 @@
 import ArgumentParser
 import Foundation
 import TesseraImaging
+import TesseraExecution
 import TesseraJobs
+import TesseraTasks
 
 /// Options every command that reads images shares.
 struct LimitOptions: ParsableArguments {

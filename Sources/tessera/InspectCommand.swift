@@ -1,7 +1,9 @@
 import ArgumentParser
 import Foundation
 import TesseraImaging
+import TesseraExecution
 import TesseraJobs
+import TesseraTasks
 
 struct Inspect: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -2,7 +2,9 @@ import ArgumentParser
 import Foundation
 import Logging
 import TesseraCoordinator
+import TesseraExecution
 import TesseraJobs
+import TesseraTasks
 import TesseraWire
 import TesseraWorker
 

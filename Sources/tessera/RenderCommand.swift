@@ -1,7 +1,9 @@
 import ArgumentParser
 import Foundation
 import TesseraImaging
+import TesseraExecution
 import TesseraJobs
+import TesseraTasks
 
 struct Render: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -91,8 +93,8 @@ struct Render: ParsableCommand {
     @OptionGroup var limits: LimitOptions
 
     /// The outputs to render, from presets, recipe files and the size/quality/format options.
-    func outputs() throws -> [RenderTask.Output] {
-        var outputs: [RenderTask.Output] = []
+    func outputs() throws -> [OutputSpec] {
+        var outputs: [OutputSpec] = []
         let catalog: PresetCatalog
         do { catalog = try loadCatalog(presets) } catch let e as ImagingError { throw ValidationError(e.description) }
         for name in preset {
@@ -228,8 +230,14 @@ struct Render: ParsableCommand {
             }
         }
         if !toStdout { try OutputRoot.prepare(output) }
-        let naming = OutputNaming(root: toStdout ? "." : output,
-                                  template: template ?? (outputs.count == 1 ? OutputNaming.single : OutputNaming.perPreset))
+        // The same job a pool worker runs, with this command's options.
+        let pathTemplate = template ?? (outputs.count == 1 ? OutputNaming.single : OutputNaming.perPreset)
+        var jobOptions = JobOptions()
+        jobOptions.strict = !lenient
+        jobOptions.incremental = false
+        let job = ExecutableJob(kind: .thumbnail,
+                                outputs: outputs.map { OutputSpec(name: $0.name, recipe: $0.recipe, path: pathTemplate) },
+                                outputRoot: toStdout ? "." : output, options: jobOptions)
         var options = RenderOptions()
         options.limits = limits.limits
         options.strict = !lenient
@@ -242,31 +250,23 @@ struct Render: ParsableCommand {
             options.scalePolicy.preferredEighths = s.split(separator: ",").compactMap { Int($0) }.sorted()
             options.scalePolicy.fallbackEighths = []
         }
-        let tasks = files.map { RenderTask(input: $0, outputs: outputs, naming: naming) }
-        let clock = ContinuousClock()
-        let start = clock.now
+        let clock = Stopwatch()
         let lock = NSLock()
-        nonisolated(unsafe) var records = [TaskRecord?](repeating: nil, count: tasks.count)
+        nonisolated(unsafe) var records = [TaskRecord?](repeating: nil, count: files.count)
         let json = self.json, quiet = self.quiet || toStdout
         let opts = options
         let bytes = stdinBytes
-        parallelForEach(tasks.count, threads: threads ?? ProcessInfo.processInfo.activeProcessorCount) { i in
-            var record: TaskRecord
-            if bytes != nil || toStdout {
-                let outcome = TaskExecutor.run(tasks[i], options: opts, inlineInput: bytes, returnInline: toStdout)
-                record = outcome.record
-                if toStdout, let out = outcome.inlineOutputs.first { FileHandle.standardOutput.write(Data(out.bytes)) }
-            } else {
-                record = TaskExecutor.run(tasks[i], options: opts)
-            }
+        parallelForEach(files.count, threads: threads ?? ProcessInfo.processInfo.activeProcessorCount) { i in
+            let outcome = TaskExecutor.run(job, input: files[i], inlineInput: bytes, returnInline: toStdout, renderOptions: opts)
+            let record = outcome.record
+            if toStdout, let out = outcome.inlineOutputs.first { FileHandle.standardOutput.write(Data(out.bytes)) }
             lock.lock()
             records[i] = record
             if record.status == .failed { warn("error: \(record.error?.message ?? record.input)") }
             if json && !toStdout { printJSONLine(record) } else if !quiet && record.status != .failed { Render.printHuman(record) }
             lock.unlock()
         }
-        let elapsed = clock.now - start
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = clock.seconds
         let done = records.compactMap { $0 }
         let summary = RunSummary(records: done, seconds: seconds, outputRoot: toStdout ? nil : output)
         if toStdout {
@@ -297,7 +297,7 @@ struct Render: ParsableCommand {
     static func printHuman(_ r: TaskRecord) {
         guard r.status == .succeeded else { return }
         let outs = r.outputs.map { o in
-            "\(o.name) \(o.width)x\(o.height) \(formatBytes(o.bytes))" + (o.jpegQuality.map { " q\($0)" } ?? "")
+            "\(o.name) \(o.width)x\(o.height) \(formatBytes(o.bytes))" + (o.quality.map { " q\($0)" } ?? "")
         }.joined(separator: ", ")
         let scale = r.scaleEighths.map { $0 == 8 ? "1/1" : "\($0)/8" } ?? "-"
         let t = r.timings
@@ -312,7 +312,7 @@ extension RunSummary {
         let ms = stageMilliseconds
         print(String(format: "%d images, %d ok, %d failed in %.2f s (%.1f images/s); %@ in, %@ out; decode %.0f ms, resize %.0f ms, encode %.0f ms",
                      tasks, succeeded, failed, elapsedSeconds, tasksPerSecond, formatBytes(bytesIn), formatBytes(bytesOut),
-                     ms["decode"] ?? 0, ms["resize"] ?? 0, ms["encode"] ?? 0))
+                     ms[Stage.decode.rawValue] ?? 0, ms[Stage.resize.rawValue] ?? 0, ms[Stage.encode.rawValue] ?? 0))
         if !failures.isEmpty {
             print("failures: " + failures.map { "\($0.code) \($0.count)" }.joined(separator: ", "))
         }

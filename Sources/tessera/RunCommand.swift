@@ -1,7 +1,10 @@
 import ArgumentParser
 import Foundation
 import TesseraCoordinator
+import TesseraExecution
+import TesseraImaging
 import TesseraJobs
+import TesseraTasks
 import TesseraWire
 
 struct Run: ParsableCommand {
@@ -95,7 +98,7 @@ struct Run: ParsableCommand {
         defer { _ = signals }
         let client = CoordinatorClient(endpoint: pool.endpoint, timeout: 5)
         let poll = CoordinatorClient(endpoint: pool.endpoint, timeout: 1)  // progress: a dead coordinator shows fast
-        let start = Date()
+        let clock = Stopwatch()
 
         // An interrupted run of this same job resumes; other unfinished jobs of this journal are dropped.
         let earlier = pool.coordinator.recovered.first { $0.spec == spec }
@@ -126,11 +129,11 @@ struct Run: ParsableCommand {
                                 workedBefore: earlier?.worked ?? 0)
         var last = JobStatus(id: jobID, name: spec.name, kind: spec.kind, priority: spec.priority, state: .queued,
                              total: total, pending: total, running: 0, succeeded: 0, failed: 0, skipped: 0, cancelled: 0,
-                             submitted: start.timeIntervalSince1970, finished: nil)
+                             submitted: Date().timeIntervalSince1970 - clock.seconds, finished: nil)
         while !last.isTerminal {
             if let sig = signals.first {
                 progress.finish()
-                try interrupted(by: sig, pool: pool, client: client, last: last, start: start, spec: spec,
+                try interrupted(by: sig, pool: pool, client: client, last: last, clock: clock, spec: spec,
                                 journal: journalPath)
             }
             if !pool.isRunning {
@@ -147,10 +150,10 @@ struct Run: ParsableCommand {
             } else if pool.isRunning, let s = try? poll.status(job: jobID).jobs.first {
                 last = s
             }
-            progress.update(last, elapsed: Date().timeIntervalSince(start))
+            progress.update(last, elapsed: clock.seconds)
         }
         progress.finish()
-        let seconds = Date().timeIntervalSince(start)
+        let seconds = clock.seconds
         let raw = (try? client.results(job: jobID)) ?? []
         pool.shutdown()
         let records = raw.compactMap { try? JSONDecoder().decode(TaskRecord.self, from: Data($0)) }
@@ -172,7 +175,7 @@ struct Run: ParsableCommand {
 
     /// The first SIGINT/SIGTERM: no new tasks; running ones get `interruptGrace` seconds,
     /// then one line says what was done and what is left, and the command exits 130/143.
-    private func interrupted(by sig: Int32, pool: LocalPool, client: CoordinatorClient, last: JobStatus, start: Date,
+    private func interrupted(by sig: Int32, pool: LocalPool, client: CoordinatorClient, last: JobStatus, clock: Stopwatch,
                              spec: JobSpec, journal: String) throws -> Never {
         let name = StopSignals.name(sig)
         warn("\(name): stopping: no new tasks; \(last.running) running get up to \(Int(Run.interruptGrace)) s to finish"
@@ -181,7 +184,7 @@ struct Run: ParsableCommand {
         let s = (try? client.status(job: last.id).jobs.first) ?? last
         pool.stopCoordinator()
         let left = s.total - s.done
-        let seconds = Date().timeIntervalSince(start)
+        let seconds = clock.seconds
         if json {
             printJSONLine(Interrupted(signal: name, elapsedSeconds: seconds, job: s.id, total: s.total, done: s.done,
                                       succeeded: s.succeeded, failed: s.failed, skipped: s.skipped, left: left,
@@ -224,15 +227,17 @@ struct Run: ParsableCommand {
         if s.succeeded > 0 {
             let t = s.taskMilliseconds
             print(String(format: "task time: p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, max %.1f ms", t.p50, t.p95, t.p99, t.max))
-            let order = ["read", "decode", "resize", "finish", "encode", "write"]
-            print("stages: " + order.map { String(format: "%@ %.0f%%", $0, (s.stageShare[$0] ?? 0) * 100) }
-                .joined(separator: ", "))
+            let shown = Stage.allCases.filter { $0 != .queueWait && $0 != .total }
+            let shares = shown.map { stage in String(format: "%@ %.0f%%", stage.rawValue, (s.stageShare[stage.rawValue] ?? 0) * 100) }
+            print("stages: " + shares.joined(separator: ", "))
             print("bytes: \(formatBytes(s.bytesIn)) in, \(formatBytes(s.bytesOut)) out"
                   + (planMilliseconds > 0 ? "; planned in " + String(format: "%.0f ms", planMilliseconds) : ""))
         }
-        if !s.workerPeakRSSBytes.isEmpty {
-            print("peak memory per worker: " + s.workerPeakRSSBytes.sorted { $0.key < $1.key }
-                .map { "\($0.key.split(separator: "@").first ?? "") \(formatBytes($0.value))" }.joined(separator: ", "))
+        if !s.workerPeakMemory.isEmpty {
+            let peaks = s.workerPeakMemory.sorted { $0.key < $1.key }
+            print("peak memory per worker: " + peaks.map { "\($0.key.split(separator: "@").first ?? "") \($0.value.display)" }
+                .joined(separator: ", ")
+                + (peaks.contains { $0.value.isUpperBound } ? " (≤: tasks ran side by side, the process peak is an upper bound)" : ""))
         }
         for f in s.failures {
             print("failed (\(f.code)): \(f.count)")

@@ -1,7 +1,9 @@
 import ArgumentParser
 import Foundation
 import TesseraImaging
+import TesseraExecution
 import TesseraJobs
+import TesseraTasks
 
 struct Strip: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -28,7 +30,7 @@ struct Strip: ParsableCommand {
     @Flag(help: "Keep the EXIF Copyright tag.")
     var keepCopyright = false
 
-    @Flag(help: "One JSON record per file.")
+    @Flag(help: "One JSON record per file (docs/JSON.md: a record with `strip`).")
     var json = false
 
     func validate() throws {
@@ -54,58 +56,26 @@ struct Strip: ParsableCommand {
             throw Exit.usage
         }
         try OutputRoot.prepare(output)
-        let options = StripOptions(keepICC: !dropIcc, keepCopyright: keepCopyright,
-                                   orientation: OrientationHandling(rawValue: orientation)!)
+        // The same task a pool worker runs for a strip job.
+        var options = JobOptions()
+        options.incremental = false
+        let job = ExecutableJob(kind: .strip, outputs: [], outputRoot: output,
+                                strip: StripOptions(keepICC: !dropIcc, keepCopyright: keepCopyright,
+                                                    orientation: OrientationHandling(rawValue: orientation)!),
+                                options: options)
         var failures = 0
-        struct Line: Encodable {
-            var type = "strip"
-            var version = JSONOutput.version
-            var input: String
-            var output: String?
-            var bytesIn: Int
-            var bytesOut: Int?
-            var removed: [String]?
-            var orientation: Int?
-            var transformed: Bool?
-            var error: TaskRecord.Failure?
-        }
         for file in files {
-            var line = Line(input: file.path, bytesIn: 0)
-            do {
-                let bytes = try FileIO.read(file.path, limit: Limits.default.maxInputBytes)
-                line.bytesIn = bytes.count
-                let result: StripResult
-                do { result = try LosslessStrip.strip(bytes, options: options) } catch let e as ImagingError {
-                    throw e.naming(file.path)
-                }
-                let ext = file.fileExtension.isEmpty ? result.format.fileExtension : file.fileExtension
-                let name = "\(file.stem).\(ext)"
-                let relative = file.relativeDirectory.isEmpty ? name : file.relativeDirectory + "/" + name
-                let path = try OutputNaming.confine(relative, under: output)
-                try FileIO.writeAtomically(result.bytes, to: path)
-                line.output = path
-                line.bytesOut = result.bytes.count
-                line.removed = result.removed
-                line.orientation = result.orientation
-                line.transformed = result.transformed
-            } catch var e as JobError {
+            let record = TaskExecutor.run(job, input: file).record
+            if let e = record.error {
                 failures += 1
-                e.file = e.file ?? file.path
-                line.error = .init(code: e.code.rawValue, message: e.description)
-            } catch let e as ImagingError {
-                failures += 1
-                line.error = .init(code: e.code.rawValue, message: e.description)
-            } catch {
-                failures += 1
-                line.error = .init(code: "internal", message: "\(file.path): \(error)")
+                warn("error: \(e.message)")
             }
-            if let e = line.error { warn("error: \(e.message)") }
             if json {
-                printJSONLine(line)
-            } else if line.error == nil {
-                let removed = line.removed!.isEmpty ? "nothing" : line.removed!.joined(separator: ", ")
-                let how = line.transformed! ? ", rotated losslessly" : line.orientation! != 1 ? ", orientation tag \(line.orientation!) kept" : ""
-                print("ok   \(file.path) -> \(line.output!) \(formatBytes(line.bytesIn)) -> \(formatBytes(line.bytesOut!)); removed \(removed)\(how)")
+                printJSONLine(record)
+            } else if let work = record.strip, let out = record.outputs.first {
+                let removed = work.removed.isEmpty ? "nothing" : work.removed.joined(separator: ", ")
+                let how = work.transformed ? ", rotated losslessly" : work.orientation != 1 ? ", orientation tag \(work.orientation) kept" : ""
+                print("ok   \(file.path) -> \(out.path) \(formatBytes(record.bytesIn)) -> \(formatBytes(out.bytes)); removed \(removed)\(how)")
             }
         }
         if failures > 0 { throw Exit.someFailed }

@@ -1,7 +1,9 @@
 import ArgumentParser
 import Foundation
 import TesseraImaging
+import TesseraExecution
 import TesseraJobs
+import TesseraTasks
 
 /// `tessera tiles SOURCE... -o DIR`: a tiles job without a job file, on a local pool.
 struct Tiles: ParsableCommand {

@@ -1,40 +1,10 @@
 import Foundation
 import TesseraImaging
+import TesseraTestSupport
 import XCTest
 
 /// Runs the built `tessera` binary: exit codes, output files, printed records.
 final class CLITests: XCTestCase {
-    struct Run {
-        var status: Int32
-        var stdout: String
-        var stderr: String
-    }
-
-    static var binary: URL {
-        let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        for candidate in [dir, dir.deletingLastPathComponent(), Bundle.main.bundleURL] {
-            let url = candidate.appendingPathComponent("tessera")
-            if FileManager.default.isExecutableFile(atPath: url.path) { return url }
-        }
-        return dir.appendingPathComponent("tessera")
-    }
-
-    func tessera(_ args: [String], in cwd: String? = nil) throws -> Run {
-        let p = Process()
-        p.executableURL = CLITests.binary
-        p.arguments = args
-        if let cwd { p.currentDirectoryURL = URL(fileURLWithPath: cwd) }
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return Run(status: p.terminationStatus, stdout: String(decoding: o, as: UTF8.self),
-                   stderr: String(decoding: e, as: UTF8.self))
-    }
-
     var dir = ""
 
     override func setUpWithError() throws {
@@ -117,20 +87,10 @@ final class CLITests: XCTestCase {
 
     /// `-` reads standard input and, as the output, writes standard output.
     func testStandardInputAndOutput() throws {
-        let p = Process()
-        p.executableURL = CLITests.binary
-        p.arguments = ["render", "-", "-s", "40", "--format", "png", "-o", "-"]
-        let input = Pipe(), out = Pipe(), err = Pipe()
-        p.standardInput = input
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        input.fileHandleForWriting.write(try Data(contentsOf: URL(fileURLWithPath: dir + "/in/a.jpg")))
-        try input.fileHandleForWriting.close()
-        let bytes = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        XCTAssertEqual(p.terminationStatus, 0, String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
-        let info = try ImageInfo.inspect([UInt8](bytes))
+        let r = try tessera(["render", "-", "-s", "40", "--format", "png", "-o", "-"],
+                            input: try Data(contentsOf: URL(fileURLWithPath: dir + "/in/a.jpg")))
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let info = try ImageInfo.inspect([UInt8](r.output))
         XCTAssertEqual(info.format, .png)
         XCTAssertEqual(Size(width: info.width, height: info.height), Size(width: 30, height: 40))
         let two = try tessera(["render", dir + "/in", "-s", "40", "-o", "-"])

@@ -1,4 +1,5 @@
 import Foundation
+import TesseraTestSupport
 import XCTest
 
 /// The README's commands run as written: every fenced `sh` block that follows a
@@ -57,10 +58,10 @@ final class ReadmeTests: XCTestCase {
         for dir in ["examples", "jobs", "scripts", "docs"] {
             try fm.copyItem(atPath: repo.appendingPathComponent(dir).path, toPath: clone + "/" + dir)
         }
-        try fm.createSymbolicLink(atPath: clone + "/.build/release/tessera", withDestinationPath: CLITests.binary.path)
+        try fm.createSymbolicLink(atPath: clone + "/.build/release/tessera", withDestinationPath: tesseraBinary.path)
         let bin = clone + "/bin"
         try fm.createDirectory(atPath: bin, withIntermediateDirectories: true)
-        try fm.createSymbolicLink(atPath: bin + "/tessera", withDestinationPath: CLITests.binary.path)
+        try fm.createSymbolicLink(atPath: bin + "/tessera", withDestinationPath: tesseraBinary.path)
         for (line, script) in blocks {
             let p = Process()
             p.executableURL = URL(fileURLWithPath: "/bin/bash")

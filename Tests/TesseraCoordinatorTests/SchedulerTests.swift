@@ -1,7 +1,9 @@
 import Foundation
 import Logging
 import TesseraCoordinator
+import TesseraImaging
 import TesseraJobs
+import TesseraTasks
 import TesseraWire
 import XCTest
 
@@ -28,12 +30,12 @@ final class SchedulerTests: XCTestCase {
 
     /// Journals a job of `paths` (streamed in batches of `batch`) and makes it active.
     @discardableResult
-    func submit(_ s: Scheduler, _ paths: [String], kind: JobKind = .noop, parts: [String]? = nil, maxAttempts: Int = 3,
+    func submit(_ s: Scheduler, _ paths: [String], kind: JobKind = .noop, parts: [PyramidPart?]? = nil, maxAttempts: Int = 3,
                 timeout: Double = 10, batch: Int = 1000) throws -> ActiveJob {
         var spec = JobSpec(name: "t", kind: kind, inputs: [.manifest("/dev/null")], output: dir + "/out")
         spec.options.maxAttempts = maxAttempts
         spec.options.timeout = timeout
-        let inputs = paths.enumerated().map { InputFile(path: $0.element, root: "/", part: parts?[$0.offset] ?? "") }
+        let inputs = paths.enumerated().map { InputFile(path: $0.element, root: "/", part: parts?[$0.offset] ?? nil) }
         let id = "j\(UUID().uuidString.prefix(8))"
         let planned = try journal.insertJob(id: id, spec: spec, submitted: 0, batch: batch) { add in
             for i in inputs { try add(i) }
@@ -262,16 +264,15 @@ final class SchedulerTests: XCTestCase {
 
     func testAPyramidDescriptorWaitsForItsPartsAndFailsWhenOneFailed() throws {
         let s = makeScheduler(pageSize: 4)
-        let desc = "meta"
         let paths = ["/a.jpg", "/a.jpg", "/a.jpg", "/b.jpg", "/b.jpg"]
-        let parts = ["band-1", "tail-2", desc, "tail-0", desc]
+        let parts: [PyramidPart?] = [.band(shrink: 0, rows: 0..<1), .tail(from: 1), .descriptor, .tail(from: 0), .descriptor]
         let job = try submit(s, paths, kind: .tiles, parts: parts)
         let w = worker("w", credit: 10)
         var got = take(s, w, 10)
-        XCTAssertEqual(got.map { job.live[$0.1.task]!.input.part }, ["band-1", "tail-2", "tail-0"], "descriptors wait")
+        XCTAssertEqual(got.map { job.live[$0.1.task]!.input.part }, [.band(shrink: 0, rows: 0..<1), .tail(from: 1), .tail(from: 0)], "descriptors wait")
         s.fail(job, got[2].1.task, retryable: false, code: "corrupt", message: "bad", record: nil, now: now)  // b's only part
         ok(s, job, got[0].1)
-        XCTAssertTrue(take(s, w, 10).isEmpty, "a's descriptor still waits for tail-2")
+        XCTAssertTrue(take(s, w, 10).isEmpty, "a's descriptor still waits for its tail")
         ok(s, job, got[1].1)
         got = take(s, w, 10)
         XCTAssertEqual(got.map { job.live[$0.1.task]!.input.key }, ["/a.jpg#meta"])

@@ -116,14 +116,14 @@ final class TileTests: XCTestCase {
             let g = PyramidGeometry(width: w, height: h, settings: s)
             let parts = g.plan(info: info, settings: s)
             for part in parts { XCTAssertEqual(PyramidPart(part.description), part) }
-            let tails: [PyramidPart] = parts.filter { $0.kind == PyramidPart.Kind.tail }
-            let tail: PyramidPart = try XCTUnwrap(tails.first)
-            for k in 0..<tail.shrink {
+            let tails: [Int] = parts.compactMap { if case .tail(let k) = $0 { return k } else { return nil } }
+            XCTAssertEqual(tails.count, 1)
+            let tail = try XCTUnwrap(tails.first)
+            for k in 0..<tail {
                 var rows: [Int] = []
-                for p in parts where p.kind == PyramidPart.Kind.band && p.shrink == k { rows += Array(p.rows) }
+                for case .band(k, let r) in parts { rows += Array(r) }
                 XCTAssertEqual(rows.sorted(), Array(0..<g.rows(k)), "\(w)x\(h) level k=\(k)")
             }
-            XCTAssertEqual(parts.filter { $0.kind == .tail }.count, 1)
             XCTAssertLessThanOrEqual(g.memoryEstimate(parts[0], info: info, settings: s), 256 << 20)
         }
         XCTAssertNil(PyramidPart("k1:r5-5"))
@@ -151,12 +151,12 @@ final class TileTests: XCTestCase {
             XCTAssertEqual(Set(files.keys), expected, label)
             XCTAssertEqual(files.count, g.tileCount + 2, label)
             for w in works {
-                let p = PyramidPart(w.part)!
+                let p = try XCTUnwrap(w.part)
                 XCTAssertEqual(w.decode.scaleEighths, 8 >> min(p.shrink, 3), "\(label) \(p): scaled DCT decode")
             }
             // Bands that start mid-image, whatever the plan chose: reach their rows as expected.
             var extra = works
-            for part in [PyramidPart(band: 0, rows: 13..<15), PyramidPart(band: 1, rows: 7..<9), PyramidPart(band: 2, rows: 3..<5)] {
+            for part in [PyramidPart.band(shrink: 0, rows: 13..<15), PyramidPart.band(shrink: 1, rows: 7..<9), PyramidPart.band(shrink: 2, rows: 3..<5)] {
                 let w = try jpeg.withUnsafeBytes { raw in
                     try renderer.render(raw, part: part) { out in
                         XCTAssertTrue(files[out.path] == out.bytes, "\(label) \(part): \(out.path) differs from the full run")
@@ -167,7 +167,7 @@ final class TileTests: XCTestCase {
                 extra.append(w)
             }
 
-            let tail = works.compactMap { PyramidPart($0.part) }.first { $0.kind == .tail }!.shrink
+            let tail = try XCTUnwrap(works.compactMap { w -> Int? in if case .tail(let k)? = w.part { return k } else { return nil } }.first)
             var levels: [Int: PixelBuffer] = [:]
             for k in 0..<min(tail, 4) { levels[k] = try Codec.decodeJPEG(jpeg, scaleEighths: 8 >> k) }
             var small = try Codec.decodeJPEG(jpeg, scaleEighths: 8 >> min(tail, 3))
@@ -181,7 +181,7 @@ final class TileTests: XCTestCase {
                 let pixels = level.bytes
                 // Band levels: corners, edges and every band's first and last tile row; tail levels: every tile.
                 var rows = Set([0, g.rows(k) - 1, g.rows(k) / 2])
-                for w in extra { if let p = PyramidPart(w.part), p.kind == .band, p.shrink == k { rows.insert(p.rows.lowerBound); rows.insert(p.rows.upperBound - 1) } }
+                for w in extra { if case .band(k, let r)? = w.part { rows.insert(r.lowerBound); rows.insert(r.upperBound - 1) } }
                 let cols = k >= tail ? Array(0..<g.columns(k)) : [0, 1, g.columns(k) / 2, g.columns(k) - 1]
                 for r in (k >= tail ? Set(0..<g.rows(k)) : rows) {
                     for c in Set(cols) where c < g.columns(k) {
@@ -203,7 +203,7 @@ final class TileTests: XCTestCase {
             let ra = TileRenderer(settings: aligned, info: renderer.info, name: "a")
             let full = levels[0]!, fullPixels = full.bytes
             let w = try jpeg.withUnsafeBytes { raw in
-                try ra.render(raw, part: PyramidPart(band: 0, rows: 8..<9)) { out in
+                try ra.render(raw, part: PyramidPart.band(shrink: 0, rows: 8..<9)) { out in
                     let c = Int(out.path.split(separator: "/").last!.split(separator: "_")[0])!
                     let t = ga.tile(0, column: c, row: 8)
                     XCTAssertTrue(out.bytes == (try TileTests.directTile(full, pixels: fullPixels, x: t.x, y: t.y)),
@@ -230,8 +230,8 @@ final class TileTests: XCTestCase {
         let info = try jpeg.withUnsafeBytes { try TileSourceInfo.probe($0, limits: Limits()) }
         let renderer = TileRenderer(settings: TileSettings(), info: info, name: "p")
         var emitted = 0
-        let lastRows = PyramidPart(band: 0, rows: (renderer.geometry.rows(0) - 2)..<renderer.geometry.rows(0))
-        for part in [lastRows, PyramidPart(tailFrom: 3)] {
+        let lastRows = PyramidPart.band(shrink: 0, rows: (renderer.geometry.rows(0) - 2)..<renderer.geometry.rows(0))
+        for part in [lastRows, PyramidPart.tail(from: 3)] {
             XCTAssertThrowsError(try cut.withUnsafeBytes { try renderer.render($0, part: part) { _ in emitted += 1 } }) { e in
                 XCTAssertEqual((e as? ImagingError)?.code, .truncated, "\(part): \(e)")
             }
@@ -246,7 +246,7 @@ final class TileTests: XCTestCase {
         var tight = TileSettings()
         tight.memoryBudgetMB = 64
         let r = TileRenderer(settings: tight, info: pinfo, name: "p")
-        XCTAssertThrowsError(try progressive.withUnsafeBytes { try r.render($0, part: PyramidPart(band: 0, rows: 0..<1)) { _ in } }) { e in
+        XCTAssertThrowsError(try progressive.withUnsafeBytes { try r.render($0, part: PyramidPart.band(shrink: 0, rows: 0..<1)) { _ in } }) { e in
             let err = e as? ImagingError
             XCTAssertEqual(err?.code, .limitExceeded)
             XCTAssertTrue(err?.reason.contains("progressive") == true, "\(e)")
@@ -273,13 +273,13 @@ final class TileTests: XCTestCase {
         let renderer = TileRenderer(settings: TileSettings(), info: info, name: "p")
         // Tile row 5 starts at row 1269: below the damaged marker (MCU row 40 = row 640).
         do {
-            let w = try jpeg.withUnsafeBytes { try renderer.render($0, part: PyramidPart(band: 0, rows: 5..<6)) { _ in } }
+            let w = try jpeg.withUnsafeBytes { try renderer.render($0, part: PyramidPart.band(shrink: 0, rows: 5..<6)) { _ in } }
             XCTFail("a band below a misnumbered marker decoded (\(w.decode.seek))")
         } catch let e as ImagingError {
             XCTAssertEqual(e.code, .corrupt, "\(e)")
         }
         // Above it, bands are fine.
-        let ok = try jpeg.withUnsafeBytes { try renderer.render($0, part: PyramidPart(band: 0, rows: 1..<2)) { _ in } }
+        let ok = try jpeg.withUnsafeBytes { try renderer.render($0, part: PyramidPart.band(shrink: 0, rows: 1..<2)) { _ in } }
         XCTAssertEqual(ok.tilesWritten, renderer.geometry.columns(0))
     }
 

@@ -1,6 +1,8 @@
 import Foundation
 import TesseraImaging
+import TesseraExecution
 import TesseraJobs
+import TesseraTasks
 import XCTest
 
 final class JobFileTests: XCTestCase {
@@ -172,5 +174,47 @@ final class JobFileTests: XCTestCase {
             .contains("options.timeout: expected 0.1...604800 seconds"))
         XCTAssertTrue(error("name: x\ninputs: [a]\noutput: o\noutputs: [{preset: favicon, path: \"a\\0{stem}\"}]\n")
             .contains("outputs[0].path: contains a control character"))
+    }
+
+    /// A job from a script (JSON) passes the same validation with the same messages as a
+    /// job file, and can bring its own presets.
+    func testJSONJobsAreValidatedLikeJobFiles() throws {
+        func json(_ text: String) -> String {
+            do {
+                let spec = try JSONDecoder().decode(JobSpec.self, from: Data(text.utf8))
+                try spec.validate()
+                return ""
+            } catch let e as JobError {
+                return e.reason
+            } catch {
+                return "\(error)"
+            }
+        }
+        let base = #""name": "x", "inputs": ["/a"], "output": "/o""#
+        for (yamlTail, jsonTail, message) in [
+            ("outputs: [{preset: favicon}]\noptions: {maxAttempts: 0}\n", #""outputs": [{"preset": "favicon"}], "options": {"maxAttempts": 0}"#,
+             "options.maxAttempts: expected 1...100 attempts, got 0"),
+            ("outputs: [{preset: favicon}, {preset: favicon}]\n", #""outputs": [{"preset": "favicon"}, {"preset": "favicon"}]"#,
+             "outputs[1].name: \"favicon\" is used twice"),
+            ("outputs: [{preset: favicon, path: \"{dir}/x.{ext}\"}]\n", #""outputs": [{"preset": "favicon", "path": "{dir}/x.{ext}"}]"#,
+             "outputs[0].path: must contain {stem}, or every input writes the same file"),
+        ] {
+            let y = error("name: x\ninputs: [/a]\noutput: /o\n" + yamlTail)
+            XCTAssertTrue(y.contains(message), y)
+            XCTAssertEqual(json("{" + base + ", " + jsonTail + "}"), message)
+        }
+        // Presets of its own, used by name like the built-in ones.
+        let custom = try JSONDecoder().decode(JobSpec.self, from: Data(("{" + base + #", "presets": {"card": {"format": "tessera.recipe", "version": 1, "#
+            + #""operations": [{"op": "resize", "width": 300, "height": 200, "mode": "fill"}], "output": {"format": "webp", "quality": 0.7}}}, "#
+            + #""outputs": [{"preset": "card"}, {"preset": "favicon"}]}"#).utf8))
+        try custom.validate()
+        XCTAssertEqual(custom.outputs.map(\.name), ["card", "favicon"])
+        XCTAssertEqual(custom.outputs[0].recipe.resize?.width, 300)
+        XCTAssertEqual(custom.outputs[0].recipe.output.format, .webp)
+        XCTAssertTrue(json("{" + base + #", "outputs": [{"preset": "crad"}]}"#).hasPrefix("outputs[0]: preset: unknown preset"),
+                      json("{" + base + #", "outputs": [{"preset": "crad"}]}"#))
+        let bad = json("{" + base + #", "presets": {"bad": {"format": "tessera.recipe", "version": 1, "output": {"quality": 90}}}, "#
+                       + #""outputs": [{"preset": "bad"}]}"#)
+        XCTAssertTrue(bad.hasPrefix("presets.bad: ") && bad.contains("output.quality: expected 0...1"), bad)
     }
 }

@@ -1,43 +1,9 @@
 import Foundation
 import TesseraImaging
+import TesseraExecution
 import TesseraJobs
+import TesseraTasks
 import XCTest
-
-/// A fresh directory under the system temporary directory, removed afterwards.
-final class TemporaryDirectory {
-    let path: String
-    init() {
-        path = NSTemporaryDirectory() + "tessera-test-\(UUID().uuidString)"
-        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-
-    func write(_ relative: String, _ bytes: [UInt8]) -> String {
-        let full = path + "/" + relative
-        try! FileManager.default.createDirectory(atPath: (full as NSString).deletingLastPathComponent,
-                                                 withIntermediateDirectories: true)
-        _ = FileManager.default.createFile(atPath: full, contents: Data(bytes))
-        return full
-    }
-
-    /// Every regular file below, relative, sorted.
-    func files(under sub: String = "") -> [String] {
-        let root = sub.isEmpty ? path : path + "/" + sub
-        let e = FileManager.default.enumerator(atPath: root)
-        var out: [String] = []
-        while let f = e?.nextObject() as? String {
-            var isDir: ObjCBool = false
-            if FileManager.default.fileExists(atPath: root + "/" + f, isDirectory: &isDir), !isDir.boolValue { out.append(f) }
-        }
-        return out.sorted()
-    }
-}
-
-func jpeg(_ w: Int, _ h: Int) throws -> [UInt8] {
-    let image = PixelBuffer(width: w, height: h, layout: .rgb)
-    image.fill([120, 80, 40])
-    return try Codec.encodeJPEG(image, quality: 85)
-}
 
 final class OutputNamingTests: XCTestCase {
     func testTemplateTokens() throws {
@@ -127,17 +93,24 @@ final class FileIOTests: XCTestCase {
 }
 
 final class TaskExecutorTests: XCTestCase {
-    func task(_ input: InputFile, out: String, presets: [String]) throws -> RenderTask {
-        RenderTask(input: input,
-                   outputs: try presets.map { .init(name: $0, recipe: try PresetCatalog.builtIn.recipe(named: $0)) },
-                   naming: OutputNaming(root: out, template: OutputNaming.perPreset))
+    /// What `tessera render` runs: a thumbnail job of presets, named per preset, not incremental.
+    func job(out: String, presets: [String], template: String = OutputNaming.perPreset) throws -> ExecutableJob {
+        var options = JobOptions()
+        options.incremental = false
+        return ExecutableJob(kind: .thumbnail,
+                             outputs: try presets.map { OutputSpec(name: $0, recipe: try PresetCatalog.builtIn.recipe(named: $0), path: template) },
+                             outputRoot: out, options: options)
+    }
+
+    func run(_ input: InputFile, out: String, presets: [String], template: String = OutputNaming.perPreset) throws -> TaskRecord {
+        TaskExecutor.run(try job(out: out, presets: presets, template: template), input: input).record
     }
 
     func testGoodTaskWritesEveryOutputAndReportsTimings() throws {
         let tmp = TemporaryDirectory()
         let path = tmp.write("in/photo.jpg", try jpeg(2000, 1500))
-        let record = TaskExecutor.run(try task(InputFile(path: path, root: tmp.path + "/in"), out: tmp.path + "/out",
-                                               presets: ["thumbnail", "favicon", "widget"]))
+        let record = try run(InputFile(path: path, root: tmp.path + "/in"), out: tmp.path + "/out",
+                             presets: ["thumbnail", "favicon", "widget"])
         XCTAssertEqual(record.status, .succeeded, "\(String(describing: record.error))")
         XCTAssertEqual(tmp.files(under: "out"), ["photo-favicon.jpg", "photo-thumbnail.jpg", "photo-widget.jpg"])
         XCTAssertEqual(record.outputs.map { "\($0.width)x\($0.height)" }, ["960x720", "64x64", "1024x768"])
@@ -157,8 +130,8 @@ final class TaskExecutorTests: XCTestCase {
                       tmp.write("in/empty.jpg", []), tmp.write("in/text.jpg", Array("hello".utf8))]
         var records: [TaskRecord] = []
         for p in inputs {
-            records.append(TaskExecutor.run(try task(InputFile(path: p, root: tmp.path + "/in"), out: tmp.path + "/out",
-                                                     presets: ["thumbnail", "favicon"])))
+            records.append(try run(InputFile(path: p, root: tmp.path + "/in"), out: tmp.path + "/out",
+                                   presets: ["thumbnail", "favicon"]))
         }
         XCTAssertEqual(records.map(\.status), [.succeeded, .failed, .failed, .failed])
         XCTAssertEqual(records.compactMap { $0.error?.code }, ["truncated", "empty", "unsupported-format"])
@@ -169,9 +142,8 @@ final class TaskExecutorTests: XCTestCase {
     func testOutputCollisionsAreRefused() throws {
         let tmp = TemporaryDirectory()
         let path = tmp.write("in/a.jpg", try jpeg(100, 100))
-        var t = try task(InputFile(path: path, root: tmp.path + "/in"), out: tmp.path + "/out", presets: ["thumbnail", "favicon"])
-        t.naming = OutputNaming(root: tmp.path + "/out", template: "{stem}.{ext}")
-        let record = TaskExecutor.run(t)
+        let record = try run(InputFile(path: path, root: tmp.path + "/in"), out: tmp.path + "/out",
+                             presets: ["thumbnail", "favicon"], template: "{stem}.{ext}")
         XCTAssertEqual(record.error?.code, "output-collision")
         XCTAssertEqual(tmp.files(under: "out"), [])
     }
@@ -179,7 +151,7 @@ final class TaskExecutorTests: XCTestCase {
     func testRecordsAreJSON() throws {
         let tmp = TemporaryDirectory()
         let path = tmp.write("a.jpg", try jpeg(100, 80))
-        let record = TaskExecutor.run(try task(InputFile(path: path, root: tmp.path), out: tmp.path + "/o", presets: ["favicon"]))
+        let record = try run(InputFile(path: path, root: tmp.path), out: tmp.path + "/o", presets: ["favicon"])
         let decoded = try JSONDecoder().decode(TaskRecord.self, from: try JSONEncoder().encode(record))
         XCTAssertEqual(decoded.outputs, record.outputs)
         XCTAssertEqual(decoded.status, .succeeded)
@@ -209,7 +181,7 @@ final class TileResumeTests: XCTestCase {
         var job = JobSpec(name: "t", kind: .tiles, inputs: [.path(dir.path + "/in", patterns: [], recursive: true)],
                           output: dir.path + "/out", tiles: TileSettings()).executable
         job.options.incremental = false
-        let input = InputFile(path: src, root: dir.path + "/in", part: PyramidPart(band: 0, rows: 0..<5).description)
+        let input = InputFile(path: src, root: dir.path + "/in", part: .band(shrink: 0, rows: 0..<5))
         job.createdAt = Date().timeIntervalSince1970 - 1
         let first = TaskExecutor.run(job, input: input)
         XCTAssertEqual(first.record.status, .succeeded, "\(String(describing: first.record.error))")

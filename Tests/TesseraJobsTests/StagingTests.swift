@@ -1,14 +1,17 @@
 import Foundation
 import TesseraImaging
+import TesseraExecution
 import TesseraJobs
+import TesseraTasks
 import XCTest
 
 /// Fenced attempts in the executor: outputs are staged and published only on commit;
 /// what a killed attempt left is cleared by the next one.
 final class StagingTests: XCTestCase {
     func job(_ root: String) throws -> ExecutableJob {
-        ExecutableJob(kind: .thumbnail, outputs: [.init(name: "favicon", recipe: try PresetCatalog.builtIn.recipe(named: "favicon"))],
-                      templates: [OutputNaming.single], outputRoot: root, strip: StripOptions(), options: JobOptions())
+        ExecutableJob(kind: .thumbnail,
+                      outputs: [OutputSpec(name: "favicon", recipe: try PresetCatalog.builtIn.recipe(named: "favicon"), path: OutputNaming.single)],
+                      outputRoot: root, options: JobOptions())
     }
 
     func testCommittedAttemptPublishesAndClearsAKilledAttemptsLeftovers() throws {

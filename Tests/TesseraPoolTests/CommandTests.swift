@@ -1,6 +1,9 @@
 import Foundation
 import TesseraImaging
+import TesseraExecution
 import TesseraJobs
+import TesseraTasks
+import TesseraTestSupport
 import XCTest
 
 /// The pool through the `tessera` command line.
@@ -118,15 +121,9 @@ final class CommandTests: XCTestCase {
             sys.stdout.buffer.write(out)
             sys.exit(os.waitstatus_to_exitcode(status))
             """
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["python3", "-c", script, Cluster.binary.path, "run", job, "--workers", "2"]
-        let out = Pipe()
-        p.standardOutput = out
-        try p.run()
-        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        XCTAssertEqual(p.terminationStatus, 0, text)
+        let r = try runProcess("python3", ["-c", script, Cluster.binary.path, "run", job, "--workers", "2"])
+        let text = r.stdout
+        XCTAssertEqual(r.status, 0, text + r.stderr)
         let redraws = text.components(separatedBy: "\r").map { $0.replacingOccurrences(of: "\u{1B}[K", with: "") }
             .filter { $0.contains("ETA") }
         XCTAssertGreaterThan(redraws.count, 0, text)

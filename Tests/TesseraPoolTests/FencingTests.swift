@@ -1,6 +1,8 @@
 import Foundation
 import TesseraImaging
+import TesseraExecution
 import TesseraJobs
+import TesseraTasks
 import XCTest
 
 /// Fenced attempts (issue 13, item 2): a worker frozen past its lease or its heartbeat
@@ -42,15 +44,7 @@ final class FencingTests: XCTestCase {
         XCTAssertTrue(log.contains("superseded") || log.contains("dropped"), log)
         XCTAssertEqual(try c.records(job).count, inputs.count, "its late results were not counted")
         // Only the task it was running is charged; the ones it had queued are innocent.
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["python3", "-c", "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select count(*) from tasks where crashes > 0').fetchone()[0])", c.journal]
-        let out = Pipe()
-        p.standardOutput = out
-        try p.run()
-        let charged = Int(String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            .trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
-        p.waitUntilExit()
+        let charged = Int(try sqliteValue(c.journal, "select count(*) from tasks where crashes > 0")) ?? -1
         XCTAssertTrue((0...1).contains(charged), "tasks charged a crash or hang: \(charged)")
     }
 

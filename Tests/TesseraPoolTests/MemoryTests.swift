@@ -1,6 +1,9 @@
 import Foundation
 import TesseraImaging
+import TesseraExecution
 import TesseraJobs
+import TesseraTasks
+import TesseraTestSupport
 import XCTest
 
 /// Memory pressure is a task failure, not a worker death (issue 13, item 5): a 24 MP
@@ -46,12 +49,7 @@ final class MemoryTests: XCTestCase {
         let status = try String(contentsOfFile: "/proc/\(worker.processIdentifier)/status", encoding: .utf8)
         let vm = try XCTUnwrap(status.split(separator: "\n").first { $0.hasPrefix("VmSize:") }
             .flatMap { Int($0.split(whereSeparator: { $0 == " " || $0 == "\t" })[1]) })
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
-        p.arguments = ["--pid", String(worker.processIdentifier), "--as=\((vm + 40_000) * 1024)"]
-        try p.run()
-        p.waitUntilExit()
-        XCTAssertEqual(p.terminationStatus, 0)
+        XCTAssertEqual(try runProcess("/usr/bin/prlimit", ["--pid", String(worker.processIdentifier), "--as=\((vm + 40_000) * 1024)"]).status, 0)
         checkOutcome(try submit(c, job), worker: worker, expect: "cannot allocate")
     }
 

@@ -1,6 +1,8 @@
 import Foundation
 import TesseraImaging
+import TesseraExecution
 import TesseraJobs
+import TesseraTasks
 import TesseraWire
 import XCTest
 

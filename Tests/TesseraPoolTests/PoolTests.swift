@@ -1,7 +1,10 @@
 import Foundation
 import TesseraImaging
+import TesseraExecution
 import TesseraJobs
+import TesseraTasks
 import TesseraWire
+import TesseraTestSupport
 import XCTest
 
 /// The worker pool with real processes, real ZeroMQ sockets and a real SQLite journal.
@@ -35,7 +38,7 @@ final class PoolTests: XCTestCase {
         for r in ok {
             XCTAssertGreaterThan(r.timings.decode, 0)
             XCTAssertGreaterThan(r.timings.total, 0)
-            XCTAssertGreaterThan(r.peakRSSBytes ?? 0, 1 << 20)
+            XCTAssertGreaterThan(r.peakMemory?.bytes ?? 0, 1 << 20)
             XCTAssertEqual(r.outputs.map(\.name), ["favicon", "compressedThumbnail"])
             XCTAssertEqual(r.outputs[0].width, 64)
         }
@@ -203,19 +206,11 @@ final class PoolTests: XCTestCase {
 
     /// Paths of outputs whose success is in the journal (read straight from SQLite).
     func journaledOutputs(_ journal: String) throws -> [String] {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["python3", "-c", """
+        try runProcess("python3", ["-c", """
             import json, sqlite3, sys
             db = sqlite3.connect(sys.argv[1])
             for (rec,) in db.execute("SELECT record FROM results WHERE status = 0"):
                 for o in json.loads(rec)["outputs"]: print(o["path"])
-            """, journal]
-        let out = Pipe()
-        p.standardOutput = out
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
+            """, journal]).stdout.split(separator: "\n").map(String.init)
     }
 }

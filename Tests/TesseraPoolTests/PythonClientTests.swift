@@ -1,20 +1,13 @@
 import Foundation
 import TesseraWire
+import TesseraTestSupport
 import XCTest
 
 /// Any script can drive the queue: the pyzmq example submits a job and waits for it.
 final class PythonClientTests: XCTestCase {
     func python(_ args: [String]) throws -> (status: Int32, out: String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["python3"] + args
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = out
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: data, as: UTF8.self))
+        let r = try runProcess("python3", args)
+        return (r.status, r.stdout + r.stderr)
     }
 
     var script: String {

@@ -1,5 +1,6 @@
 import Foundation
 import TesseraWire
+import TesseraTestSupport
 import XCTest
 
 /// The HTTP side of the coordinator and the worker: probes that answer under idle
@@ -82,19 +83,9 @@ final class ServiceEndpointTests: XCTestCase {
         guard let tool = ["/usr/bin/promtool", "/usr/local/bin/promtool"].first(where: FileManager.default.isExecutableFile) else {
             throw XCTSkip("promtool not installed (Debian package prometheus)")
         }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: tool)
-        p.arguments = ["check", "metrics"]
-        let input = Pipe(), output = Pipe()
-        p.standardInput = input
-        p.standardOutput = output
-        p.standardError = output
-        try p.run()
-        input.fileHandleForWriting.write(Data(text.utf8))
-        try input.fileHandleForWriting.close()
-        let report = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        XCTAssertEqual(p.terminationStatus, 0, report, file: file, line: line)
+        let r = try runProcess(tool, ["check", "metrics"], input: Data(text.utf8))
+        let report = r.stdout + r.stderr
+        XCTAssertEqual(r.status, 0, report, file: file, line: line)
         XCTAssertEqual(report.trimmingCharacters(in: .whitespacesAndNewlines), "", "promtool: " + report, file: file, line: line)
     }
 

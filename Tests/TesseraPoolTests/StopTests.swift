@@ -1,6 +1,8 @@
 import Foundation
 import TesseraImaging
+import TesseraExecution
 import TesseraJobs
+import TesseraTasks
 import XCTest
 
 /// `tessera run` stopped by SIGINT/SIGTERM, killed, or left without its coordinator:

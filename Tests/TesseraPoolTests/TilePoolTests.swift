@@ -1,6 +1,8 @@
 import Foundation
 import TesseraImaging
+import TesseraExecution
 import TesseraJobs
+import TesseraTasks
 import TesseraWire
 import XCTest
 
@@ -70,7 +72,7 @@ final class TilePoolTests: XCTestCase {
             XCTAssertEqual(end.succeeded, submitted.tasks - 1, c.logs().suffix(3000).description)
             let records = try c.records(submitted.job)
             XCTAssertEqual(records.count, submitted.tasks)
-            let parts = records.compactMap { r in r.tiles.map { r.input + "#" + $0.part } }
+            let parts = records.compactMap { r in r.tiles.map { r.input + "#" + ($0.part?.description ?? "") } }
             XCTAssertEqual(Set(parts).count, parts.count, "every part exactly once")
             let failed = try XCTUnwrap(records.first { $0.status == .failed })
             XCTAssertEqual(failed.error?.code, "truncated")
@@ -78,7 +80,7 @@ final class TilePoolTests: XCTestCase {
             let ok = records.filter { $0.status == .succeeded }
             XCTAssertEqual(Set(ok.compactMap(\.worker)).count, 2, "both workers made tiles")
             XCTAssertTrue(ok.contains { $0.tiles?.decode.seek == "restart-marker" }, "bands of a.jpg start at restart markers")
-            XCTAssertTrue(ok.allSatisfy { ($0.peakRSSBytes ?? 0) > 0 && $0.timings.total > 0 })
+            XCTAssertTrue(ok.allSatisfy { ($0.peakMemory?.bytes ?? 0) > 0 && $0.timings.total > 0 })
 
             let out = c.dir + "/out"
             let expected = expectedFiles(out, name: "a", width: 6000, height: 4000)
@@ -144,7 +146,7 @@ final class TilePoolTests: XCTestCase {
         XCTAssertEqual(end.state, .succeeded, c.logs().suffix(3000).description)
         let records = try c.records(submitted.job)
         XCTAssertEqual(records.count, submitted.tasks)
-        let parts = records.compactMap { r in r.tiles.map { r.input + "#" + $0.part } }
+        let parts = records.compactMap { r in r.tiles.map { r.input + "#" + ($0.part?.description ?? "") } }
         XCTAssertEqual(Set(parts).count, submitted.tasks, "every part exactly once")
         var expected: Set<String> = []
         for n in names { expected.formUnion(expectedFiles(c.dir + "/out", name: n, width: 3000, height: 2000)) }

@@ -1,6 +1,8 @@
 import Foundation
 import TesseraImaging
+import TesseraExecution
 import TesseraJobs
+import TesseraTasks
 import TesseraWire
 import XCTest
 
@@ -50,7 +52,7 @@ final class TrustTests: XCTestCase {
     /// A forged success with inline bytes for `ref`.
     static func forged(_ ref: TaskRef, path: String) -> Envelope {
         var record = TaskRecord(input: "x", status: .succeeded)
-        record.outputs = [.init(name: "favicon", path: path, format: "jpeg", width: 1, height: 1, bytes: 9, jpegQuality: nil)]
+        record.outputs = [.init(name: "favicon", path: path, format: "jpeg", width: 1, height: 1, bytes: 9, quality: nil)]
         let json = Array((try? JSONEncoder().encode(record)) ?? Data())
         return TaskReport.envelope([TaskReport(ref: ref, status: .succeeded, record: json,
                                                inlineOutputs: [(path, Array("FORGED!!!".utf8))])])
@@ -218,14 +220,6 @@ final class TrustTests: XCTestCase {
 
     /// The first task id of a job, from the journal.
     static func firstTask(_ journal: String, job: String) throws -> UInt64? {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["python3", "-c", "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select first_task from jobs where id=?', (sys.argv[2],)).fetchone()[0])", journal, job]
-        let out = Pipe()
-        p.standardOutput = out
-        try p.run()
-        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        return UInt64(text.trimmingCharacters(in: .whitespacesAndNewlines))
+        UInt64(try sqliteValue(journal, "select first_task from jobs where id=?", [job]))
     }
 }

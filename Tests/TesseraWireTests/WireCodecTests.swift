@@ -1,5 +1,6 @@
 import Foundation
-import TesseraJobs
+import TesseraImaging
+import TesseraTasks
 import TesseraWire
 import XCTest
 
@@ -12,13 +13,17 @@ final class WireCodecTests: XCTestCase {
                        leaseSeconds: 120),
         TaskAssignment(ref: TaskRef(task: 2, attempt: 7), job: "j-1", input: InputFile(path: "/in/c.jpg", root: "/in"),
                        expectedHash: 0xDEAD_BEEF, inlineInput: [0xFF, 0xD8, 0xFF], leaseSeconds: 2.5),
-        TaskAssignment(ref: TaskRef(task: .max, attempt: .max), job: "j-2", input: InputFile(path: "/big.tif", root: "/", part: "meta"),
+        TaskAssignment(ref: TaskRef(task: .max, attempt: .max), job: "j-2", input: InputFile(path: "/big.tif", root: "/", part: .descriptor),
+                       leaseSeconds: 1),
+        TaskAssignment(ref: TaskRef(task: 3, attempt: 1), job: "j-2", input: InputFile(path: "/big.tif", root: "/", part: .band(shrink: 2, rows: 3..<7)),
                        leaseSeconds: 1),
     ]
 
     var report: TaskReport {
-        TaskReport(ref: TaskRef(task: 42, attempt: 3), status: .failed, retryable: true, scaleEighths: 2,
-                   timings: [1, 2, 3, 4, 5, 6, 7, 28], bytesIn: 1 << 40, bytesOut: 12, peakRSS: 96 << 20, inputHash: 99,
+        var timings = StageTimings()
+        for (i, stage) in Stage.allCases.enumerated() { timings[stage] = Double(i + 1) * 1.5 }
+        return TaskReport(ref: TaskRef(task: 42, attempt: 3), status: .failed, retryable: true,
+                   timings: timings, peakMemory: PeakMemory(bytes: 96 << 20, isUpperBound: true), inputHash: 99,
                    errorCode: "corrupt", errorMessage: "x.jpg: bad Huffman table", record: Array("{\"input\":\"x.jpg\"}".utf8),
                    inlineOutputs: [("thumbs/x.jpg", [1, 2, 3]), ("icons/x.png", [])])
     }
@@ -31,20 +36,21 @@ final class WireCodecTests: XCTestCase {
         XCTAssertEqual(try TaskRef.decode(TaskRef.encode([])), [])
 
         let tasks = try TaskAssignment.decode(roundTrip(TaskAssignment.envelope(assignments)))
-        XCTAssertEqual(tasks.map(\.ref), assignments.map(\.ref))
-        XCTAssertEqual(tasks.map(\.input), assignments.map(\.input))
-        XCTAssertEqual(tasks.map(\.job), assignments.map(\.job))
-        XCTAssertEqual(tasks.map(\.expectedHash), assignments.map(\.expectedHash))
-        XCTAssertEqual(tasks.map(\.inlineInput), assignments.map(\.inlineInput))
-        XCTAssertEqual(tasks.map(\.leaseSeconds), assignments.map(\.leaseSeconds))
+        XCTAssertEqual(tasks.map { $0.ref }, assignments.map { $0.ref })
+        XCTAssertEqual(tasks.map { $0.input }, assignments.map { $0.input })
+        XCTAssertEqual(tasks.map { $0.input.part }, [nil, nil, .descriptor, .band(shrink: 2, rows: 3..<7)])
+        XCTAssertEqual(tasks.map { $0.job }, assignments.map { $0.job })
+        XCTAssertEqual(tasks.map { $0.expectedHash }, assignments.map { $0.expectedHash })
+        XCTAssertEqual(tasks.map { $0.inlineInput }, assignments.map { $0.inlineInput })
+        XCTAssertEqual(tasks.map { $0.leaseSeconds }, assignments.map { $0.leaseSeconds })
 
         let r = try XCTUnwrap(try TaskReport.decode(roundTrip(TaskReport.envelope([report, report]))).last)
         XCTAssertEqual(r.ref, report.ref)
         XCTAssertEqual(r.status, .failed)
         XCTAssertTrue(r.retryable)
-        XCTAssertEqual(r.scaleEighths, 2)
         XCTAssertEqual(r.timings, report.timings)
-        XCTAssertEqual([r.bytesIn, r.bytesOut, r.peakRSS, r.inputHash], [1 << 40, 12, 96 << 20, 99])
+        XCTAssertEqual(r.peakMemory, PeakMemory(bytes: 96 << 20, isUpperBound: true))
+        XCTAssertEqual(r.inputHash, 99)
         XCTAssertEqual([r.errorCode, r.errorMessage], [report.errorCode, report.errorMessage])
         XCTAssertEqual(r.record, report.record)
         XCTAssertEqual(r.inlineOutputs.map(\.path), ["thumbs/x.jpg", "icons/x.png"])
@@ -72,12 +78,6 @@ final class WireCodecTests: XCTestCase {
             for n in 0..<e.body.count {
                 var cut = e
                 cut.body = Array(e.body.prefix(n))
-                // One cut is a valid message: `tasks` without its trailing part list (what
-                // senders without tile parts write); it then decodes to the parts-less tasks.
-                if e.type == MessageType.tasks, let tasks = try? TaskAssignment.decode(cut) {
-                    XCTAssertEqual(tasks.map(\.input), assignments.map { InputFile(path: $0.input.path, root: $0.input.root) })
-                    continue
-                }
                 XCTAssertThrowsError(try decodeAny(cut), "\(e.type) cut at \(n) of \(e.body.count)") {
                     XCTAssertTrue($0 is WireError, "\($0)")
                 }
@@ -120,6 +120,14 @@ final class WireCodecTests: XCTestCase {
         }
         XCTAssertThrowsError(try Envelope(MessageType.hello, body: Array("{\"worker\":".utf8)).decode(WorkerHello.self)) {
             XCTAssertTrue(($0 as? WireError)?.reason.hasPrefix("hello: body is not the expected JSON") == true)
+        }
+        // A pyramid part that is not one.
+        var bad = BinaryWriter()
+        bad.u32(1); bad.u64(5); bad.u32(1)
+        for text in ["j", "/a.jpg", "/", "k1:r9-2"] { bad.string(text) }
+        bad.u64(0); bad.f32(1); bad.u32(.max)
+        XCTAssertThrowsError(try TaskAssignment.decode(Envelope(MessageType.tasks, body: bad.bytes))) {
+            XCTAssertEqual(($0 as? WireError)?.reason, "task 5 names no pyramid part (\"k1:r9-2\")")
         }
         var report = TaskReport.envelope([self.report])
         report.body[16] = 9  // status byte (after count u32, task u64, attempt u32)

@@ -54,11 +54,7 @@ public struct PresetCatalog: Sendable {
                 guard file.version == 1 else {
                     throw ImagingError(.invalidRecipe, "version: expected 1, got \(file.version)", file: source)
                 }
-                for (name, var recipe) in file.presets {
-                    recipe.name = recipe.name ?? name
-                    try recipe.validate()
-                    recipes[name] = recipe
-                }
+                for (name, recipe) in file.presets { try add(name, recipe) }
                 return
             }
             let recipe = try Recipe.decode(json: json)
@@ -71,6 +67,14 @@ public struct PresetCatalog: Sendable {
         } catch let error as DecodingError {
             throw ImagingError(.invalidRecipe, describeDecoding(error), file: source)
         }
+    }
+
+    /// Adds (or replaces) preset `name`, once its recipe validates.
+    public mutating func add(_ name: String, _ recipe: Recipe) throws {
+        var recipe = recipe
+        recipe.name = recipe.name ?? name
+        try recipe.validate()
+        recipes[name] = recipe
     }
 
     /// A preset or a "did you mean" error.

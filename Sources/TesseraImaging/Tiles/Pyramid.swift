@@ -172,61 +172,65 @@ public struct PyramidGeometry: Sendable, Equatable {
 /// every level from `shrink` down, made from one small decode; the descriptor part writes
 /// `.dzi` or `info.json` (and the viewer) once every other part has succeeded, so a
 /// descriptor always describes a whole pyramid.
-public struct PyramidPart: Sendable, Hashable, Codable, CustomStringConvertible {
-    public enum Kind: String, Sendable, Codable { case band, tail, descriptor }
-    public var kind: Kind
-    /// Level shrink k (level = source / 2^k).
-    public var shrink: Int
-    /// Tile rows (bands); all rows for the tail.
-    public var rows: Range<Int>
+public enum PyramidPart: Sendable, Hashable, CustomStringConvertible {
+    /// Tile rows `rows` of the level at shrink k (level = source / 2^k).
+    case band(shrink: Int, rows: Range<Int>)
+    /// Every level from shrink k down.
+    case tail(from: Int)
+    /// The `.dzi` or `info.json` (and viewer), made last.
+    case descriptor
 
-    public init(band shrink: Int, rows: Range<Int>) {
-        kind = .band
-        self.shrink = shrink
-        self.rows = rows
-    }
-
-    public init(tailFrom shrink: Int) {
-        kind = .tail
-        self.shrink = shrink
-        rows = 0..<0
-    }
-
-    /// The descriptor part (`meta`).
-    public static let descriptor = PyramidPart(kind: .descriptor)
-    public static let descriptorName = "meta"
-
-    private init(kind: Kind) {
-        self.kind = kind
-        shrink = 0
-        rows = 0..<0
-    }
-
-    /// `k0:r3-6` (band: shrink 0, tile rows 3..<6) or `k3+` (tail from shrink 3).
-    public var description: String {
-        switch kind {
-        case .tail: return "k\(shrink)+"
-        case .band: return "k\(shrink):r\(rows.lowerBound)-\(rows.upperBound)"
-        case .descriptor: return PyramidPart.descriptorName
+    /// The level shrink the part starts at (0 for the descriptor).
+    public var shrink: Int {
+        switch self {
+        case .band(let k, _), .tail(let k): return k
+        case .descriptor: return 0
         }
     }
 
+    /// `k0:r3-6` (band: shrink 0, tile rows 3..<6), `k3+` (tail from shrink 3) or `meta`:
+    /// its name in task keys, records and messages.
+    public var description: String {
+        switch self {
+        case .tail(let k): return "k\(k)+"
+        case .band(let k, let rows): return "k\(k):r\(rows.lowerBound)-\(rows.upperBound)"
+        case .descriptor: return "meta"
+        }
+    }
+
+    /// Parses `description`; nil for anything else.
     public init?(_ text: String) {
-        if text == PyramidPart.descriptorName {
-            self.init(kind: .descriptor)
+        if text == "meta" {
+            self = .descriptor
             return
         }
         guard text.hasPrefix("k") else { return nil }
         let body = text.dropFirst()
-        if body.hasSuffix("+"), let k = Int(body.dropLast()), k >= 0 {
-            self.init(tailFrom: k)
+        if body.hasSuffix("+"), let k = Int(body.dropLast()), k >= 0, k < 64 {
+            self = .tail(from: k)
             return
         }
         let halves = body.split(separator: ":")
-        guard halves.count == 2, let k = Int(halves[0]), k >= 0, halves[1].hasPrefix("r") else { return nil }
+        guard halves.count == 2, let k = Int(halves[0]), k >= 0, k < 64, halves[1].hasPrefix("r") else { return nil }
         let bounds = halves[1].dropFirst().split(separator: "-").compactMap { Int($0) }
         guard bounds.count == 2, bounds[0] >= 0, bounds[0] < bounds[1] else { return nil }
-        self.init(band: k, rows: bounds[0]..<bounds[1])
+        self = .band(shrink: k, rows: bounds[0]..<bounds[1])
+    }
+}
+
+extension PyramidPart: Codable {
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        let text = try c.decode(String.self)
+        guard let part = PyramidPart(text) else {
+            throw DecodingError.dataCorruptedError(in: c, debugDescription: "not a pyramid part: \"\(text)\"")
+        }
+        self = part
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(description)
     }
 }
 
@@ -253,7 +257,7 @@ extension PyramidGeometry {
         let k = part.shrink
         let decodeWidth = info.format == .jpeg ? levelSize(min(k, 3)).width : width
         let working = decodeWidth * 4 * 64 + (4 << 20) + 2 * info.headerBytes
-        switch part.kind {
+        switch part {
         case .band:
             return levelSize(k).width * 4 * (tileSize + 2 * overlap) + info.wholeImageBytes + working
         case .tail:
@@ -287,10 +291,10 @@ extension PyramidGeometry {
                 let made = Double(span.count * s.width)
                 let readFrom = info.restartSeekable ? Double(span.lowerBound) / Double(s.height) : 0
                 let passed = full * (Double(span.upperBound) / Double(s.height) - readFrom)
-                parts.append((PyramidPart(band: k, rows: r), made + passCost * passed))
+                parts.append((.band(shrink: k, rows: r), made + passCost * passed))
             }
         }
-        parts.append((PyramidPart(tailFrom: kt), passCost * full + Double(levelBytes(kt, channels: 1)) * 4 / 3))
-        return parts.sorted { $0.1 > $1.1 }.map(\.0) + [PyramidPart.descriptor]
+        parts.append((.tail(from: kt), passCost * full + Double(levelBytes(kt, channels: 1)) * 4 / 3))
+        return parts.sorted { $0.1 > $1.1 }.map(\.0) + [.descriptor]
     }
 }

@@ -105,7 +105,7 @@ public struct TileOutput: Sendable {
 
 /// What one pyramid task did: reported per task.
 public struct TileWork: Sendable, Codable, Equatable {
-    public var part: String = ""
+    public var part: PyramidPart?
     /// Deep Zoom level numbers (or IIIF shrinks) written.
     public var levels: [Int] = []
     public var tilesWritten = 0
@@ -115,9 +115,11 @@ public struct TileWork: Sendable, Codable, Equatable {
     /// The decoded region in level pixels: x, y, width, height (the first level of the part).
     public var region: [Int] = []
     public var decode = TileDecodeInfo()
-    public var decodeSeconds = 0.0
-    public var encodeSeconds = 0.0
+    /// Decode (with the level halving) and encode milliseconds; in the record's timings, not its `tiles`.
+    public var timings = StageTimings()
     public init() {}
+
+    enum CodingKeys: String, CodingKey { case part, levels, tilesWritten, tilesSkipped, bytes, region, decode }
 }
 
 /// Makes the tiles of one part of a pyramid from the source bytes, streaming: a band
@@ -173,12 +175,18 @@ public struct TileRenderer {
     public func render(_ bytes: UnsafeRawBufferPointer, part: PyramidPart, exists: (String) -> Bool = { _ in false },
                        emit: (TileOutput) throws -> Void) throws -> TileWork {
         var work = TileWork()
-        work.part = part.description
-        if part.kind == .descriptor {
+        work.part = part
+        if case .descriptor = part {
             for (path, data) in descriptors() { try emit(TileOutput(path: path, bytes: data, width: 0, height: 0)) }
             return work
         }
-        guard part.shrink < geometry.levelCount, part.kind == .tail || part.rows.upperBound <= geometry.rows(part.shrink) else {
+        let inside: Bool
+        switch part {
+        case .band(let k, let rows): inside = k < geometry.levelCount && rows.upperBound <= geometry.rows(k)
+        case .tail(let k): inside = k < geometry.levelCount
+        case .descriptor: inside = true
+        }
+        guard inside else {
             throw ImagingError(.invalidRecipe, "pyramid part \(part) is outside the \(geometry.levelCount)-level pyramid")
         }
         let need = geometry.memoryEstimate(part, info: info, settings: settings)
@@ -190,8 +198,8 @@ public struct TileRenderer {
                 : "use a smaller tiles.tileSize or raise tiles.memoryBudgetMB"
             throw ImagingError(.limitExceeded, "part \(part) needs about \(need >> 20) MB, over the tile memory budget of \(settings.memoryBudgetMB) MB: \(what)")
         }
-        let clock = ContinuousClock()
-        var decodeTime = Duration.zero, encodeTime = Duration.zero
+        let clock = Stopwatch()
+        var decodeTime = 0.0, encodeTime = 0.0
         let outChannels = settings.format == .jpeg ? (info.channels == 1 ? 1 : 3) : info.channels
 
         /// Encodes and emits the tiles of tile row `r` of level `k` from `window`, whose
@@ -204,7 +212,7 @@ public struct TileRenderer {
                     work.tilesSkipped += 1
                     continue
                 }
-                let t0 = clock.now
+                let t0 = clock.milliseconds
                 let p = UnsafePointer(window + (t.y.lowerBound - top) * stride + t.x.lowerBound * outChannels)
                 let data: [UInt8]
                 if settings.format == .jpeg {
@@ -216,7 +224,7 @@ public struct TileRenderer {
                     data = try PNGEncoder.encode(p, width: t.x.count, height: t.y.count, stride: stride,
                                                  channels: outChannels, compressionLevel: 6)
                 }
-                encodeTime += clock.now - t0
+                encodeTime += clock.milliseconds - t0
                 try emit(TileOutput(path: path, bytes: data, width: t.x.count, height: t.y.count))
                 work.tilesWritten += 1
                 work.bytes += data.count
@@ -226,8 +234,8 @@ public struct TileRenderer {
         /// Reads `rows` rows from `src` into `dst`, flattening alpha for JPEG tiles.
         func read(_ src: RowSource, into dst: UnsafeMutablePointer<UInt8>, stride: Int, rows: Int,
                   scratch: UnsafeMutablePointer<UInt8>?) throws {
-            let t0 = clock.now
-            defer { decodeTime += clock.now - t0 }
+            let t0 = clock.milliseconds
+            defer { decodeTime += clock.milliseconds - t0 }
             guard src.channels != outChannels, let scratch else {
                 try src.read(into: dst, stride: stride, rows: rows)
                 return
@@ -246,13 +254,12 @@ public struct TileRenderer {
             }
         }
 
-        switch part.kind {
-        case .band:
-            let k = part.shrink
-            let span = geometry.rowSpan(k, tileRows: part.rows)
-            let t0 = clock.now
+        switch part {
+        case .band(let k, let rows):
+            let span = geometry.rowSpan(k, tileRows: rows)
+            let t0 = clock.milliseconds
             let src = try source(bytes, shrink: k, startRow: span.lowerBound)
-            decodeTime += clock.now - t0
+            decodeTime += clock.milliseconds - t0
             let width = src.width
             let stride = width * outChannels
             let capacity = settings.tileSize + 2 * settings.overlap
@@ -262,7 +269,7 @@ public struct TileRenderer {
                 ? .allocate(capacity: width * 4) : nil
             defer { scratch?.deallocate() }
             var top = span.lowerBound, filled = 0  // window holds level rows [top, top + filled)
-            for r in part.rows {
+            for r in rows {
                 let t = geometry.tile(k, column: 0, row: r).y
                 // Keep the rows this tile row shares with the last (the overlap), read the rest.
                 let keep = max(0, top + filled - t.lowerBound)
@@ -281,25 +288,24 @@ public struct TileRenderer {
             work.region = [0, span.lowerBound, width, span.count]
             work.decode = src.describe
             work.decode.sourceRows = [span.lowerBound << k, min(info.height, span.upperBound << k)]
-        case .tail:
-            let k0 = part.shrink
-            let t0 = clock.now
+        case .tail(let k0):
+            let t0 = clock.milliseconds
             let src = try source(bytes, shrink: k0, startRow: 0)
             var level = try PixelBuffer.make(width: src.width, height: src.height, layout: outChannels == 1 ? .gray
                                     : outChannels == 3 ? .rgb : .rgba)
             let scratch: UnsafeMutablePointer<UInt8>? = src.channels == 4 && outChannels == 3
                 ? .allocate(capacity: src.width * 4) : nil
             defer { scratch?.deallocate() }
-            decodeTime += clock.now - t0
+            decodeTime += clock.milliseconds - t0
             try read(src, into: level.base, stride: level.stride, rows: src.height, scratch: scratch)
             work.region = [0, 0, src.width, src.height]
             work.decode = src.describe
             work.decode.sourceRows = [0, info.height]
             for k in k0..<geometry.levelCount {
                 if k > k0 {
-                    let t1 = clock.now
+                    let t1 = clock.milliseconds
                     level = try TileRenderer.halve(level)
-                    decodeTime += clock.now - t1
+                    decodeTime += clock.milliseconds - t1
                 }
                 for r in 0..<geometry.rows(k) {
                     try emitRow(k, r, window: level.base, stride: level.stride, top: 0)
@@ -309,8 +315,8 @@ public struct TileRenderer {
         case .descriptor:
             break
         }
-        work.decodeSeconds = Double(decodeTime.components.attoseconds) / 1e18 + Double(decodeTime.components.seconds)
-        work.encodeSeconds = Double(encodeTime.components.attoseconds) / 1e18 + Double(encodeTime.components.seconds)
+        work.timings.decode = decodeTime
+        work.timings.encode = encodeTime
         return work
     }
 

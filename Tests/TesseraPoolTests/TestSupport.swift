@@ -1,7 +1,10 @@
 import Foundation
 import TesseraImaging
+import TesseraExecution
 import TesseraJobs
+import TesseraTasks
 import TesseraWire
+import TesseraTestSupport
 import XCTest
 
 struct TestTimeout: Error {}
@@ -17,14 +20,7 @@ final class Cluster {
     let client: CoordinatorClient
     var coordinatorArguments: [String] = []
 
-    static var binary: URL {
-        let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        for candidate in [dir, dir.deletingLastPathComponent(), Bundle.main.bundleURL] {
-            let url = candidate.appendingPathComponent("tessera")
-            if FileManager.default.isExecutableFile(atPath: url.path) { return url }
-        }
-        return dir.appendingPathComponent("tessera")
-    }
+    static var binary: URL { tesseraBinary }
 
     init(coordinatorArguments: [String] = []) throws {
         dir = NSTemporaryDirectory() + "tessera-pool-\(UUID().uuidString.prefix(8))"
@@ -151,18 +147,18 @@ final class Cluster {
     }
 }
 
+/// One value from a SQLite file (a journal), read by Python's sqlite3: what the journal
+/// says, not what the coordinator reports.
+func sqliteValue(_ database: String, _ query: String, _ arguments: [String] = []) throws -> String {
+    let script = "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(sys.argv[2], sys.argv[3:]).fetchone()[0])"
+    return try runProcess("python3", ["-c", script, database, query] + arguments).stdout
+        .trimmingCharacters(in: .whitespacesAndNewlines)
+}
+
 extension XCTestCase {
     /// Runs the `tessera` binary to its end: exit status, standard output, standard error.
     func tessera(_ args: [String]) throws -> (status: Int32, out: String, err: String) {
-        let p = Process()
-        p.executableURL = Cluster.binary
-        p.arguments = args
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile(), e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+        let r = try TesseraTestSupport.tessera(args)
+        return (r.status, r.stdout, r.stderr)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import TesseraTasks
 
 /// A pool attempt's right to publish: outputs are staged, the coordinator is asked, and
 /// only a current attempt renames them into place (docs/decisions/011-fenced-attempts.md).

@@ -25,12 +25,17 @@ public struct OutputNaming: Sendable, Codable {
     /// The output's path relative to the root (checked for `..` and absolute paths,
     /// not yet against symlinks on disk: `confine` does that where it is written).
     public func relativePath(for input: InputFile, preset: String, format: ImageFormat) throws -> String {
+        try relativePath(for: input, preset: preset, ext: format.fileExtension)
+    }
+
+    /// The same, with `{ext}` given (strip keeps the input's own extension).
+    public func relativePath(for input: InputFile, preset: String, ext: String) throws -> String {
         let dir = input.relativeDirectory
         var rel = template
         rel = rel.replacingOccurrences(of: "{dir}/", with: dir.isEmpty ? "" : dir + "/")
         rel = rel.replacingOccurrences(of: "{dir}", with: dir)
         rel = rel.replacingOccurrences(of: "{stem}", with: input.stem)
-        rel = rel.replacingOccurrences(of: "{ext}", with: format.fileExtension)
+        rel = rel.replacingOccurrences(of: "{ext}", with: ext)
         rel = rel.replacingOccurrences(of: "{preset}", with: preset)
         return try OutputNaming.normalise(rel)
     }

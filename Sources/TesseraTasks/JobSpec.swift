@@ -71,24 +71,42 @@ public struct OutputSpec: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey { case name, recipe, path, preset, formats }
 
-    /// `{"preset": "widget"}` or `{"name": "x", "recipe": {...}}`, with an optional `path`.
-    public init(from decoder: Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        path = try c.decodeIfPresent(String.self, forKey: .path)
-        if let preset = try c.decodeIfPresent(String.self, forKey: .preset) {
-            guard let r = try? PresetCatalog.builtIn.recipe(named: preset) else {
-                throw DecodingError.dataCorruptedError(forKey: .preset, in: c, debugDescription:
-                    "unknown preset \"\(preset)\" (known: \(PresetCatalog.builtIn.names.joined(separator: ", ")))")
+    /// An output as a job names it: `{"preset": "widget"}` or `{"name": "x", "recipe": {...}}`,
+    /// with an optional `path` and `formats`, before its preset is looked up.
+    struct Reference: Decodable {
+        var name: String?
+        var preset: String?
+        var recipe: Recipe?
+        var path: String?
+        var formats: [FormatChoice]?
+
+        /// The output, its preset taken from `catalog`; `field` names it in errors.
+        func resolve(_ catalog: PresetCatalog, field: String) throws -> OutputSpec {
+            func bad(_ message: String) -> JobError { JobError(.invalidJob, "\(field): \(message)") }
+            var recipe: Recipe
+            let outputName: String
+            switch (preset, self.recipe) {
+            case (let p?, nil):
+                do { recipe = try catalog.recipe(named: p) } catch let e as ImagingError { throw bad("preset: " + e.reason) }
+                outputName = name ?? recipe.name ?? p
+            case (nil, let r?):
+                recipe = r
+                guard let n = name ?? r.name else { throw bad("name: an inline recipe needs a name") }
+                outputName = n
+            case (nil, nil):
+                throw bad("needs a preset or a recipe")
+            default:
+                throw bad("give either a preset or a recipe, not both")
             }
-            recipe = r
-            name = try c.decodeIfPresent(String.self, forKey: .name) ?? r.name ?? preset
-        } else {
-            recipe = try c.decode(Recipe.self, forKey: .recipe)
-            try recipe.validate()
-            name = try c.decodeIfPresent(String.self, forKey: .name) ?? recipe.name ?? "output"
+            // `formats: [avif, webp, jpeg]` on the output: one file per format, one decode.
+            if let formats { recipe.output.formats = formats }
+            return OutputSpec(name: outputName, recipe: recipe, path: path)
         }
-        // `formats: [avif, webp, jpeg]` on the output: one file per format, one decode.
-        if let formats = try c.decodeIfPresent([FormatChoice].self, forKey: .formats) { recipe.output.formats = formats }
+    }
+
+    /// An output as sent to workers (`name`, `recipe`, `path`), or as a job names it (built-in presets only).
+    public init(from decoder: Decoder) throws {
+        self = try Reference(from: decoder).resolve(.builtIn, field: "output")
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -140,6 +158,14 @@ public struct JobOptions: Codable, Sendable, Equatable {
         heifThumbnails = try c.decodeIfPresent(Bool.self, forKey: .heifThumbnails) ?? d.heifThumbnails
     }
 
+    /// The limits of a tiles task: any size a pyramid can stream (pixels capped only so
+    /// that the arithmetic stays in `Int`).
+    public var tileLimits: Limits {
+        var l = renderOptions.limits
+        l.maxPixels = Int(min(maxMegapixels * 1_000_000, Double(Int.max / 2)))
+        return l
+    }
+
     /// The render options these limits mean.
     public var renderOptions: RenderOptions {
         var o = RenderOptions()
@@ -182,9 +208,11 @@ public struct JobSpec: Codable, Sendable, Equatable {
         self.options = options
     }
 
-    enum CodingKeys: String, CodingKey { case name, kind, priority, inputs, output, outputs, strip, tiles, options }
+    enum CodingKeys: String, CodingKey { case name, kind, priority, inputs, output, outputs, presets, strip, tiles, options }
 
-    /// JSON jobs (from scripts) take the same shorthand and defaults as job files.
+    /// JSON jobs (from scripts) take the same shorthand and defaults as job files, and
+    /// their own presets: `"presets": {"card": recipe, ...}` (a preset file's `presets`),
+    /// usable by name in `outputs` like the built-in ones. `validate()` checks the rest.
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         name = try c.decode(String.self, forKey: .name)
@@ -192,7 +220,14 @@ public struct JobSpec: Codable, Sendable, Equatable {
         priority = try c.decodeIfPresent(Int.self, forKey: .priority) ?? 0
         inputs = try c.decode([InputSource].self, forKey: .inputs)
         output = try c.decode(String.self, forKey: .output)
-        outputs = try c.decodeIfPresent([OutputSpec].self, forKey: .outputs) ?? []
+        var catalog = PresetCatalog.builtIn
+        for (name, recipe) in try c.decodeIfPresent([String: Recipe].self, forKey: .presets) ?? [:] {
+            do { try catalog.add(name, recipe) } catch let e as ImagingError {
+                throw JobError(.invalidJob, "presets.\(name): \(e.reason)")
+            }
+        }
+        let references = try c.decodeIfPresent([OutputSpec.Reference].self, forKey: .outputs) ?? []
+        outputs = try references.enumerated().map { try $0.element.resolve(catalog, field: "outputs[\($0.offset)]") }
         strip = try c.decodeIfPresent(StripOptions.self, forKey: .strip) ?? StripOptions()
         tiles = try c.decodeIfPresent(TileSettings.self, forKey: .tiles)
         if kind == .tiles {
@@ -205,10 +240,24 @@ public struct JobSpec: Codable, Sendable, Equatable {
         options = try c.decodeIfPresent(JobOptions.self, forKey: .options) ?? JobOptions()
     }
 
-    /// What each worker needs to run this job's tasks (everything but the inputs).
+    /// Presets are resolved: outputs carry their recipes.
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(name, forKey: .name)
+        try c.encode(kind, forKey: .kind)
+        try c.encode(priority, forKey: .priority)
+        try c.encode(inputs, forKey: .inputs)
+        try c.encode(output, forKey: .output)
+        try c.encode(outputs, forKey: .outputs)
+        try c.encode(strip, forKey: .strip)
+        try c.encodeIfPresent(tiles, forKey: .tiles)
+        try c.encode(options, forKey: .options)
+    }
+
+    /// What each worker needs to run this job's tasks (everything but the inputs), each
+    /// output with its path template resolved.
     public var executable: ExecutableJob {
-        ExecutableJob(kind: kind, outputs: outputs.map { RenderTask.Output(name: $0.name, recipe: $0.recipe) },
-                      templates: outputs.map { $0.path ?? defaultTemplate },
+        ExecutableJob(kind: kind, outputs: outputs.map { OutputSpec(name: $0.name, recipe: $0.recipe, path: $0.path ?? defaultTemplate) },
                       outputRoot: output, strip: strip, tiles: kind == .tiles ? (tiles ?? TileSettings()) : nil,
                       options: options)
     }
@@ -223,9 +272,9 @@ public struct JobSpec: Codable, Sendable, Equatable {
 /// A job as a worker runs it.
 public struct ExecutableJob: Codable, Sendable, Equatable {
     public var kind: JobKind
-    public var outputs: [RenderTask.Output]
-    /// One path template per output (strip uses the first, or `{dir}/{stem}.{ext}`).
-    public var templates: [String]
+    /// Every output, its `path` template resolved (strip takes the first one's, or
+    /// `{dir}/{stem}.{ext}`).
+    public var outputs: [OutputSpec]
     public var outputRoot: String
     public var strip: StripOptions
     public var tiles: TileSettings?
@@ -234,15 +283,19 @@ public struct ExecutableJob: Codable, Sendable, Equatable {
     /// tiles written since then. Not part of the recipe hash.
     public var createdAt: Double?
 
-    public init(kind: JobKind, outputs: [RenderTask.Output], templates: [String], outputRoot: String,
-                strip: StripOptions, tiles: TileSettings? = nil, options: JobOptions) {
+    public init(kind: JobKind, outputs: [OutputSpec], outputRoot: String,
+                strip: StripOptions = StripOptions(), tiles: TileSettings? = nil, options: JobOptions) {
         self.kind = kind
         self.outputs = outputs
-        self.templates = templates
         self.outputRoot = outputRoot
         self.strip = strip
         self.tiles = tiles
         self.options = options
+    }
+
+    /// Where `output`'s files go.
+    public func naming(_ output: OutputSpec?) -> OutputNaming {
+        OutputNaming(root: outputRoot, template: output?.path ?? OutputNaming.single)
     }
 
     /// A stable hash of everything that shapes the outputs (recipes, templates, kind,
@@ -252,8 +305,7 @@ public struct ExecutableJob: Codable, Sendable, Equatable {
         struct Key: Encodable {
             var renderer = Renderer.version
             var kind: JobKind
-            var outputs: [RenderTask.Output]
-            var templates: [String]
+            var outputs: [OutputSpec]
             var strip: StripOptions
             var tiles: TileSettings?
             var strict: Bool
@@ -261,7 +313,7 @@ public struct ExecutableJob: Codable, Sendable, Equatable {
         }
         let e = JSONEncoder()
         e.outputFormatting = [.sortedKeys]
-        let data = (try? e.encode(Key(kind: kind, outputs: outputs, templates: templates, strip: strip, tiles: tiles,
+        let data = (try? e.encode(Key(kind: kind, outputs: outputs, strip: strip, tiles: tiles,
                                       strict: options.strict, fast: options.fast))) ?? Data()
         return XXH64.hash(Array(data))
     }

@@ -1,47 +1,5 @@
 import Foundation
-import TesseraImaging
-
-/// Planning and running `tiles` jobs: each input becomes the parts of its pyramid.
-public enum TilePlanner {
-    /// One task per pyramid part, for every input. Inputs whose header cannot be read
-    /// get one task anyway: it fails on a worker with the reason, without stopping the
-    /// other inputs.
-    public static func plan(_ job: JobSpec, inputs: [InputFile]) -> [InputFile] {
-        let settings = job.tiles ?? TileSettings()
-        var tasks: [InputFile] = []
-        for input in inputs {
-            do {
-                let mapped = try FileIO.map(input.path, limit: job.options.maxInputMB << 20)
-                let info = try withExtendedLifetime(mapped) {
-                    try TileSourceInfo.probe(mapped.bytes, limits: limits(job.options))
-                }
-                let geometry = PyramidGeometry(width: info.width, height: info.height, settings: settings)
-                let parts = geometry.plan(info: info, settings: settings)
-                // Over the memory budget (a huge progressive JPEG): one task fails with the reason, not every part.
-                if parts.contains(where: { geometry.memoryEstimate($0, info: info, settings: settings) > settings.memoryBudgetMB << 20 }) {
-                    tasks.append(input.with(part: parts[0].description))
-                    continue
-                }
-                for part in parts { tasks.append(input.with(part: part.description)) }
-            } catch {
-                tasks.append(input.with(part: PyramidPart(tailFrom: 0).description))
-            }
-        }
-        return tasks
-    }
-
-    static func limits(_ options: JobOptions) -> Limits {
-        var l = options.renderOptions.limits
-        l.maxPixels = Int(min(options.maxMegapixels * 1_000_000, Double(Int.max / 2)))
-        return l
-    }
-
-    /// The pyramid's name under the output root: the input's directory and stem.
-    public static func pyramidName(_ input: InputFile) -> String {
-        let dir = input.relativeDirectory
-        return dir.isEmpty ? input.stem : dir + "/" + input.stem
-    }
-}
+import TesseraTasks
 
 /// Writes a task's tiles: each atomically (temporary name, then rename), directories
 /// made once per task, the pyramid's directory checked once against symlinks out of

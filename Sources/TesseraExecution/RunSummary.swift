@@ -1,4 +1,5 @@
 import Foundation
+import TesseraTasks
 import Histogram
 import TesseraImaging
 
@@ -40,12 +41,21 @@ public struct RunSummary: Codable, Sendable {
     public var bytesOut: Int
     /// Task time percentiles over succeeded tasks, milliseconds.
     public var taskMilliseconds: Percentiles
-    /// Share of summed task time per stage (queue wait excluded).
+    /// Share of summed task time per stage (queue wait excluded), by `Stage` name.
     public var stageShare: [String: Double]
-    /// Summed milliseconds per stage.
+    /// Summed milliseconds per stage, by `Stage` name.
     public var stageMilliseconds: [String: Double]
-    /// Peak resident memory per worker, bytes.
-    public var workerPeakRSSBytes: [String: Int]
+    /// The highest peak resident memory of a task, per worker, bytes (`workerPeakMemory` in JSON form).
+    public var workerPeakRSSBytes: [String: UInt64]
+    /// Workers whose figure is an upper bound (tasks ran side by side): `true`.
+    public var workerPeakRSSShared: [String: Bool]?
+
+    /// The highest task peak per worker, with its upper-bound flag.
+    public var workerPeakMemory: [String: PeakMemory] {
+        Dictionary(uniqueKeysWithValues: workerPeakRSSBytes.map { worker, bytes in
+            (worker, PeakMemory(bytes: bytes, isUpperBound: workerPeakRSSShared?[worker] ?? false))
+        })
+    }
     public var failures: [Failure]
     /// Tiles jobs: the whole pyramid(s).
     public var pyramids: PyramidSummary?
@@ -98,13 +108,7 @@ public struct RunSummary: Codable, Sendable {
         var stages: [String: Double] = [:]
         for r in records where r.status == .succeeded {
             _ = histogram.record(UInt64(max(1, (r.timings.total * 1000).rounded())))  // microseconds
-            let t = r.timings
-            for (k, v) in [("read", t.read), ("decode", t.decode), ("resize", t.resize), ("finish", t.finish),
-                           ("encode", t.encode), ("write", t.write)] {
-                stages[k, default: 0] += v
-            }
-            stages["total", default: 0] += t.total
-            stages["queueWait", default: 0] += t.queueWait
+            for stage in Stage.allCases { stages[stage.rawValue, default: 0] += r.timings[stage] }
         }
         let measured = histogram.totalCount > 0
         func ms(_ v: UInt64) -> Double { measured ? Double(v) / 1000 : 0 }
@@ -113,13 +117,15 @@ public struct RunSummary: Codable, Sendable {
         stageMilliseconds = stages
         let total = stages["total"] ?? 0
         stageShare = total > 0
-            ? stages.filter { $0.key != "total" && $0.key != "queueWait" }.mapValues { $0 / total } : [:]
-        var peaks: [String: Int] = [:]
+            ? stages.filter { $0.key != Stage.total.rawValue && $0.key != Stage.queueWait.rawValue }.mapValues { $0 / total } : [:]
+        var peaks: [String: PeakMemory] = [:]
         for r in records {
-            guard let w = r.worker, let p = r.peakRSSBytes else { continue }
-            peaks[w] = max(peaks[w] ?? 0, p)
+            guard let w = r.worker, let p = r.peakMemory else { continue }
+            peaks[w] = p.max(peaks[w])
         }
-        workerPeakRSSBytes = peaks
+        workerPeakRSSBytes = peaks.mapValues(\.bytes)
+        let shared = peaks.filter(\.value.isUpperBound).mapValues { _ in true }
+        workerPeakRSSShared = shared.isEmpty ? nil : shared
         var byCode: [String: Failure] = [:]
         for r in records where r.status == .failed {
             guard let e = r.error, e.code != "cancelled" else { continue }
@@ -132,7 +138,7 @@ public struct RunSummary: Codable, Sendable {
         let tileRecords = records.compactMap { r in r.tiles.map { (r, $0) } }
         if !tileRecords.isEmpty {
             var scales: [String: Int] = [:], seeks: [String: Int] = [:]
-            for (r, t) in tileRecords where t.part != PyramidPart.descriptorName {
+            for (r, t) in tileRecords where t.part != .descriptor {
                 let scale = r.sourceFormat == "png" ? "png" : "\(t.decode.scaleEighths)/8"
                 scales[scale + (t.decode.boxShrink > 1 ? "+box\(t.decode.boxShrink)" : ""), default: 0] += 1
                 seeks[t.decode.seek, default: 0] += 1
@@ -159,9 +165,8 @@ public enum RecordWriters {
 
     public static let csvColumns = [
         "input", "status", "error_code", "error", "worker", "source_format", "source_width", "source_height",
-        "scale_eighths", "bytes_in", "bytes_out", "outputs", "queue_wait_ms", "read_ms", "decode_ms", "resize_ms",
-        "finish_ms", "encode_ms", "write_ms", "total_ms", "peak_rss_bytes",
-    ]
+        "scale_eighths", "bytes_in", "bytes_out", "outputs",
+    ] + Stage.allCases.map { $0.snakeName + "_ms" } + ["peak_rss_bytes", "peak_rss_upper_bound"]
 
     public static func csv(_ records: [TaskRecord]) -> [UInt8] {
         func field(_ s: String) -> String {
@@ -171,14 +176,15 @@ public enum RecordWriters {
         var lines = [csvColumns.joined(separator: ",")]
         for r in records {
             let outputs = r.outputs.map { "\($0.name):\($0.width)x\($0.height):\($0.bytes)" }.joined(separator: ";")
-            let t = r.timings
-            let row: [String] = [
+            var row: [String] = [
                 r.input, r.status.rawValue, r.error?.code ?? "", r.error?.message ?? "", r.worker ?? "",
                 r.sourceFormat ?? "", r.sourceWidth.map(String.init) ?? "", r.sourceHeight.map(String.init) ?? "",
                 r.scaleEighths.map(String.init) ?? "", String(r.bytesIn), String(r.bytesOut), outputs,
-                num(t.queueWait), num(t.read), num(t.decode), num(t.resize), num(t.finish), num(t.encode), num(t.write),
-                num(t.total), r.peakRSSBytes.map(String.init) ?? "",
             ]
+            for stage in Stage.allCases { row.append(num(r.timings[stage])) }
+            let peak = r.peakMemory
+            row.append(peak.map { String($0.bytes) } ?? "")
+            row.append(peak.map { $0.isUpperBound ? "true" : "false" } ?? "")
             lines.append(row.map(field).joined(separator: ","))
         }
         return Array((lines.joined(separator: "\n") + "\n").utf8)

@@ -1,0 +1,84 @@
+import Foundation
+
+/// The stages of a task, in pipeline order: the one list every consumer of timings
+/// takes its names from (records, the report header, metrics, CSV, summaries).
+/// `total` is the whole task (or render), not the sum of the others.
+public enum Stage: String, CaseIterable, Sendable, Codable {
+    /// Waiting in the worker's queue before a thread took the task.
+    case queueWait
+    /// Reading (or fetching) the source bytes.
+    case read
+    case decode
+    case resize
+    /// Orientation, flattening, colour conversion.
+    case finish
+    case encode
+    /// Writing (or storing) the outputs.
+    case write
+    case total
+
+    /// `queue_wait`, `decode`…: the name in metrics and CSV columns.
+    public var snakeName: String {
+        self == .queueWait ? "queue_wait" : rawValue
+    }
+}
+
+/// Milliseconds spent in each `Stage`.
+public struct StageTimings: Sendable, Equatable, Codable {
+    public var queueWait: Double = 0
+    public var read: Double = 0
+    public var decode: Double = 0
+    public var resize: Double = 0
+    public var finish: Double = 0
+    public var encode: Double = 0
+    public var write: Double = 0
+    public var total: Double = 0
+
+    public init() {}
+
+    public subscript(stage: Stage) -> Double {
+        get {
+            switch stage {
+            case .queueWait: return queueWait
+            case .read: return read
+            case .decode: return decode
+            case .resize: return resize
+            case .finish: return finish
+            case .encode: return encode
+            case .write: return write
+            case .total: return total
+            }
+        }
+        set {
+            switch stage {
+            case .queueWait: queueWait = newValue
+            case .read: read = newValue
+            case .decode: decode = newValue
+            case .resize: resize = newValue
+            case .finish: finish = newValue
+            case .encode: encode = newValue
+            case .write: write = newValue
+            case .total: total = newValue
+            }
+        }
+    }
+}
+
+/// The one clock: monotonic time, immune to wall-clock changes.
+public enum Monotonic {
+    /// Seconds since an arbitrary fixed point (boot).
+    @inline(__always)
+    public static func seconds() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+}
+
+/// Time since it was made, on the monotonic clock.
+public struct Stopwatch: Sendable {
+    private let start = Monotonic.seconds()
+    public init() {}
+    public var seconds: Double { Monotonic.seconds() - start }
+    public var milliseconds: Double { seconds * 1000 }
+}

@@ -1,0 +1,191 @@
+import Foundation
+import TesseraImaging
+
+/// A task's peak resident memory: the kernel's high-water mark of the process that ran it.
+/// When other tasks ran in the same process at the same time, it is the process' peak over
+/// the task's run, an upper bound rather than the task's own figure, and says so.
+public struct PeakMemory: Sendable, Equatable, Codable {
+    public var bytes: UInt64
+    public var isUpperBound: Bool
+
+    public init(bytes: UInt64, isUpperBound: Bool) {
+        self.bytes = bytes
+        self.isUpperBound = isUpperBound
+    }
+
+    /// The higher of two peaks; an upper bound if that one is.
+    public func max(_ other: PeakMemory?) -> PeakMemory {
+        guard let other, other.bytes > bytes || (other.bytes == bytes && !other.isUpperBound) else { return self }
+        return other
+    }
+
+    /// `47.3 MB`, or `≤ 47.3 MB` for an upper bound.
+    public var display: String {
+        (isUpperBound ? "≤ " : "") + String(format: "%.1f MB", Double(bytes) / 1e6)
+    }
+}
+
+/// What happened to one task: the record reported per task, locally or to a coordinator.
+public struct TaskRecord: Sendable, Codable {
+    public enum Status: String, Sendable, Codable { case succeeded, failed, skipped }
+
+    /// One file the task made.
+    public struct OutputRecord: Sendable, Codable, Equatable {
+        /// The output's name (`{preset}`).
+        public var name: String
+        /// Where it was written (relative to the output root when sent back inline).
+        public var path: String
+        public var format: String
+        public var width: Int
+        public var height: Int
+        public var bytes: Int
+        /// The encoder quality (1...100) of a lossy output (JPEG, WebP, AVIF).
+        public var quality: Int?
+        /// The same, for JPEG outputs only (the records' `jpegQuality`).
+        public var jpegQuality: Int? { format == "jpeg" ? quality : nil }
+
+        public init(name: String, path: String, format: String, width: Int, height: Int, bytes: Int, quality: Int?) {
+            self.name = name
+            self.path = path
+            self.format = format
+            self.width = width
+            self.height = height
+            self.bytes = bytes
+            self.quality = quality
+        }
+
+        enum CodingKeys: String, CodingKey { case name, path, format, width, height, bytes, quality, jpegQuality }
+
+        public init(from decoder: Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            name = try c.decode(String.self, forKey: .name)
+            path = try c.decode(String.self, forKey: .path)
+            format = try c.decode(String.self, forKey: .format)
+            width = try c.decode(Int.self, forKey: .width)
+            height = try c.decode(Int.self, forKey: .height)
+            bytes = try c.decode(Int.self, forKey: .bytes)
+            quality = try c.decodeIfPresent(Int.self, forKey: .quality) ?? c.decodeIfPresent(Int.self, forKey: .jpegQuality)
+        }
+
+        public func encode(to encoder: Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(name, forKey: .name)
+            try c.encode(path, forKey: .path)
+            try c.encode(format, forKey: .format)
+            try c.encode(width, forKey: .width)
+            try c.encode(height, forKey: .height)
+            try c.encode(bytes, forKey: .bytes)
+            try c.encodeIfPresent(quality, forKey: .quality)
+            try c.encodeIfPresent(jpegQuality, forKey: .jpegQuality)
+        }
+    }
+
+    public struct Failure: Sendable, Codable, Equatable {
+        public var code: String
+        public var message: String
+        public init(code: String, message: String) {
+            self.code = code
+            self.message = message
+        }
+    }
+
+    /// What a lossless strip removed and how it kept the image upright.
+    public struct StripWork: Sendable, Codable, Equatable {
+        public var removed: [String]
+        public var orientation: Int
+        public var transformed: Bool
+        public init(removed: [String], orientation: Int, transformed: Bool) {
+            self.removed = removed
+            self.orientation = orientation
+            self.transformed = transformed
+        }
+    }
+
+    public init(input: String, status: Status) {
+        self.input = input
+        self.status = status
+    }
+
+    public var input: String
+    public var status: Status
+    public var error: Failure?
+    public var bytesIn: Int = 0
+    public var sourceFormat: String?
+    public var sourceWidth: Int?
+    public var sourceHeight: Int?
+    /// DCT scale used, in eighths (8 = full size; 8 for PNG).
+    public var scaleEighths: Int?
+    /// How the pixels were obtained: jpeg, progressive-dc, exif-thumbnail, png.
+    public var decodePath: String?
+    public var outputs: [OutputRecord] = []
+    public var timings = StageTimings()
+    /// Peak resident memory while the task ran, when measured (pool workers).
+    public var peakMemory: PeakMemory?
+    public var worker: String?
+    /// What a tile task made (tiles jobs).
+    public var tiles: TileWork?
+    /// What a strip task removed (strip jobs).
+    public var strip: StripWork?
+
+    public var bytesOut: Int { outputs.reduce(0) { $0 + $1.bytes } }
+
+    // JSON (docs/JSON.md): `"type": "record"` and the format version first; stage times in
+    // `timingsMilliseconds`; peak memory as `peakRSSBytes` and, for an upper bound,
+    // `peakRSSShared: true`. Every field but input and status may be absent (older journals).
+    enum CodingKeys: String, CodingKey {
+        case type, version, input, status, error, bytesIn, bytesOut, sourceFormat, sourceWidth, sourceHeight, scaleEighths
+        case decodePath, outputs, timings = "timingsMilliseconds", peakRSSBytes, peakRSSShared, worker, tiles, strip
+        case legacyTimings = "timings"
+    }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        input = try c.decode(String.self, forKey: .input)
+        status = try c.decode(Status.self, forKey: .status)
+        error = try c.decodeIfPresent(Failure.self, forKey: .error)
+        bytesIn = try c.decodeIfPresent(Int.self, forKey: .bytesIn) ?? 0
+        sourceFormat = try c.decodeIfPresent(String.self, forKey: .sourceFormat)
+        sourceWidth = try c.decodeIfPresent(Int.self, forKey: .sourceWidth)
+        sourceHeight = try c.decodeIfPresent(Int.self, forKey: .sourceHeight)
+        scaleEighths = try c.decodeIfPresent(Int.self, forKey: .scaleEighths)
+        decodePath = try c.decodeIfPresent(String.self, forKey: .decodePath)
+        outputs = try c.decodeIfPresent([OutputRecord].self, forKey: .outputs) ?? []
+        timings = try c.decodeIfPresent(StageTimings.self, forKey: .timings)
+            ?? c.decodeIfPresent(StageTimings.self, forKey: .legacyTimings) ?? StageTimings()
+        if let bytes = try c.decodeIfPresent(UInt64.self, forKey: .peakRSSBytes) {
+            peakMemory = PeakMemory(bytes: bytes, isUpperBound: try c.decodeIfPresent(Bool.self, forKey: .peakRSSShared) ?? false)
+        }
+        worker = try c.decodeIfPresent(String.self, forKey: .worker)
+        tiles = try c.decodeIfPresent(TileWork.self, forKey: .tiles)
+        strip = try c.decodeIfPresent(StripWork.self, forKey: .strip)
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode("record", forKey: .type)
+        try c.encode(JSONOutput.version, forKey: .version)
+        try c.encode(input, forKey: .input)
+        try c.encode(status, forKey: .status)
+        try c.encodeIfPresent(error, forKey: .error)
+        try c.encode(bytesIn, forKey: .bytesIn)
+        try c.encode(bytesOut, forKey: .bytesOut)
+        try c.encodeIfPresent(sourceFormat, forKey: .sourceFormat)
+        try c.encodeIfPresent(sourceWidth, forKey: .sourceWidth)
+        try c.encodeIfPresent(sourceHeight, forKey: .sourceHeight)
+        try c.encodeIfPresent(scaleEighths, forKey: .scaleEighths)
+        try c.encodeIfPresent(decodePath, forKey: .decodePath)
+        try c.encode(outputs, forKey: .outputs)
+        try c.encode(timings, forKey: .timings)
+        try c.encodeIfPresent(peakMemory?.bytes, forKey: .peakRSSBytes)
+        if peakMemory?.isUpperBound == true { try c.encode(true, forKey: .peakRSSShared) }
+        try c.encodeIfPresent(worker, forKey: .worker)
+        try c.encodeIfPresent(tiles, forKey: .tiles)
+        try c.encodeIfPresent(strip, forKey: .strip)
+    }
+}
+
+/// The machine-readable output of every command (`--json` lines, reports, results):
+/// each object has `"type"` and this `"version"` (docs/JSON.md).
+public enum JSONOutput {
+    public static let version = 1
+}
