@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-1000000}
-tessera=$PWD/.build/release/tessera
+tessera=${TESSERA:-$PWD/.build/release/tessera}  # TESSERA=another build, to compare
 [ -x "$tessera" ] || swift build -c release >/dev/null
 work=$(mktemp -d)
 trap 'kill -9 $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
