@@ -37,8 +37,11 @@ let cTargets: [Target] = [
     // WebP decode/encode, demux (VP8X metadata, animation), mux (ICC in outputs).
     .systemLibrary(name: "CWebP", pkgConfig: "libwebpmux",
                    providers: [.apt(["libwebp-dev"])]),
+    // HTTP(S) and S3 (AWS Signature V4) transfers: docs/decisions/013-object-storage.md.
+    .systemLibrary(name: "CCurl", pkgConfig: "libcurl",
+                   providers: [.apt(["libcurl4-openssl-dev"])]),
     // C that Swift cannot express: the setjmp guards for libjpeg and libpng, SIMD kernels, prctl.
-    .target(name: "TesseraShim", dependencies: ["CJPEG", "CPNG"]),
+    .target(name: "TesseraShim", dependencies: ["CJPEG", "CPNG", "CCurl"]),
 ]
 
 // MARK: - Libraries
@@ -52,11 +55,14 @@ let libraries: [Target] = [
     // wire carries; no parsing of job files, no execution.
     .target(name: "TesseraTasks", dependencies: ["TesseraImaging"]),
     // Job files (YAML/JSON) and planning a job into tasks.
-    .target(name: "TesseraJobs", dependencies: ["TesseraTasks", .product(name: "Yams", package: "Yams")]),
+    .target(name: "TesseraJobs", dependencies: ["TesseraTasks", "TesseraStorage", .product(name: "Yams", package: "Yams")]),
     // Running one task (read, render, write) and summarising records: the worker's and `tessera render`'s.
     .target(name: "TesseraExecution", dependencies: [
-        "TesseraTasks", .product(name: "Histogram", package: "hdrhistogram-swift"),
+        "TesseraTasks", "TesseraStorage", .product(name: "Histogram", package: "hdrhistogram-swift"),
     ]),
+    // Where inputs and outputs live beyond the local disk: S3-compatible object storage and
+    // HTTP(S) URLs (libcurl through the shim), with an on-disk cache of originals.
+    .target(name: "TesseraStorage", dependencies: ["TesseraTasks", "TesseraShim"]),
     .target(name: "TesseraWire", dependencies: ["CZMQ", "TesseraTasks"]),
     // What a long-running process serves: HTTP probes, metrics (swift-metrics → Prometheus), process metrics.
     .target(name: "TesseraService", dependencies: [
@@ -66,7 +72,7 @@ let libraries: [Target] = [
     ]),
     .target(
         name: "TesseraWorker",
-        dependencies: ["TesseraWire", "TesseraExecution", "TesseraService", "TesseraShim", .product(name: "CoreMetrics", package: "swift-metrics"),
+        dependencies: ["TesseraWire", "TesseraExecution", "TesseraStorage", "TesseraService", "TesseraShim", .product(name: "CoreMetrics", package: "swift-metrics"),
                        .product(name: "Logging", package: "swift-log")]
     ),
     .target(
@@ -88,6 +94,7 @@ let executables: [Target] = [
             "TesseraTasks",
             "TesseraJobs",
             "TesseraExecution",
+            "TesseraStorage",
             "TesseraWire",
             "TesseraCoordinator",
             "TesseraWorker",

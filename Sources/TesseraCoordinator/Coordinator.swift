@@ -769,10 +769,17 @@ public final class Coordinator: @unchecked Sendable {
     func assignment(_ job: ActiveJob, ref: TaskRef, inline: [UInt8]?) -> TaskAssignment {
         let slot = job.live[ref.task]!
         var expected: UInt64?
-        if job.spec.options.incremental, let r = slot.rendition, !r.outputs.isEmpty, r.outputs.allSatisfy(Paths.exists) {
-            expected = r.hash
+        var remoteOutputs: [String] = []
+        if job.spec.options.incremental, let r = slot.rendition, !r.outputs.isEmpty {
+            // Files are checked here; objects by the worker (HEAD), never from the event loop.
+            if r.outputs.contains(where: Location.isRemote) {
+                expected = r.hash
+                remoteOutputs = r.outputs
+            } else if r.outputs.allSatisfy(Paths.exists) {
+                expected = r.hash
+            }
         }
-        return TaskAssignment(ref: ref, job: job.id, input: slot.input, expectedHash: expected,
+        return TaskAssignment(ref: ref, job: job.id, input: slot.input, expectedHash: expected, expectedOutputs: remoteOutputs,
                               inlineInput: inline, leaseSeconds: Float(job.spec.options.timeout))
     }
 
@@ -799,7 +806,7 @@ public final class Coordinator: @unchecked Sendable {
 
     func outputPaths(_ record: [UInt8], root: String) -> [String] {
         guard let rec = try? JSONDecoder().decode(TaskRecord.self, from: Data(record)) else { return [] }
-        return rec.outputs.map { $0.path.hasPrefix("/") ? $0.path : root + "/" + $0.path }
+        return rec.outputs.map { $0.path.hasPrefix("/") || Location.isRemote($0.path) ? $0.path : root + "/" + $0.path }
     }
 
     private func shutdownWorkers() {

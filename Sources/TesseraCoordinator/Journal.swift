@@ -48,11 +48,12 @@ package final class Journal {
         package var path: String
         package var root: String
         package var part: String
+        package var etag: String
         package var attempts: Int
         package var crashes: Int
         package var notBefore: Double
         package var result: ResultStatus?
-        package var input: InputFile { InputFile(path: path, root: root, part: Journal.part(part)) }
+        package var input: InputFile { InputFile(path: path, root: root, part: Journal.part(part), etag: etag.isEmpty ? nil : etag) }
     }
 
     package init(path: String) throws {
@@ -96,6 +97,10 @@ package final class Journal {
             // The CURVE key that submitted a job ("" without CURVE): only it (or an admin) may cancel.
             try db.execute(sql: "ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
         }
+        migrator.registerMigration("v4-etag") { db in
+            // Objects listed from a store: their version (ETag), which reruns and caches key on.
+            try db.execute(sql: "ALTER TABLE tasks ADD COLUMN etag TEXT NOT NULL DEFAULT ''")
+        }
         try migrator.migrate(db)
     }
 
@@ -137,9 +142,10 @@ package final class Journal {
             guard !rows.isEmpty else { return }
             let start = next - UInt64(rows.count)
             try db.write { db in
-                let insert = try db.cachedStatement(sql: "INSERT INTO tasks (id, job, path, root, part) VALUES (?, ?, ?, ?, ?)")
+                let insert = try db.cachedStatement(sql: "INSERT INTO tasks (id, job, path, root, part, etag) VALUES (?, ?, ?, ?, ?, ?)")
                 for (k, input) in rows.enumerated() {
-                    try insert.execute(arguments: [Int64(start) + Int64(k), id, input.path, input.root, input.part?.description ?? ""])
+                    try insert.execute(arguments: [Int64(start) + Int64(k), id, input.path, input.root, input.part?.description ?? "",
+                                                         input.etag ?? ""])
                 }
             }
             rows.removeAll(keepingCapacity: true)
@@ -228,12 +234,12 @@ package final class Journal {
         try db.read { db in
             var rows: [TaskRow] = []
             let cursor = try Row.fetchCursor(db, sql: """
-                SELECT t.id, t.path, t.root, t.attempts, t.crashes, t.not_before, r.status, t.part
+                SELECT t.id, t.path, t.root, t.attempts, t.crashes, t.not_before, r.status, t.part, t.etag
                 FROM tasks t LEFT JOIN results r ON r.task = t.id WHERE t.id >= ? AND t.id < ? ORDER BY t.id
                 """, arguments: [Int64(first), Int64(first) + Int64(total)])
             while let r = try cursor.next() {
                 let status: Int? = r[6]
-                rows.append(TaskRow(id: UInt64(r[0] as Int64), path: r[1], root: r[2], part: r[7], attempts: r[3], crashes: r[4],
+                rows.append(TaskRow(id: UInt64(r[0] as Int64), path: r[1], root: r[2], part: r[7], etag: r[8], attempts: r[3], crashes: r[4],
                                     notBefore: r[5], result: status.flatMap(ResultStatus.init(rawValue:))))
             }
             return rows
@@ -247,7 +253,7 @@ package final class Journal {
             var rows: [PageRow] = []
             rows.reserveCapacity(limit)
             let cursor = try Row.fetchCursor(db, sql: """
-                SELECT t.id, t.path, t.root, t.part, t.attempts, t.crashes, d.input_hash, d.outputs
+                SELECT t.id, t.path, t.root, t.part, t.attempts, t.crashes, d.input_hash, d.outputs, t.etag
                 FROM tasks t LEFT JOIN renditions d
                   ON ? AND d.recipe = ? AND d.path = (CASE WHEN t.part = '' THEN t.path ELSE t.path || '#' || t.part END)
                 WHERE t.id >= ? AND t.id < ? AND NOT EXISTS (SELECT 1 FROM results r WHERE r.task = t.id)
@@ -256,7 +262,9 @@ package final class Journal {
             while let r = try cursor.next() {
                 let hash: Int64? = r[6]
                 let outputs: String? = r[7]
-                rows.append(PageRow(id: UInt64(r[0] as Int64), input: InputFile(path: r[1], root: r[2], part: Journal.part(r[3])),
+                let etag: String = r[8]
+                rows.append(PageRow(id: UInt64(r[0] as Int64),
+                                    input: InputFile(path: r[1], root: r[2], part: Journal.part(r[3]), etag: etag.isEmpty ? nil : etag),
                                     attempts: r[4], crashes: r[5],
                                     rendition: hash.map { (UInt64(bitPattern: $0), outputs?.split(separator: "\n").map(String.init) ?? []) }))
             }

@@ -1,5 +1,6 @@
 import Foundation
 import TesseraImaging
+import TesseraStorage
 import TesseraTasks
 
 /// What running one task produced, beyond its record.
@@ -33,15 +34,21 @@ public enum TaskExecutor {
     ///   - expectedHash: the input's hash when its outputs were last made with this recipe:
     ///     equal content means nothing to do (status `skipped`).
     ///   - returnInline: give outputs back instead of writing them.
+    ///   - expectedOutputs: object-storage outputs of that rendition, which must still exist to skip.
     ///   - fence: in the pool, outputs are staged and published only when the coordinator
     ///     says this attempt is current (nil: written in place, as `tessera render` does).
+    ///   - stores: how URL inputs are fetched and object-storage outputs stored.
+    ///   - prefetched: the input, already fetched (a worker overlaps downloads with work).
     public static func run(_ job: ExecutableJob, input: InputFile, inlineInput: [UInt8]? = nil,
-                           expectedHash: UInt64? = nil, returnInline: Bool = false,
-                           renderOptions: RenderOptions? = nil, fence: Fence? = nil) -> TaskOutcome {
+                           expectedHash: UInt64? = nil, expectedOutputs: [String] = [], returnInline: Bool = false,
+                           renderOptions: RenderOptions? = nil, fence: Fence? = nil,
+                           stores: RemoteStores = RemoteStores(), prefetched: Result<Fetched, Error>? = nil) -> TaskOutcome {
         let clock = Stopwatch()
-        var outcome = TaskOutcome(record: TaskRecord(input: input.path, status: .failed), inputHash: 0,
+        // A presigned URL's query string is a credential: records name the URL without it.
+        let name = Location.withoutQuery(input.path)
+        var outcome = TaskOutcome(record: TaskRecord(input: name, status: .failed), inputHash: 0,
                                   retryable: false, inlineOutputs: [])
-        var record = TaskRecord(input: input.path, status: .failed)
+        var record = TaskRecord(input: name, status: .failed)
         do {
             if job.kind == .noop {
                 record.status = .succeeded
@@ -49,13 +56,30 @@ public enum TaskExecutor {
                 return outcome
             }
             let options = renderOptions ?? job.options.renderOptions
-            // Inline bytes as they came; files mapped, not copied.
-            func body(_ bytes: UnsafeRawBufferPointer) throws {
+            let storage = stores.storage(job.storage)
+            let remoteInput = inlineInput == nil && Location.isRemote(input.path)
+            let remoteOutputs = !returnInline && Location.isRemote(job.outputRoot)
+            if remoteInput || remoteOutputs { record.transfer = .init() }
+            // An object listed with its version: unchanged version and recipe, outputs still
+            // there (HEAD) — skipped without downloading it.
+            if remoteInput, job.options.incremental, let etag = input.etag, let expected = expectedHash,
+               expected == versionHash(etag), try expectedOutputs.allSatisfy(storage.exists) {
+                outcome.inputHash = expected
+                record.status = .skipped
+                record.transfer?.etag = etag
+                record.timings.total = clock.milliseconds
+                outcome.record = record
+                return outcome
+            }
+            // Inline bytes as they came; files mapped, not copied; URLs fetched (or from the cache).
+            func body(_ bytes: UnsafeRawBufferPointer, version: String?) throws {
+                let r0 = clock.milliseconds
                 record.bytesIn = bytes.count
-                // The content hash is only needed for incremental reruns.
-                if job.options.incremental { outcome.inputHash = XXH64.hash(bytes) }
-                record.timings.read = clock.milliseconds
-                if job.options.incremental, let expected = expectedHash, expected == outcome.inputHash {
+                // The content hash (or the store's version of an object) is only needed for incremental reruns.
+                if job.options.incremental { outcome.inputHash = version.map(versionHash) ?? XXH64.hash(bytes) }
+                record.timings.read = clock.milliseconds - r0
+                if job.options.incremental, let expected = expectedHash, expected == outcome.inputHash,
+                   try expectedOutputs.allSatisfy(storage.exists) {
                     record.status = .skipped
                     return
                 }
@@ -113,6 +137,30 @@ public enum TaskExecutor {
                 let writeStart = clock.milliseconds
                 if returnInline {
                     outcome.inlineOutputs = files.map { ($0.record.path, $0.bytes) }
+                } else if remoteOutputs {
+                    // Objects appear whole (S3 semantics): asked first, then uploaded.
+                    if let fence, !fence.commit() {
+                        outcome.superseded = true
+                        return
+                    }
+                    var stored: [String] = []
+                    for f in files {
+                        let url = Location.join(job.outputRoot, f.record.path)
+                        let cacheControl = job.outputs.first { $0.name == f.record.name }?.cacheControl ?? job.storage?.cacheControl
+                        do {
+                            try f.bytes.withUnsafeBytes {
+                                try storage.store($0, to: url, contentType: Location.contentType(forExtension: (url as NSString).pathExtension),
+                                                  cacheControl: cacheControl)
+                            }
+                        } catch {
+                            // All of a task's outputs or none.
+                            for done in stored { storage.delete(done) }
+                            throw error
+                        }
+                        stored.append(url)
+                        record.transfer?.storedBytes += f.bytes.count
+                    }
+                    record.timings.store = clock.milliseconds - writeStart
                 } else if let fence {
                     // Staged, then published only while this attempt is the current one.
                     let staging = try Staging(root: job.outputRoot, fence: fence)
@@ -144,24 +192,33 @@ public enum TaskExecutor {
                 }
                 for f in files {
                     var o = f.record
-                    if !returnInline { o.path = job.outputRoot + "/" + o.path }
+                    if !returnInline { o.path = Location.join(job.outputRoot, o.path) }
                     record.outputs.append(o)
                 }
-                record.timings.write = clock.milliseconds - writeStart
+                if !remoteOutputs { record.timings.write = clock.milliseconds - writeStart }
                 record.status = .succeeded
             }
             if let inlineInput {
-                try inlineInput.withUnsafeBytes { try body($0) }
+                try inlineInput.withUnsafeBytes { try body($0, version: nil) }
+            } else if remoteInput {
+                let f0 = clock.milliseconds
+                let fetched = try prefetched?.get() ?? storage.fetch(input.path, knownETag: input.etag, limit: options.limits.maxInputBytes)
+                record.timings.fetch = clock.milliseconds - f0
+                record.transfer?.downloadMilliseconds = prefetched == nil ? record.timings.fetch : fetched.seconds * 1000
+                record.transfer?.fetchedBytes = fetched.transferred
+                record.transfer?.cacheHit = fetched.cacheHit
+                record.transfer?.etag = fetched.etag
+                try withExtendedLifetime(fetched) { try body(fetched.bytes.bytes, version: fetched.etag) }
             } else {
                 let mapped = try FileIO.map(input.path, limit: options.limits.maxInputBytes)
-                try withExtendedLifetime(mapped) { try body(mapped.bytes) }
+                try withExtendedLifetime(mapped) { try body(mapped.bytes, version: nil) }
             }
         } catch let e as ImagingError {
             record.error = .init(code: e.code.rawValue, message: e.description)
         } catch var e as JobError {
             e.file = e.file ?? input.path
             record.error = .init(code: e.code.rawValue, message: e.description)
-            outcome.retryable = e.code == .readFailed || e.code == .writeFailed
+            outcome.retryable = e.isRetryable
         } catch {
             record.error = .init(code: "internal", message: "\(input.path): \(error)")
             outcome.retryable = true
@@ -170,6 +227,10 @@ public enum TaskExecutor {
         outcome.record = record
         return outcome
     }
+
+    /// What reruns compare for an object whose store gave a version (ETag): unchanged
+    /// version, unchanged bytes, without reading them.
+    static func versionHash(_ etag: String) -> UInt64 { XXH64.hash(Array(("etag:" + etag).utf8)) }
 
     /// A `tiles` task: one part of one pyramid.
     static func runTiles(_ job: ExecutableJob, input: InputFile, bytes: UnsafeRawBufferPointer, options: RenderOptions,
@@ -208,7 +269,7 @@ public enum TaskExecutor {
                 }
                 // Every file is an output: incremental reruns check they all still exist.
                 record.outputs.append(.init(name: out.width > 0 ? "tile" : "descriptor",
-                                            path: returnInline ? out.path : job.outputRoot + "/" + out.path,
+                                            path: returnInline ? out.path : Location.join(job.outputRoot, out.path),
                                             format: (out.path as NSString).pathExtension, width: out.width,
                                             height: out.height, bytes: out.bytes.count, quality: nil))
             }

@@ -3,18 +3,22 @@ import Foundation
 /// The stages of a task, in pipeline order: the one list every consumer of timings
 /// takes its names from (records, the report header, metrics, CSV, summaries).
 /// `total` is the whole task (or render), not the sum of the others.
-public enum Stage: String, CaseIterable, Sendable, Codable {
+public enum Stage: String, CaseIterable, Sendable, Codable, CodingKey {
     /// Waiting in the worker's queue before a thread took the task.
     case queueWait
-    /// Reading (or fetching) the source bytes.
+    /// Downloading the source from object storage or HTTP (0 for files and cache hits).
+    case fetch
+    /// Reading (mapping) the source bytes and hashing them for reruns.
     case read
     case decode
     case resize
     /// Orientation, flattening, colour conversion.
     case finish
     case encode
-    /// Writing (or storing) the outputs.
+    /// Writing the outputs to the output root's disk (staged, then published).
     case write
+    /// Uploading the outputs to object storage.
+    case store
     case total
 
     /// `queue_wait`, `decode`…: the name in metrics and CSV columns.
@@ -26,38 +30,55 @@ public enum Stage: String, CaseIterable, Sendable, Codable {
 /// Milliseconds spent in each `Stage`.
 public struct StageTimings: Sendable, Equatable, Codable {
     public var queueWait: Double = 0
+    public var fetch: Double = 0
     public var read: Double = 0
     public var decode: Double = 0
     public var resize: Double = 0
     public var finish: Double = 0
     public var encode: Double = 0
     public var write: Double = 0
+    public var store: Double = 0
     public var total: Double = 0
 
     public init() {}
+
+    /// Records of older versions lack the stages added since: they read as 0.
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: Stage.self)
+        for stage in Stage.allCases { self[stage] = try c.decodeIfPresent(Double.self, forKey: stage) ?? 0 }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: Stage.self)
+        for stage in Stage.allCases { try c.encode(self[stage], forKey: stage) }
+    }
 
     public subscript(stage: Stage) -> Double {
         get {
             switch stage {
             case .queueWait: return queueWait
+            case .fetch: return fetch
             case .read: return read
             case .decode: return decode
             case .resize: return resize
             case .finish: return finish
             case .encode: return encode
             case .write: return write
+            case .store: return store
             case .total: return total
             }
         }
         set {
             switch stage {
             case .queueWait: queueWait = newValue
+            case .fetch: fetch = newValue
             case .read: read = newValue
             case .decode: decode = newValue
             case .resize: resize = newValue
             case .finish: finish = newValue
             case .encode: encode = newValue
             case .write: write = newValue
+            case .store: store = newValue
             case .total: total = newValue
             }
         }

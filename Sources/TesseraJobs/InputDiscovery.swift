@@ -1,4 +1,5 @@
 import Foundation
+import TesseraStorage
 import TesseraTasks
 
 /// Expands files and directories (recursively) into image inputs, sorted.
@@ -7,10 +8,18 @@ public enum InputDiscovery {
     /// whatever their name (the renderer sniffs content, not names).
     public static let imageExtensions: Set<String> = ["jpg", "jpeg", "jpe", "jfif", "png", "webp", "heic", "heif", "hif", "avif"]
 
-    /// Files and directories (searched with the jobs' walker) as inputs, in order.
-    public static func expand(_ paths: [String], recursive: Bool = true) throws -> [InputFile] {
-        try paths.flatMap { raw in
-            try JobPlanner.expand(raw.count > 1 && raw.hasSuffix("/") ? String(raw.dropLast()) : raw, recursive: recursive)
+    /// Files and directories (searched with the jobs' walker), `s3://` keys and prefixes
+    /// (listed) and HTTP(S) URLs as inputs, in order.
+    public static func expand(_ paths: [String], recursive: Bool = true, storage: StorageSettings? = nil,
+                              stores: RemoteStores = RemoteStores()) throws -> [InputFile] {
+        var files: [InputFile] = []
+        for raw in paths {
+            if Location.isRemote(raw) {
+                try JobPlanner.expandRemote(raw, patterns: [], recursive: recursive, storage: stores.storage(storage)) { files.append($0) }
+            } else {
+                files += try JobPlanner.expand(raw.count > 1 && raw.hasSuffix("/") ? String(raw.dropLast()) : raw, recursive: recursive)
+            }
         }
+        return files
     }
 }

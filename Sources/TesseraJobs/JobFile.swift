@@ -146,6 +146,7 @@ public enum JobFile {
         }
 
         func absolute(_ path: String) -> String {
+            if Location.isRemote(path) { return path }  // URLs are taken as written
             let expanded = (path as NSString).expandingTildeInPath
             let full = expanded.hasPrefix("/") ? expanded : base + "/" + expanded
             return (full as NSString).standardizingPath
@@ -153,7 +154,7 @@ public enum JobFile {
 
         mutating func job(_ root: Node) throws -> JobSpec {
             let m = try mapping(root, "", allowed: ["name", "kind", "priority", "inputs", "output", "outputs",
-                                                    "presets", "strip", "tiles", "options"])
+                                                    "presets", "strip", "tiles", "options", "storage"])
             guard let nameNode = m["name"] else { throw error(root, "name", "missing (every job needs a name)") }
             let name = try string(nameNode, "name")
             var kind = JobKind.thumbnail
@@ -209,6 +210,7 @@ public enum JobFile {
             if let s = m["strip"] { spec.strip = try stripOptions(s) }
             if kind == .tiles { spec.tiles = try tileSettings(m["tiles"]) }
             if let o = m["options"] { spec.options = try options(o) }
+            if let st = m["storage"] { spec.storage = try storage(st) }
             // A pyramid never holds the whole image: tiles jobs take any size JPEG allows.
             if kind == .tiles && m["options"]?.mapping?["maxMegapixels"] == nil {
                 spec.options.maxMegapixels = JobOptions.tilesMaxMegapixels
@@ -227,7 +229,7 @@ public enum JobFile {
             if let man = m["manifest"] {
                 guard m["path"] == nil else { throw error(n, field, "give either path or manifest, not both") }
                 let path = absolute(try string(man, "\(field).manifest"))
-                guard FileManager.default.fileExists(atPath: path) else {
+                guard Location.isRemote(path) || FileManager.default.fileExists(atPath: path) else {
                     throw error(man, "\(field).manifest", "no such file \(path)")
                 }
                 return .manifest(path)
@@ -246,7 +248,7 @@ public enum JobFile {
         }
 
         func outputSpec(_ n: Node, _ field: String) throws -> OutputSpec {
-            let m = try mapping(n, field, allowed: ["preset", "recipe", "name", "path", "formats"])
+            let m = try mapping(n, field, allowed: ["preset", "recipe", "name", "path", "formats", "cacheControl"])
             var name = try m["name"].map { try string($0, "\(field).name") }
             var recipe: Recipe
             switch (m["preset"], m["recipe"]) {
@@ -293,7 +295,8 @@ public enum JobFile {
                 try checkTemplate(s, t, "\(field).path")
                 template = s
             }
-            return OutputSpec(name: outputName, recipe: recipe, path: template)
+            return OutputSpec(name: outputName, recipe: recipe, path: template,
+                              cacheControl: try m["cacheControl"].map { try string($0, "\(field).cacheControl") })
         }
 
         /// A recipe given inline (YAML mapping) or as a JSON file path.
@@ -404,6 +407,25 @@ public enum JobFile {
                 throw error(m[String(p.field.dropFirst("options.".count))], p.field, p.message)
             }
             return o
+        }
+
+        func storage(_ n: Node) throws -> StorageSettings {
+            let m = try mapping(n, "storage", allowed: StorageSettings.fields)
+            var s = StorageSettings()
+            s.endpoint = try m["endpoint"].map { try string($0, "storage.endpoint") }
+            s.region = try m["region"].map { try string($0, "storage.region") }
+            if let a = m["addressing"] {
+                let text = try string(a, "storage.addressing")
+                guard let v = StorageSettings.Addressing(rawValue: text) else {
+                    throw error(a, "storage.addressing", "expected path or virtual, got \"\(text)\"")
+                }
+                s.addressing = v
+            }
+            s.credentials = try m["credentials"].map { try string($0, "storage.credentials") }
+            s.cacheControl = try m["cacheControl"].map { try string($0, "storage.cacheControl") }
+            s.multipartMB = try m["multipartMB"].map { try int($0, "storage.multipartMB") }
+            if let p = s.problem() { throw error(m[String(p.field.dropFirst("storage.".count))], p.field, p.message) }
+            return s
         }
 
         /// A YAML node as a JSON-compatible object (scalars typed as YAML would type them).

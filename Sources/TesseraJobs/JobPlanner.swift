@@ -1,4 +1,5 @@
 import Foundation
+import TesseraStorage
 import TesseraTasks
 
 /// Expands a job's inputs into files: one task per file, all of a file's outputs
@@ -18,15 +19,26 @@ public enum JobPlanner {
     /// Calls `body` with each input in order, without deduplicating (the coordinator's
     /// journal deduplicates a job's tasks as it streams them in): a manifest of a million
     /// lines is read line by line, never held as a million values.
-    public static func forEachInput(of job: JobSpec, _ body: (InputFile) throws -> Void) throws {
+    public static func forEachInput(of job: JobSpec, stores: RemoteStores = RemoteStores(),
+                                    _ body: (InputFile) throws -> Void) throws {
+        let storage = stores.storage(job.storage)
         for source in job.inputs {
             switch source {
+            case .path(let path, let patterns, let recursive) where Location.isRemote(path):
+                try expandRemote(path, patterns: patterns, recursive: recursive, storage: storage, body)
             case .path(let path, let patterns, let recursive):
                 for f in try expand(path, patterns: patterns, recursive: recursive) { try body(f) }
             case .manifest(let manifest):
-                // Read like an input (never blocking on a FIFO); lines are byte strings.
-                let bytes = try FileIO.read(manifest, limit: 1 << 30)
-                let dir = Paths.directory(of: manifest), under = dir + "/"
+                // Read like an input (never blocking on a FIFO), or fetched; lines are byte strings.
+                let remote = Location.isRemote(manifest)
+                let bytes: [UInt8]
+                if remote {
+                    let fetched = try storage.fetch(manifest, limit: 1 << 30)
+                    bytes = Array(fetched.bytes.bytes)
+                } else {
+                    bytes = try FileIO.read(manifest, limit: 1 << 30)
+                }
+                let dir = Paths.directory(of: remote ? Location.withoutQuery(manifest) : manifest), under = dir + "/"
                 try bytes.withUnsafeBufferPointer { all in
                     var start = 0
                     while start < all.count {
@@ -43,7 +55,14 @@ public enum JobPlanner {
                             entry = entry.trimmingCharacters(in: .whitespaces)
                             if entry.isEmpty || entry.hasPrefix("#") { continue }
                         }
-                        let full = Paths.normalize(entry.hasPrefix("/") ? entry : under + entry)
+                        // A URL is taken as written; a path is relative to the manifest (file or URL).
+                        if Location.isRemote(entry) {
+                            let naming = Location.namingPath(entry)
+                            let root = naming.hasPrefix(under) ? dir : Paths.directory(of: naming)
+                            try body(InputFile(path: entry, root: root))
+                            continue
+                        }
+                        let full = remote ? under + entry.drop { $0 == "/" } : Paths.normalize(entry.hasPrefix("/") ? entry : under + entry)
                         // Manifest entries keep their own names (a symlink is not replaced by its
                         // target) and their directory relative to the manifest for {dir}.
                         let root = full.hasPrefix(under) ? dir : Paths.directory(of: full)
@@ -51,6 +70,45 @@ public enum JobPlanner {
                     }
                 }
             }
+        }
+    }
+
+    /// A URL as inputs: an `s3://` prefix (ending in "/", or a bucket) listed page by page
+    /// with each object's ETag; an `s3://` key (HEAD for its ETag; a key that is no object
+    /// is taken as a prefix, like a directory); an HTTP(S) URL as it is.
+    static func expandRemote(_ url: String, patterns: [String], recursive: Bool, storage: RemoteStorage,
+                             _ body: (InputFile) throws -> Void) throws {
+        guard case .s3(let bucket, let key) = Location(url) else {
+            return try body(InputFile(path: url, root: Paths.directory(of: Location.namingPath(url))))
+        }
+        if !key.isEmpty && !key.hasSuffix("/") {
+            if let object = try storage.head(url) {
+                return try body(InputFile(path: url, root: Paths.directory(of: url), etag: object.etag.isEmpty ? nil : object.etag))
+            }
+            var found = false
+            try listPrefix("s3://\(bucket)/\(key)/", patterns: patterns, recursive: recursive, storage: storage) {
+                found = true
+                try body($0)
+            }
+            guard found else { throw JobError(.notFound, "no such object, and no objects under it", file: url) }
+            return
+        }
+        try listPrefix(url, patterns: patterns, recursive: recursive, storage: storage, body)
+    }
+
+    /// The objects under a prefix that match `patterns` (or have an image extension), in key
+    /// order; `{dir}` of each is its key relative to the prefix.
+    static func listPrefix(_ prefix: String, patterns: [String], recursive: Bool, storage: RemoteStorage,
+                           _ body: (InputFile) throws -> Void) throws {
+        guard case .s3(let bucket, let keyPrefix) = Location(prefix) else { return }
+        var root = "s3://" + bucket + (keyPrefix.isEmpty ? "" : "/" + keyPrefix)
+        while root.hasSuffix("/") { root.removeLast() }
+        try storage.list(prefix, recursive: recursive) { object in
+            let relative = String(object.key.dropFirst(keyPrefix.count))
+            let name = relative.split(separator: "/").last.map(String.init) ?? relative
+            guard !relative.isEmpty, !relative.hasSuffix("/"), !name.hasPrefix("."),
+                  matches(name: name, relative: relative, patterns: patterns) else { return }
+            try body(InputFile(path: "s3://\(bucket)/\(object.key)", root: root, etag: object.etag.isEmpty ? nil : object.etag))
         }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import TesseraImaging
+import TesseraStorage
 import TesseraTasks
 
 /// Planning `tiles` jobs: each input becomes the parts of its pyramid.
@@ -7,14 +8,27 @@ public enum TilePlanner {
     /// One task per pyramid part, for every input. Inputs whose header cannot be read
     /// get one task anyway: it fails on a worker with the reason, without stopping the
     /// other inputs.
-    public static func plan(_ job: JobSpec, inputs: [InputFile]) -> [InputFile] {
+    public static func plan(_ job: JobSpec, inputs: [InputFile], stores: RemoteStores = RemoteStores()) -> [InputFile] {
         let settings = job.tiles ?? TileSettings()
         var tasks: [InputFile] = []
         for input in inputs {
             do {
-                let mapped = try FileIO.map(input.path, limit: job.options.maxInputMB << 20)
-                let info = try withExtendedLifetime(mapped) {
-                    try TileSourceInfo.probe(mapped.bytes, limits: job.options.tileLimits)
+                let info: TileSourceInfo
+                if Location.isRemote(input.path) {
+                    // The header only (a ranged GET); the whole source when it lies further in.
+                    let storage = stores.storage(job.storage)
+                    let head = try storage.fetchPrefix(input.path, count: 1 << 20)
+                    if let probed = try? withExtendedLifetime(head, { try TileSourceInfo.probe(head.bytes, limits: job.options.tileLimits) }) {
+                        info = probed
+                    } else {
+                        let whole = try storage.fetch(input.path, knownETag: input.etag, limit: job.options.maxInputMB << 20)
+                        info = try withExtendedLifetime(whole) { try TileSourceInfo.probe(whole.bytes.bytes, limits: job.options.tileLimits) }
+                    }
+                } else {
+                    let mapped = try FileIO.map(input.path, limit: job.options.maxInputMB << 20)
+                    info = try withExtendedLifetime(mapped) {
+                        try TileSourceInfo.probe(mapped.bytes, limits: job.options.tileLimits)
+                    }
                 }
                 let geometry = PyramidGeometry(width: info.width, height: info.height, settings: settings)
                 let parts = geometry.plan(info: info, settings: settings)

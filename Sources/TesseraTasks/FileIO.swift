@@ -90,6 +90,11 @@ public enum FileIO {
 
     /// Writes `bytes` to `path` atomically, creating parent directories.
     public static func writeAtomically(_ bytes: [UInt8], to path: String, directoryExists: Bool = false) throws {
+        try bytes.withUnsafeBytes { try writeAtomically($0, to: path, directoryExists: directoryExists) }
+    }
+
+    /// The same, from memory that is not an array (a download, a mapping).
+    public static func writeAtomically(_ buf: UnsafeRawBufferPointer, to path: String, directoryExists: Bool = false) throws {
         let dir = Paths.directory(of: path)
         if !dir.isEmpty && !directoryExists { try makeDirectories(dir, file: path) }
         let name = path.split(separator: "/").last.map(String.init) ?? path
@@ -102,13 +107,11 @@ public enum FileIO {
             if !ok { Paths.withCString(tmp) { _ = unlink($0) } }
         }
         var done = 0
-        try bytes.withUnsafeBytes { buf in
-            while done < buf.count {
-                let n = write(fd, buf.baseAddress! + done, buf.count - done)
-                if n < 0 && errno == EINTR { continue }
-                guard n > 0 else { throw JobError(.writeFailed, String(cString: strerror(errno)), file: path) }
-                done += n
-            }
+        while done < buf.count {
+            let n = write(fd, buf.baseAddress! + done, buf.count - done)
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw JobError(.writeFailed, String(cString: strerror(errno)), file: path) }
+            done += n
         }
         guard Paths.withCString(tmp, { t in Paths.withCString(path) { rename(t, $0) } }) == 0 else { throw JobError(.writeFailed, String(cString: strerror(errno)), file: path) }
         ok = true

@@ -9,20 +9,25 @@ public struct InputFile: Sendable, Hashable, Codable {
     public let root: String
     /// The piece of the file a task makes: nil for all of it, a part of its pyramid for tiles.
     public let part: PyramidPart?
+    /// An object's version as its store listed it (S3 ETag, without quotes): what reruns
+    /// and the cache of originals key on instead of the content. Nil for files and URLs.
+    public let etag: String?
 
-    public init(path: String, root: String, part: PyramidPart? = nil) {
+    public init(path: String, root: String, part: PyramidPart? = nil, etag: String? = nil) {
         self.path = path
         self.root = root
         self.part = part
+        self.etag = etag
     }
 
-    enum CodingKeys: String, CodingKey { case path, root, part }
+    enum CodingKeys: String, CodingKey { case path, root, part, etag }
 
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         path = try c.decode(String.self, forKey: .path)
         root = try c.decode(String.self, forKey: .root)
         part = try c.decodeIfPresent(PyramidPart.self, forKey: .part)
+        etag = try c.decodeIfPresent(String.self, forKey: .etag)
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -30,12 +35,13 @@ public struct InputFile: Sendable, Hashable, Codable {
         try c.encode(path, forKey: .path)
         try c.encode(root, forKey: .root)
         try c.encodeIfPresent(part, forKey: .part)
+        try c.encodeIfPresent(etag, forKey: .etag)
     }
 
     /// What incremental reruns key on: the path, and the part when there is one.
     public var key: String { part.map { path + "#" + $0.description } ?? path }
 
-    public func with(part: PyramidPart) -> InputFile { InputFile(path: path, root: root, part: part) }
+    public func with(part: PyramidPart) -> InputFile { InputFile(path: path, root: root, part: part, etag: etag) }
 
     /// The pyramid's name under the output root (tiles): the input's directory and stem.
     public var pyramidName: String {
@@ -44,10 +50,10 @@ public struct InputFile: Sendable, Hashable, Codable {
     }
     /// Directory of the file relative to `root` ("" at the top).
     public var relativeDirectory: String {
-        let dir = Paths.directory(of: path)
+        let dir = Paths.directory(of: Location.namingPath(path))
         guard dir.count > root.count, dir.hasPrefix(root) else { return "" }
         return String(dir.dropFirst(root.count).drop { $0 == "/" })
     }
-    public var stem: String { ((path as NSString).lastPathComponent as NSString).deletingPathExtension }
-    public var fileExtension: String { (path as NSString).pathExtension.lowercased() }
+    public var stem: String { ((Location.namingPath(path) as NSString).lastPathComponent as NSString).deletingPathExtension }
+    public var fileExtension: String { (Location.namingPath(path) as NSString).pathExtension.lowercased() }
 }

@@ -16,6 +16,17 @@ public struct JobError: Error, Equatable, Sendable, CustomStringConvertible {
         public static let unsafeOutputPath = Code(rawValue: "unsafe-output-path")
         public static let outputCollision = Code(rawValue: "output-collision")
         public static let invalidJob = Code(rawValue: "invalid-job")
+        // Object storage and HTTP(S).
+        /// The object or URL does not exist (404).
+        public static let notFound = Code(rawValue: "not-found")
+        /// The credentials are valid but may not do this (403 AccessDenied, an expired presigned URL).
+        public static let accessDenied = Code(rawValue: "access-denied")
+        /// The store does not accept the credentials (unknown key, wrong secret, 401).
+        public static let badCredentials = Code(rawValue: "bad-credentials")
+        /// The transfer failed after its retries (5xx, 429, timeouts, resets): another attempt may pass.
+        public static let transferFailed = Code(rawValue: "transfer-failed")
+        /// The store refused the request for another reason (4xx), or the bytes did not check out.
+        public static let storageRefused = Code(rawValue: "storage-refused")
     }
 
     public var code: Code
@@ -27,6 +38,9 @@ public struct JobError: Error, Equatable, Sendable, CustomStringConvertible {
         self.reason = reason
         self.file = file
     }
+
+    /// Whether another attempt may pass (I/O and transfer trouble, not the input's fault).
+    public var isRetryable: Bool { code == .readFailed || code == .writeFailed || code == .transferFailed }
 
     public var description: String { (file.map { "\(Paths.display($0)): " } ?? "") + "\(reason) [\(code)]" }
 }

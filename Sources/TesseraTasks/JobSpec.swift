@@ -62,14 +62,17 @@ public struct OutputSpec: Codable, Sendable, Equatable {
     public var recipe: Recipe
     /// Path template under the output root (`{dir}`, `{stem}`, `{ext}`, `{preset}`).
     public var path: String?
+    /// `Cache-Control` of this output's objects in object storage (default: `storage.cacheControl`).
+    public var cacheControl: String?
 
-    public init(name: String, recipe: Recipe, path: String? = nil) {
+    public init(name: String, recipe: Recipe, path: String? = nil, cacheControl: String? = nil) {
         self.name = name
         self.recipe = recipe
         self.path = path
+        self.cacheControl = cacheControl
     }
 
-    enum CodingKeys: String, CodingKey { case name, recipe, path, preset, formats }
+    enum CodingKeys: String, CodingKey { case name, recipe, path, preset, formats, cacheControl }
 
     /// An output as a job names it: `{"preset": "widget"}` or `{"name": "x", "recipe": {...}}`,
     /// with an optional `path` and `formats`, before its preset is looked up.
@@ -79,6 +82,7 @@ public struct OutputSpec: Codable, Sendable, Equatable {
         var recipe: Recipe?
         var path: String?
         var formats: [FormatChoice]?
+        var cacheControl: String?
 
         /// The output, its preset taken from `catalog`; `field` names it in errors.
         func resolve(_ catalog: PresetCatalog, field: String) throws -> OutputSpec {
@@ -100,7 +104,7 @@ public struct OutputSpec: Codable, Sendable, Equatable {
             }
             // `formats: [avif, webp, jpeg]` on the output: one file per format, one decode.
             if let formats { recipe.output.formats = formats }
-            return OutputSpec(name: outputName, recipe: recipe, path: path)
+            return OutputSpec(name: outputName, recipe: recipe, path: path, cacheControl: cacheControl)
         }
     }
 
@@ -114,6 +118,7 @@ public struct OutputSpec: Codable, Sendable, Equatable {
         try c.encode(name, forKey: .name)
         try c.encode(recipe, forKey: .recipe)
         try c.encodeIfPresent(path, forKey: .path)
+        try c.encodeIfPresent(cacheControl, forKey: .cacheControl)
     }
 }
 
@@ -193,10 +198,12 @@ public struct JobSpec: Codable, Sendable, Equatable {
     /// The pyramid settings of a `tiles` job.
     public var tiles: TileSettings?
     public var options = JobOptions()
+    /// How to reach object storage, when inputs or the output root are `s3://` URLs.
+    public var storage: StorageSettings?
 
     public init(name: String, kind: JobKind = .thumbnail, priority: Int = 0, inputs: [InputSource], output: String,
                 outputs: [OutputSpec] = [], strip: StripOptions = StripOptions(), tiles: TileSettings? = nil,
-                options: JobOptions = JobOptions()) {
+                options: JobOptions = JobOptions(), storage: StorageSettings? = nil) {
         self.name = name
         self.kind = kind
         self.priority = priority
@@ -206,9 +213,10 @@ public struct JobSpec: Codable, Sendable, Equatable {
         self.strip = strip
         self.tiles = tiles
         self.options = options
+        self.storage = storage
     }
 
-    enum CodingKeys: String, CodingKey { case name, kind, priority, inputs, output, outputs, presets, strip, tiles, options }
+    enum CodingKeys: String, CodingKey { case name, kind, priority, inputs, output, outputs, presets, strip, tiles, options, storage }
 
     /// JSON jobs (from scripts) take the same shorthand and defaults as job files, and
     /// their own presets: `"presets": {"card": recipe, ...}` (a preset file's `presets`),
@@ -238,6 +246,7 @@ public struct JobSpec: Codable, Sendable, Equatable {
             tiles = t
         }
         options = try c.decodeIfPresent(JobOptions.self, forKey: .options) ?? JobOptions()
+        storage = try c.decodeIfPresent(StorageSettings.self, forKey: .storage)
     }
 
     /// Presets are resolved: outputs carry their recipes.
@@ -252,14 +261,18 @@ public struct JobSpec: Codable, Sendable, Equatable {
         try c.encode(strip, forKey: .strip)
         try c.encodeIfPresent(tiles, forKey: .tiles)
         try c.encode(options, forKey: .options)
+        try c.encodeIfPresent(storage, forKey: .storage)
     }
 
     /// What each worker needs to run this job's tasks (everything but the inputs), each
     /// output with its path template resolved.
     public var executable: ExecutableJob {
-        ExecutableJob(kind: kind, outputs: outputs.map { OutputSpec(name: $0.name, recipe: $0.recipe, path: $0.path ?? defaultTemplate) },
+        ExecutableJob(kind: kind, outputs: outputs.map {
+                          OutputSpec(name: $0.name, recipe: $0.recipe, path: $0.path ?? defaultTemplate,
+                                     cacheControl: $0.cacheControl ?? storage?.cacheControl)
+                      },
                       outputRoot: output, strip: strip, tiles: kind == .tiles ? (tiles ?? TileSettings()) : nil,
-                      options: options)
+                      options: options, storage: storage)
     }
 
     /// `{dir}/{stem}.{ext}` for one output, `{dir}/{stem}-{preset}.{ext}` for several;
@@ -279,12 +292,16 @@ public struct ExecutableJob: Codable, Sendable, Equatable {
     public var strip: StripOptions
     public var tiles: TileSettings?
     public var options: JobOptions
+    /// How this job reaches object storage (nil: the environment's defaults).
+    public var storage: StorageSettings?
     /// When the job was submitted (seconds since 1970): a retried tile task keeps the
     /// tiles written since then. Not part of the recipe hash.
     public var createdAt: Double?
 
     public init(kind: JobKind, outputs: [OutputSpec], outputRoot: String,
-                strip: StripOptions = StripOptions(), tiles: TileSettings? = nil, options: JobOptions) {
+                strip: StripOptions = StripOptions(), tiles: TileSettings? = nil, options: JobOptions,
+                storage: StorageSettings? = nil) {
+        self.storage = storage
         self.kind = kind
         self.outputs = outputs
         self.outputRoot = outputRoot
@@ -355,8 +372,26 @@ extension JobSpec {
         func bad(_ field: String, _ message: String) -> JobError { JobError(.invalidJob, "\(field): \(message)") }
         guard !name.isEmpty else { throw bad("name", "must not be empty") }
         guard (-1_000_000...1_000_000).contains(priority) else { throw bad("priority", "expected -1000000...1000000, got \(priority)") }
-        guard output.hasPrefix("/") else { throw bad("output", "must be an absolute path, got \"\(output)\"") }
+        switch Location(output) {
+        case .local(let path):
+            guard path.hasPrefix("/") else { throw bad("output", "must be an absolute path or s3://bucket/prefix, got \"\(output)\"") }
+        case .s3(let bucket, _):
+            guard !bucket.isEmpty else { throw bad("output", "names no bucket (s3://bucket/prefix), got \"\(output)\"") }
+        case .http:
+            throw bad("output", "an output root is a directory or s3://bucket/prefix; HTTP URLs are inputs only")
+        }
         guard !inputs.isEmpty else { throw bad("inputs", "expected at least one input") }
+        for (i, input) in inputs.enumerated() {
+            let path: String
+            switch input {
+            case .path(let p, _, _): path = p
+            case .manifest(let m): path = m
+            }
+            if case .s3(let bucket, _) = Location(path), bucket.isEmpty {
+                throw bad("inputs[\(i)]", "names no bucket (s3://bucket/key or s3://bucket/prefix/), got \"\(path)\"")
+            }
+        }
+        if let p = storage?.problem() { throw bad(p.field, p.message) }
         if let p = options.problem() { throw bad(p.field, p.message) }
         if (kind == .thumbnail || kind == .recompress) && outputs.isEmpty {
             throw bad("outputs", "a \(kind.rawValue) job needs at least one output (a preset or recipe)")
@@ -370,6 +405,9 @@ extension JobSpec {
                     throw bad("outputs[\(i)].path", "must stay under the output root, got \"\(t)\"")
                 }
                 guard t.contains("{stem}") else { throw bad("outputs[\(i)].path", "must contain {stem}, or every input writes the same file") }
+            }
+            if let cc = o.cacheControl, cc.isEmpty || cc.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+                throw bad("outputs[\(i)].cacheControl", "must be non-empty text without control characters")
             }
             do { try o.recipe.validate() } catch let e as ImagingError { throw bad("outputs[\(i)].recipe", e.reason) }
         }

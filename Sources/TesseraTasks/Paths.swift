@@ -81,6 +81,8 @@ extension Paths {
 
     /// `path` for people: escaped bytes as `\xNN`.
     public static func display(_ path: String) -> String {
+        // A URL is shown without its query string: presigned signatures and tokens stay out of logs.
+        let path = Location.withoutQuery(path)
         guard hasEscapes(path) else { return path }
         var out = ""
         for s in path.unicodeScalars {

@@ -101,6 +101,22 @@ public struct TaskRecord: Sendable, Codable {
         }
     }
 
+    /// What crossed the network for a task with a URL input or an object-storage output.
+    public struct Transfer: Sendable, Codable, Equatable {
+        /// Bytes downloaded for the input (0 on a cache hit).
+        public var fetchedBytes = 0
+        /// Bytes uploaded as outputs.
+        public var storedBytes = 0
+        /// The input came from the cache of originals (absent: no cache).
+        public var cacheHit: Bool?
+        /// The input's version (ETag) as the store gave it.
+        public var etag: String?
+        /// How long the download took, wherever it ran; the `fetch` stage is what the task
+        /// waited for it (less when the worker fetched it ahead, while other tasks ran).
+        public var downloadMilliseconds = 0.0
+        public init() {}
+    }
+
     public init(input: String, status: Status) {
         self.input = input
         self.status = status
@@ -126,6 +142,8 @@ public struct TaskRecord: Sendable, Codable {
     public var tiles: TileWork?
     /// What a strip task removed (strip jobs).
     public var strip: StripWork?
+    /// Network transfers (URL inputs, object-storage outputs).
+    public var transfer: Transfer?
 
     public var bytesOut: Int { outputs.reduce(0) { $0 + $1.bytes } }
 
@@ -134,7 +152,7 @@ public struct TaskRecord: Sendable, Codable {
     // `peakRSSShared: true`. Every field but input and status may be absent (older journals).
     enum CodingKeys: String, CodingKey {
         case type, version, input, status, error, bytesIn, bytesOut, sourceFormat, sourceWidth, sourceHeight, scaleEighths
-        case decodePath, outputs, timings = "timingsMilliseconds", peakRSSBytes, peakRSSShared, worker, tiles, strip
+        case decodePath, outputs, timings = "timingsMilliseconds", peakRSSBytes, peakRSSShared, worker, tiles, strip, transfer
         case legacyTimings = "timings"
     }
 
@@ -158,6 +176,7 @@ public struct TaskRecord: Sendable, Codable {
         worker = try c.decodeIfPresent(String.self, forKey: .worker)
         tiles = try c.decodeIfPresent(TileWork.self, forKey: .tiles)
         strip = try c.decodeIfPresent(StripWork.self, forKey: .strip)
+        transfer = try c.decodeIfPresent(Transfer.self, forKey: .transfer)
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -181,6 +200,7 @@ public struct TaskRecord: Sendable, Codable {
         try c.encodeIfPresent(worker, forKey: .worker)
         try c.encodeIfPresent(tiles, forKey: .tiles)
         try c.encodeIfPresent(strip, forKey: .strip)
+        try c.encodeIfPresent(transfer, forKey: .transfer)
     }
 }
 

@@ -8,7 +8,7 @@ import TesseraTasks
 public struct Envelope: Equatable, Sendable {
     public static let tag = Array("TSR1".utf8)
     /// 2: workers ask to `commit` before publishing outputs; roles for CURVE keys.
-    public static let version = 3
+    public static let version = 4
 
     public var type: String
     public var body: [UInt8]
@@ -159,17 +159,21 @@ public struct TaskAssignment: Equatable, Sendable {
     public var input: InputFile
     /// Content hash of the input when its outputs were last made with this recipe (incremental reruns).
     public var expectedHash: UInt64?
+    /// Object-storage outputs of that earlier rendition: the worker skips the task only if
+    /// they all still exist (HEAD). Empty for files (the coordinator checks those itself).
+    public var expectedOutputs: [String]
     /// The input's bytes, when sent inline.
     public var inlineInput: [UInt8]?
     /// Seconds the lease lasts from dispatch.
     public var leaseSeconds: Float
 
-    public init(ref: TaskRef, job: String, input: InputFile, expectedHash: UInt64? = nil,
+    public init(ref: TaskRef, job: String, input: InputFile, expectedHash: UInt64? = nil, expectedOutputs: [String] = [],
                 inlineInput: [UInt8]? = nil, leaseSeconds: Float) {
         self.ref = ref
         self.job = job
         self.input = input
         self.expectedHash = expectedHash
+        self.expectedOutputs = expectedOutputs
         self.inlineInput = inlineInput
         self.leaseSeconds = leaseSeconds
     }
@@ -182,7 +186,10 @@ public struct TaskAssignment: Equatable, Sendable {
             w.u64(t.ref.task); w.u32(t.ref.attempt)
             w.string(t.job); w.string(t.input.path); w.string(t.input.root)
             w.string(t.input.part?.description ?? "")
+            w.string(t.input.etag ?? "")
             w.u64(t.expectedHash ?? 0)
+            w.u32(UInt32(t.expectedOutputs.count))
+            for o in t.expectedOutputs { w.string(o) }
             w.f32(t.leaseSeconds)
             if let bytes = t.inlineInput {
                 w.u32(UInt32(payloads.count))
@@ -207,7 +214,11 @@ public struct TaskAssignment: Equatable, Sendable {
                 guard let p = PyramidPart(partName) else { throw WireError("task \(ref.task) names no pyramid part (\"\(partName)\")") }
                 part = p
             }
+            let etag = try r.string()
             let hash = try r.u64()
+            let outputCount = Int(try r.u32())
+            guard outputCount <= e.body.count / 4 else { throw WireError("task \(ref.task) claims \(outputCount) outputs") }
+            let outputs = try (0..<outputCount).map { _ in try r.string() }
             let lease = try r.f32()
             let payload = try r.u32()
             var inline: [UInt8]?
@@ -215,8 +226,9 @@ public struct TaskAssignment: Equatable, Sendable {
                 guard Int(payload) < e.payloads.count else { throw WireError("task \(ref.task) names payload \(payload)") }
                 inline = e.payloads[Int(payload)]
             }
-            return TaskAssignment(ref: ref, job: job, input: InputFile(path: path, root: root, part: part),
-                                  expectedHash: hash == 0 ? nil : hash, inlineInput: inline, leaseSeconds: lease)
+            return TaskAssignment(ref: ref, job: job, input: InputFile(path: path, root: root, part: part, etag: etag.isEmpty ? nil : etag),
+                                  expectedHash: hash == 0 ? nil : hash, expectedOutputs: outputs, inlineInput: inline,
+                                  leaseSeconds: lease)
         }
     }
 }

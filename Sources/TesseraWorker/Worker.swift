@@ -5,6 +5,7 @@ import TesseraExecution
 import TesseraImaging
 import TesseraTasks
 import TesseraService
+import TesseraStorage
 import TesseraWire
 
 /// How a worker runs.
@@ -61,6 +62,11 @@ public struct WorkerConfig: Sendable {
         }
         return nil
     }
+    /// Downloads of queued tasks' URL inputs running at once, beside the executors.
+    public var transfers = 4
+    /// The cache of originals fetched from URLs (nil: none), and its bound in bytes.
+    public var cacheDirectory: String?
+    public var cacheBytes = 2 << 30
     /// Fault injection for tests: abort the process when an input path contains this.
     public var crashOnInputContaining: String?
     /// Fault injection for tests: abort as soon as such a task arrives (before `started`).
@@ -128,6 +134,9 @@ public final class Worker: @unchecked Sendable {
     private var http: HTTPService?
     private var exporter: MetricsExporter?
     private var taskCounters: [TaskReport.Status: CoreMetrics.Counter] = [:]
+    /// Object storage and HTTP(S): shared connections and the cache of originals.
+    private let stores: RemoteStores
+    private var prefetcher: Prefetcher?
     private var taskDuration: CoreMetrics.Timer?
     private var runningGauge: Gauge?
     private var queuedGauge: Gauge?
@@ -142,10 +151,16 @@ public final class Worker: @unchecked Sendable {
         MetricInfo("tessera_worker_peak_rss_bytes", "Highest peak resident memory of a task on this worker."),
     ]
 
-    public init(config: WorkerConfig, logger: Logger = Logger(label: "tessera.worker")) {
+    public init(config: WorkerConfig, logger: Logger = Logger(label: "tessera.worker")) throws {
         self.config = config
         self.logger = logger
+        stores = RemoteStores(cache: try config.cacheDirectory.map { try SourceCache(directory: $0, capacity: config.cacheBytes) })
+        prefetcher = config.transfers > 0 ? Prefetcher(threads: config.transfers) : nil
     }
+
+    deinit { prefetcher?.stop() }
+
+    static func key(_ ref: TaskRef) -> String { "\(ref.task).\(ref.attempt)" }
 
     var credit: Int { config.concurrency + (config.prefetch ?? config.concurrency) }
 
@@ -332,6 +347,7 @@ public final class Worker: @unchecked Sendable {
     private func beginDrain(_ dealer: ZMQSocket) {
         lock.lock()
         let returned = queue.map { $0.0.ref } + awaitingBytes.keys + parked.values.flatMap { $0.map(\.ref) }
+        for (t, _, _) in queue { prefetcher?.discard(Worker.key(t.ref)) }
         queue.removeAll()
         lock.unlock()
         awaitingBytes.removeAll()
@@ -388,6 +404,7 @@ public final class Worker: @unchecked Sendable {
             // restarted coordinator re-attaches those tasks and may grant them).
             lock.lock()
             let dropped = queue.count
+            for (t, _, _) in queue { prefetcher?.discard(Worker.key(t.ref)) }
             queue.removeAll()
             commitOutbox = Array(awaitingCommit.filter { commitAnswers[$0] == nil })
             lock.unlock()
@@ -415,6 +432,7 @@ public final class Worker: @unchecked Sendable {
             let refs = Set(try TaskRef.decode(e.body))
             lock.lock()
             queue.removeAll { refs.contains($0.0.ref) }
+            for ref in refs { prefetcher?.discard(Worker.key(ref)) }
             for ref in refs where awaitingCommit.contains(ref) { commitAnswers[ref] = false }
             revokedRunning.formUnion(refs.intersection(running))
             lock.broadcast()
@@ -438,12 +456,26 @@ public final class Worker: @unchecked Sendable {
             logger.critical("fault injection: crashing on receiving \(t.input.path)")
             abort()
         }
-        if t.inlineInput == nil && job.kind != .noop && Paths.withCString(t.input.path, { access($0, R_OK) }) != 0 {
+        let remote = Location.isRemote(t.input.path)
+        if t.inlineInput == nil && job.kind != .noop && !remote && Paths.withCString(t.input.path, { access($0, R_OK) }) != 0 {
             awaitingBytes[t.ref] = t
             send(dealer, Envelope(MessageType.needBytes, body: TaskRef.encode([t.ref])), now: now)
             return
         }
         awaitingBytes.removeValue(forKey: t.ref)
+        // A URL input is downloaded while the task waits for an executor (unless a rerun
+        // may skip it by its version without downloading).
+        if remote && t.inlineInput == nil && job.kind != .noop, let prefetcher,
+           !(job.options.incremental && t.expectedHash != nil && t.input.etag != nil) {
+            let storage = stores.storage(job.storage), input = t.input
+            let limit = job.options.renderOptions.limits.maxInputBytes
+            prefetcher.start(Worker.key(t.ref)) {
+                let clock = Stopwatch()
+                var f = try storage.fetch(input.path, knownETag: input.etag, limit: limit)
+                f.seconds = clock.seconds
+                return f
+            }
+        }
         lock.lock()
         queue.append((t, job, now))
         lock.signal()
@@ -536,8 +568,10 @@ public final class Worker: @unchecked Sendable {
             var renderOptions = job.options.renderOptions
             if let budget = config.taskMemoryBudget { renderOptions.limits.maxMemoryBytes = budget }
             let outcome = TaskExecutor.run(job, input: task.input, inlineInput: task.inlineInput,
-                                           expectedHash: task.expectedHash, returnInline: task.inlineInput != nil,
-                                           renderOptions: renderOptions, fence: task.inlineInput == nil ? fence : nil)
+                                           expectedHash: task.expectedHash, expectedOutputs: task.expectedOutputs,
+                                           returnInline: task.inlineInput != nil,
+                                           renderOptions: renderOptions, fence: task.inlineInput == nil ? fence : nil,
+                                           stores: stores, prefetched: prefetcher?.take(Worker.key(task.ref)))
             let peak = measureMemory ? ResourceAccounting.peakResident() : 0
             let report = makeReport(task, outcome, queueWait: wait,
                                     peak: peak > 0 ? PeakMemory(bytes: peak, isUpperBound: !alone) : nil)

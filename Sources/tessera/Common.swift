@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import TesseraStorage
 import TesseraImaging
 import TesseraExecution
 import TesseraJobs
@@ -106,8 +107,15 @@ final class LockedCounter: @unchecked Sendable {
 enum OutputRoot {
     /// Creates `root` (and the journal's directory) if missing and proves it writable;
     /// exits 2 with the reason otherwise.
-    static func prepare(_ root: String, journal: String? = nil) throws {
-        for dir in [root] + (journal.map { [Paths.directory(of: $0)] } ?? []) {
+    static func prepare(_ root: String, journal: String? = nil, storage: StorageSettings? = nil) throws {
+        if Location.isRemote(root) {
+            // A bucket: the credentials and the bucket are proved by listing one key.
+            do { try RemoteStorage(settings: storage).checkAccess(root) } catch {
+                warn("error: \(error)")
+                throw Exit.usage
+            }
+        }
+        for dir in [root].filter({ !Location.isRemote($0) }) + (journal.map { [Paths.directory(of: $0)] } ?? []) {
             var isDirectory: ObjCBool = false
             if FileManager.default.fileExists(atPath: dir, isDirectory: &isDirectory), !isDirectory.boolValue {
                 warn("error: \(dir): the output root is not a directory [output-root]")

@@ -219,11 +219,28 @@ struct WorkerCommand: ParsableCommand {
     @Option(help: "Memory this worker may use, in MB (default: its cgroup's limit, if any). Tasks planned over their share fail with out-of-memory instead of the worker being killed.")
     var memoryLimit: Int?
 
+    @Option(help: "Downloads of URL inputs (s3://, https://) run ahead of the executors, at once.")
+    var transfers: Int = 4
+
+    @Option(help: "Keep originals fetched from URLs in this directory (shared by the workers of a host), keyed by URL and ETag.")
+    var cache: String?
+
+    @Option(help: "Bound of the --cache directory in MB (least recently used entries go first).")
+    var cacheSize: Int = 2048
+
     @OptionGroup var keys: ClientKeys
     @OptionGroup var log: LogOptions
 
+    func validate() throws {
+        guard (0...64).contains(transfers) else { throw ValidationError("--transfers must be 0...64, got \(transfers)") }
+        guard cacheSize >= 16 else { throw ValidationError("--cache-size must be at least 16 (MB), got \(cacheSize)") }
+    }
+
     func run() throws {
         var config = WorkerConfig(endpoint: connect, concurrency: concurrency)
+        config.transfers = transfers
+        config.cacheDirectory = cache
+        config.cacheBytes = cacheSize << 20
         config.curve = try keys.resolve(for: connect)
         config.metricsPort = metricsPort
         config.metricsAddress = metricsAddress
@@ -238,7 +255,11 @@ struct WorkerCommand: ParsableCommand {
         config.crashOnInputContaining = crashOn
         config.crashOnReceiving = crashOnReceive
         if let id { config.id = id }
-        let worker = Worker(config: config, logger: log.logger("tessera.worker"))
+        let worker: Worker
+        do { worker = try Worker(config: config, logger: log.logger("tessera.worker")) } catch {
+            warn("error: \(error)")
+            throw Exit.usage
+        }
         // First SIGINT/SIGTERM: drain (hand back queued tasks, finish running ones); a second: exit now.
         let signals = StopSignals(first: { _ in worker.requestDrain() })
         defer { _ = signals }

@@ -229,7 +229,7 @@ struct Render: ParsableCommand {
                 throw Exit.usage
             }
         }
-        if !toStdout { try OutputRoot.prepare(output) }
+        if !toStdout { try OutputRoot.prepare(output) }  // a bucket: credentials proved by listing one key
         // The same job a pool worker runs, with this command's options.
         let pathTemplate = template ?? (outputs.count == 1 ? OutputNaming.single : OutputNaming.perPreset)
         var jobOptions = JobOptions()
@@ -302,7 +302,9 @@ struct Render: ParsableCommand {
         let scale = r.scaleEighths.map { $0 == 8 ? "1/1" : "\($0)/8" } ?? "-"
         let t = r.timings
         print("ok   \(Paths.display(r.input)) \(r.sourceWidth ?? 0)x\(r.sourceHeight ?? 0) \(formatBytes(r.bytesIn)) -> \(outs)"
-              + " | scale \(scale) decode \(ms(t.decode)) resize \(ms(t.resize)) encode \(ms(t.encode)) total \(ms(t.total)) ms")
+              + " | scale \(scale)" + (t.fetch > 0 ? " fetch \(ms(t.fetch))" : "")
+              + " decode \(ms(t.decode)) resize \(ms(t.resize)) encode \(ms(t.encode))"
+              + (t.store > 0 ? " store \(ms(t.store))" : "") + " total \(ms(t.total)) ms")
     }
 }
 

@@ -69,9 +69,12 @@ struct Run: ParsableCommand {
     func execute(_ job: JobSpec) throws {
         var spec = job
         if inline { spec.options.inline = true }
-        let journalPath = journal ?? spec.output + "/.tessera/journal.sqlite"
+        // A bucket holds no journal: it stays on this machine, named after the output root.
+        let journalPath = journal ?? (Location.isRemote(spec.output)
+            ? FileManager.default.currentDirectoryPath + "/.tessera/journal-\(String(XXH64.hash(Array(spec.output.utf8)), radix: 16)).sqlite"
+            : spec.output + "/.tessera/journal.sqlite")
         // A root that cannot be written is a usage error, found before any work starts.
-        try OutputRoot.prepare(spec.output, journal: journalPath)
+        try OutputRoot.prepare(spec.output, journal: journalPath, storage: spec.storage)
         var logger = log.logger("tessera.run")
         if log.logLevel == "info" { logger.logLevel = .warning }  // the progress bar says enough
         let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))

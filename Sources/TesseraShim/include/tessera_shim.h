@@ -2,7 +2,7 @@
 // libpng report errors by longjmp; every setjmp guard lives here, so no longjmp
 // ever crosses a Swift frame. Each function returns 0 on success and -1 on failure,
 // with the library's message available from the handle. Also the SIMD resampling
-// kernels, and prctl(2), which is variadic.
+// kernels, prctl(2), which is variadic, and libcurl's variadic easy API.
 #ifndef TESSERA_IMAGING_SHIM_H
 #define TESSERA_IMAGING_SHIM_H
 
@@ -165,6 +165,49 @@ void ts_filter_v_out(const float *const *rows, const float *w, int taps, int wid
 
 /// 1 when the AVX2+FMA kernels are in use.
 int ts_kernels_avx2(void);
+
+// MARK: - HTTP (libcurl's easy API: curl_easy_setopt and curl_easy_getinfo are variadic)
+
+/// One request. `headers` are "Name: value" lines. `aws_sigv4` ("aws:amz:REGION:s3") and
+/// `userpwd` ("KEY:SECRET") sign it with AWS Signature V4; both NULL: unsigned.
+typedef struct {
+    const char *method;          ///< GET, HEAD, PUT, POST, DELETE
+    const char *url;
+    const char *const *headers;
+    int header_count;
+    const unsigned char *body;   ///< PUT/POST payload (not copied)
+    size_t body_length;
+    const char *aws_sigv4;
+    const char *userpwd;
+    long connect_timeout_ms;
+    long timeout_ms;             ///< whole request; 0 = none
+    long low_speed_seconds;      ///< abort when under 1 byte/s for this long; 0 = never
+    int follow_redirects;        ///< up to 5 (plain HTTP inputs; never for signed requests)
+    size_t max_body;             ///< a response body over this many bytes is refused
+} ts_http_request;
+
+/// What came back. `body` and `headers` are malloc'ed (free with ts_http_response_free);
+/// `headers` holds the last response's header lines (after 100-continue or redirects).
+typedef struct {
+    long status;                 ///< HTTP status, 0 when no response came
+    int curl_code;               ///< CURLcode (0 = OK)
+    int too_large;               ///< the body passed max_body (curl_code is a write error)
+    unsigned char *body;
+    size_t body_length;
+    size_t body_capacity;
+    char *headers;
+    size_t headers_length;
+    size_t headers_capacity;
+    char error[256];
+} ts_http_response;
+
+/// A reusable handle: its connections stay open between requests (one per thread).
+void *ts_http_handle_new(void);
+void ts_http_handle_free(void *handle);
+/// Performs `request` on `handle`; 0 when a response came (any status), -1 otherwise
+/// (`curl_code` and `error` say why).
+int ts_http_perform(void *handle, const ts_http_request *request, ts_http_response *response);
+void ts_http_response_free(ts_http_response *response);
 
 // MARK: - Processes
 

@@ -1,0 +1,159 @@
+// libcurl's easy API is variadic (curl_easy_setopt, curl_easy_getinfo), which Swift
+// cannot call: one request is described by a struct and performed here.
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <curl/curl.h>
+
+#include "tessera_shim.h"
+
+static pthread_once_t global_once = PTHREAD_ONCE_INIT;
+static void global_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+void *ts_http_handle_new(void) {
+    pthread_once(&global_once, global_init);
+    return curl_easy_init();
+}
+
+void ts_http_handle_free(void *handle) {
+    if (handle) curl_easy_cleanup((CURL *)handle);
+}
+
+void ts_http_response_free(ts_http_response *r) {
+    free(r->body);
+    free(r->headers);
+    r->body = NULL;
+    r->headers = NULL;
+    r->body_length = r->body_capacity = r->headers_length = r->headers_capacity = 0;
+}
+
+typedef struct {
+    ts_http_response *response;
+    size_t max_body;
+    const unsigned char *upload;
+    size_t upload_length, upload_offset;
+} transfer;
+
+static int grow(unsigned char **buf, size_t *cap, size_t need) {
+    if (need <= *cap) return 0;
+    size_t n = *cap ? *cap : 16384;
+    while (n < need) n *= 2;
+    unsigned char *p = realloc(*buf, n);
+    if (!p) return -1;
+    *buf = p;
+    *cap = n;
+    return 0;
+}
+
+static size_t on_body(char *data, size_t size, size_t count, void *user) {
+    transfer *t = user;
+    ts_http_response *r = t->response;
+    size_t n = size * count;
+    if (r->body_length + n > t->max_body) {
+        r->too_large = 1;
+        return 0;  // curl stops with CURLE_WRITE_ERROR
+    }
+    if (grow(&r->body, &r->body_capacity, r->body_length + n) != 0) return 0;
+    memcpy(r->body + r->body_length, data, n);
+    r->body_length += n;
+    return n;
+}
+
+static size_t on_header(char *data, size_t size, size_t count, void *user) {
+    transfer *t = user;
+    ts_http_response *r = t->response;
+    size_t n = size * count;
+    // A new status line (after 100 Continue or a redirect): keep only the last response's headers.
+    if (n >= 5 && strncmp(data, "HTTP/", 5) == 0) r->headers_length = 0;
+    if (r->headers_length + n > (1 << 20)) return 0;
+    if (grow((unsigned char **)&r->headers, &r->headers_capacity, r->headers_length + n + 1) != 0) return 0;
+    memcpy(r->headers + r->headers_length, data, n);
+    r->headers_length += n;
+    r->headers[r->headers_length] = 0;
+    return n;
+}
+
+static size_t on_upload(char *buffer, size_t size, size_t count, void *user) {
+    transfer *t = user;
+    size_t left = t->upload_length - t->upload_offset, n = size * count;
+    if (n > left) n = left;
+    memcpy(buffer, t->upload + t->upload_offset, n);
+    t->upload_offset += n;
+    return n;
+}
+
+static int on_seek(void *user, curl_off_t offset, int origin) {
+    transfer *t = user;
+    if (origin != SEEK_SET || offset < 0 || (size_t)offset > t->upload_length) return CURL_SEEKFUNC_FAIL;
+    t->upload_offset = (size_t)offset;
+    return CURL_SEEKFUNC_OK;
+}
+
+int ts_http_perform(void *handle, const ts_http_request *q, ts_http_response *r) {
+    CURL *c = handle;
+    memset(r, 0, sizeof *r);
+    // Reset options; the handle keeps its open connections, DNS and TLS session caches.
+    curl_easy_reset(c);
+    transfer t = {r, q->max_body, q->body, q->body_length, 0};
+    struct curl_slist *headers = NULL;
+    for (int i = 0; i < q->header_count; i++) headers = curl_slist_append(headers, q->headers[i]);
+
+    curl_easy_setopt(c, CURLOPT_URL, q->url);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, r->error);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &t);
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "tessera");
+    // Large uploads ask "Expect: 100-continue" (removing the header would break the
+    // signature, which covers it): don't wait long for a server that never answers it.
+    curl_easy_setopt(c, CURLOPT_EXPECT_100_TIMEOUT_MS, 200L);
+    if (q->connect_timeout_ms > 0) curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, q->connect_timeout_ms);
+    if (q->timeout_ms > 0) curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, q->timeout_ms);
+    if (q->low_speed_seconds > 0) {
+        curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+        curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, q->low_speed_seconds);
+    }
+    if (q->follow_redirects) {
+        curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+        curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
+    }
+    if (q->aws_sigv4 && q->userpwd) {
+        curl_easy_setopt(c, CURLOPT_AWS_SIGV4, q->aws_sigv4);
+        curl_easy_setopt(c, CURLOPT_USERPWD, q->userpwd);
+    }
+    if (strcmp(q->method, "HEAD") == 0) {
+        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    } else if (strcmp(q->method, "PUT") == 0) {
+        curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+        curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)q->body_length);
+        curl_easy_setopt(c, CURLOPT_READFUNCTION, on_upload);
+        curl_easy_setopt(c, CURLOPT_READDATA, &t);
+        curl_easy_setopt(c, CURLOPT_SEEKFUNCTION, on_seek);
+        curl_easy_setopt(c, CURLOPT_SEEKDATA, &t);
+    } else if (strcmp(q->method, "POST") == 0) {
+        curl_easy_setopt(c, CURLOPT_POST, 1L);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, q->body ? (const char *)q->body : "");
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)q->body_length);
+    } else if (strcmp(q->method, "GET") != 0) {
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, q->method);
+    }
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+
+    CURLcode code = curl_easy_perform(c);
+    curl_slist_free_all(headers);
+    r->curl_code = (int)code;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+    if (code != CURLE_OK) {
+        if (r->error[0] == 0) {
+            strncpy(r->error, curl_easy_strerror(code), sizeof r->error - 1);
+        }
+        return -1;
+    }
+    return 0;
+}
