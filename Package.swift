@@ -116,7 +116,7 @@ let tests: [Target] = [
     .testTarget(name: "TesseraServiceTests", dependencies: ["TesseraService"]),
     .testTarget(name: "TesseraWireTests", dependencies: ["TesseraWire", "TesseraTasks"]),
     .testTarget(name: "TesseraCoordinatorTests", dependencies: ["TesseraCoordinator", "TesseraImaging", "TesseraTasks", "TesseraJobs", "TesseraWire", .product(name: "Logging", package: "swift-log")]),
-    .testTarget(name: "TesseraPoolTests", dependencies: ["tessera", "TesseraTestSupport", "TesseraImaging", "TesseraTasks", "TesseraJobs", "TesseraExecution", "TesseraWire"]),
+    .testTarget(name: "TesseraPoolTests", dependencies: ["tessera", "TesseraTestSupport", "TesseraImaging", "TesseraTasks", "TesseraJobs", "TesseraExecution", "TesseraStorage", "TesseraWire"]),
 ]
 
 let package = Package(

@@ -741,7 +741,7 @@ public final class Coordinator: @unchecked Sendable {
         for w in workers.values where w.freeCredit > 0 {
             var batch: [TaskAssignment] = []
             var needsInline: [(ActiveJob, TaskRef)] = []
-            while batch.count + needsInline.count < min(w.freeCredit, config.maxBatch),
+            while batch.count + needsInline.count < min(w.freeCredit, config.maxBatch), workers[w.identity] === w,
                   let (job, id) = scheduler.nextReady(now: now) {
                 if !w.announced.contains(job.id) {
                     if !batch.isEmpty { send(w.identity, TaskAssignment.envelope(batch)); batch = [] }
@@ -763,6 +763,9 @@ public final class Coordinator: @unchecked Sendable {
                 metrics.dispatched.increment(by: batch.count)
                 send(w.identity, TaskAssignment.envelope(batch))
             }
+            // Found unreachable while sending the job's announcement: the task taken for it
+            // went to a worker already given up; it goes back (uncharged: never received).
+            if workers[w.identity] !== w { scheduler.lose(w, reason: "unreachable", charge: false) }
         }
     }
 

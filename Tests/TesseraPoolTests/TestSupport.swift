@@ -19,6 +19,8 @@ final class Cluster {
     var workers: [Process] = []
     let client: CoordinatorClient
     var coordinatorArguments: [String] = []
+    /// Added to the environment of the processes started from now on (object-storage settings).
+    var environment: [String: String] = [:]
 
     static var binary: URL { tesseraBinary }
 
@@ -37,10 +39,11 @@ final class Cluster {
         try? FileManager.default.removeItem(atPath: dir)
     }
 
-    static func spawn(_ args: [String], log: String) throws -> Process {
+    static func spawn(_ args: [String], log: String, environment: [String: String] = [:]) throws -> Process {
         let p = Process()
         p.executableURL = binary
         p.arguments = args
+        if !environment.isEmpty { p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         p.standardInput = FileHandle.nullDevice
         p.standardOutput = FileHandle.nullDevice
         _ = FileManager.default.createFile(atPath: log, contents: nil)
@@ -51,7 +54,8 @@ final class Cluster {
 
     func startCoordinator() throws {
         coordinator = try Cluster.spawn(["coordinator", "--bind", endpoint, "--journal", journal, "--log-level", "info"]
-                                        + coordinatorArguments, log: dir + "/coordinator-\(Date().timeIntervalSince1970).log")
+                                        + coordinatorArguments, log: dir + "/coordinator-\(Date().timeIntervalSince1970).log",
+                                        environment: environment)
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline {
             if (try? client.ping()) != nil { return }
@@ -61,9 +65,10 @@ final class Cluster {
     }
 
     @discardableResult
-    func startWorker(_ extra: [String] = []) throws -> Process {
+    func startWorker(_ extra: [String] = [], environment extraEnvironment: [String: String] = [:]) throws -> Process {
         let p = try Cluster.spawn(["worker", "--connect", endpoint, "--log-level", "info"] + extra,
-                                  log: dir + "/worker-\(workers.count).log")
+                                  log: dir + "/worker-\(workers.count).log",
+                                  environment: environment.merging(extraEnvironment) { $1 })
         workers.append(p)
         return p
     }
