@@ -114,6 +114,7 @@ let tests: [Target] = [
     .testTarget(name: "TesseraJobsTests", dependencies: ["TesseraTasks", "TesseraJobs", "TesseraExecution"]),
     .testTarget(name: "TesseraCLITests", dependencies: ["tessera", "TesseraImaging", "TesseraTestSupport"]),
     .testTarget(name: "TesseraServiceTests", dependencies: ["TesseraService"]),
+    .testTarget(name: "TesseraStorageTests", dependencies: ["TesseraStorage", "TesseraTasks", "TesseraTestSupport"]),
     .testTarget(name: "TesseraWireTests", dependencies: ["TesseraWire", "TesseraTasks"]),
     .testTarget(name: "TesseraCoordinatorTests", dependencies: ["TesseraCoordinator", "TesseraImaging", "TesseraTasks", "TesseraJobs", "TesseraWire", .product(name: "Logging", package: "swift-log")]),
     .testTarget(name: "TesseraPoolTests", dependencies: ["tessera", "TesseraTestSupport", "TesseraImaging", "TesseraTasks", "TesseraJobs", "TesseraExecution", "TesseraStorage", "TesseraWire"]),

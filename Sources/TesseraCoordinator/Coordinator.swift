@@ -749,7 +749,8 @@ public final class Coordinator: @unchecked Sendable {
                     w.announced.insert(job.id)
                 }
                 let ref = scheduler.dispatch(job, id, to: w, now: now)
-                if w.inline || job.spec.options.inline {
+                // A URL input is fetched by the worker itself, never through the coordinator.
+                if (w.inline || job.spec.options.inline) && !Location.isRemote(job.live[id]?.input.path ?? "") {
                     needsInline.append((job, ref))
                 } else {
                     batch.append(assignment(job, ref: ref, inline: nil))

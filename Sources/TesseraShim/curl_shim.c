@@ -29,6 +29,7 @@ void ts_http_response_free(ts_http_response *r) {
 }
 
 typedef struct {
+    CURL *curl;
     ts_http_response *response;
     size_t max_body;
     const unsigned char *upload;
@@ -50,7 +51,11 @@ static size_t on_body(char *data, size_t size, size_t count, void *user) {
     transfer *t = user;
     ts_http_response *r = t->response;
     size_t n = size * count;
-    if (r->body_length + n > t->max_body) {
+    // The limit is for what a success brings; an error's body (S3's XML) gets 64 kB.
+    long status = 0;
+    curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
+    size_t limit = status >= 300 ? 65536 : t->max_body;
+    if (r->body_length + n > limit) {
         r->too_large = 1;
         return 0;  // curl stops with CURLE_WRITE_ERROR
     }
@@ -95,7 +100,7 @@ int ts_http_perform(void *handle, const ts_http_request *q, ts_http_response *r)
     memset(r, 0, sizeof *r);
     // Reset options; the handle keeps its open connections, DNS and TLS session caches.
     curl_easy_reset(c);
-    transfer t = {r, q->max_body, q->body, q->body_length, 0};
+    transfer t = {c, r, q->max_body, q->body, q->body_length, 0};
     struct curl_slist *headers = NULL;
     for (int i = 0; i < q->header_count; i++) headers = curl_slist_append(headers, q->headers[i]);
 

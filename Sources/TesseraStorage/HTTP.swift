@@ -58,6 +58,7 @@ public struct TransferCounters: Sendable, Equatable {
     public var bytesOut = 0
     public var cacheHits = 0
     public var cacheMisses = 0
+    public init() {}
 }
 
 /// libcurl easy handles, one per concurrent request, reused so connections stay open
@@ -168,7 +169,8 @@ final class HTTPClient: @unchecked Sendable {
         var headers: [String: String] = [:]
         if let h = response.headers {
             let text = String(decoding: UnsafeRawBufferPointer(start: h, count: response.headers_length), as: UTF8.self)
-            for line in text.split(whereSeparator: { $0 == "\r" || $0 == "\n" }) {
+            // "\r\n" is one Character in Swift: split on newlines, not on "\r" or "\n".
+            for line in text.split(whereSeparator: \.isNewline) {
                 guard let colon = line.firstIndex(of: ":") else { continue }
                 headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
             }

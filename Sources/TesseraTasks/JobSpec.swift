@@ -377,6 +377,7 @@ extension JobSpec {
             guard path.hasPrefix("/") else { throw bad("output", "must be an absolute path or s3://bucket/prefix, got \"\(output)\"") }
         case .s3(let bucket, _):
             guard !bucket.isEmpty else { throw bad("output", "names no bucket (s3://bucket/prefix), got \"\(output)\"") }
+            guard kind != .tiles else { throw bad("output", "tile pyramids are written to a directory (an s3:// output root is not supported for tiles)") }
         case .http:
             throw bad("output", "an output root is a directory or s3://bucket/prefix; HTTP URLs are inputs only")
         }

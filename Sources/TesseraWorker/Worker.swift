@@ -149,6 +149,11 @@ public final class Worker: @unchecked Sendable {
         MetricInfo("tessera_worker_running_tasks", "Tasks executing now."),
         MetricInfo("tessera_worker_queued_tasks", "Tasks held and waiting for an executor."),
         MetricInfo("tessera_worker_peak_rss_bytes", "Highest peak resident memory of a task on this worker."),
+        MetricInfo("tessera_worker_transfer_requests_total", "HTTP(S)/S3 requests made (each attempt)."),
+        MetricInfo("tessera_worker_transfer_failures_total", "Requests that failed in a retryable way (5xx, 429, timeouts, resets)."),
+        MetricInfo("tessera_worker_transfer_retries_total", "Failed requests that were tried again."),
+        MetricInfo("tessera_worker_transfer_bytes_total", "Bytes transferred, by direction (in: downloads, out: uploads)."),
+        MetricInfo("tessera_worker_cache_lookups_total", "Originals looked up in the cache, by result (hit, miss)."),
     ]
 
     public init(config: WorkerConfig, logger: Logger = Logger(label: "tessera.worker")) throws {
@@ -308,6 +313,20 @@ public final class Worker: @unchecked Sendable {
         let running = Gauge(label: "tessera_worker_running_tasks", factory: exporter)
         let queued = Gauge(label: "tessera_worker_queued_tasks", factory: exporter)
         let peak = Gauge(label: "tessera_worker_peak_rss_bytes", factory: exporter)
+        // Transfer counters live in the storage layer; each scrape adds what changed since the last.
+        func counter(_ label: String, _ dimensions: [(String, String)] = []) -> CoreMetrics.Counter {
+            CoreMetrics.Counter(label: label, dimensions: dimensions, factory: exporter)
+        }
+        let transfer: [(KeyPath<TransferCounters, Int>, CoreMetrics.Counter)] = [
+            (\.requests, counter("tessera_worker_transfer_requests_total")),
+            (\.failures, counter("tessera_worker_transfer_failures_total")),
+            (\.retries, counter("tessera_worker_transfer_retries_total")),
+            (\.bytesIn, counter("tessera_worker_transfer_bytes_total", [("direction", "in")])),
+            (\.bytesOut, counter("tessera_worker_transfer_bytes_total", [("direction", "out")])),
+            (\.cacheHits, counter("tessera_worker_cache_lookups_total", [("result", "hit")])),
+            (\.cacheMisses, counter("tessera_worker_cache_lookups_total", [("result", "miss")])),
+        ]
+        let published = LockedValue(TransferCounters())
         http = try HTTPService(address: config.metricsAddress, port: port, routes: [
             // Alive: the loop turned in the last 10 s.
             "/healthz": { [weak self] _, _ in
@@ -328,6 +347,13 @@ public final class Worker: @unchecked Sendable {
                 running.record(h.running)
                 queued.record(h.queued)
                 peak.record(Double(h.peak))
+                let now = RemoteStorage.counters
+                published.update { last in
+                    for (field, c) in transfer where now[keyPath: field] > last[keyPath: field] {
+                        c.increment(by: now[keyPath: field] - last[keyPath: field])
+                    }
+                    last = now
+                }
                 return HTTPReply(contentType: MetricsExporter.contentType, body: exporter.exposition())
             },
         ])
@@ -569,7 +595,9 @@ public final class Worker: @unchecked Sendable {
             if let budget = config.taskMemoryBudget { renderOptions.limits.maxMemoryBytes = budget }
             let outcome = TaskExecutor.run(job, input: task.input, inlineInput: task.inlineInput,
                                            expectedHash: task.expectedHash, expectedOutputs: task.expectedOutputs,
-                                           returnInline: task.inlineInput != nil,
+                                           // Without shared storage, outputs for a directory root come back inline
+                                           // (also when the input was a URL the worker fetched itself).
+                                           returnInline: task.inlineInput != nil || (config.inline && !Location.isRemote(job.outputRoot)),
                                            renderOptions: renderOptions, fence: task.inlineInput == nil ? fence : nil,
                                            stores: stores, prefetched: prefetcher?.take(Worker.key(task.ref)))
             let peak = measureMemory ? ResourceAccounting.peakResident() : 0
