@@ -38,7 +38,8 @@ extension Coordinator {
                 }
             }
         } catch let error as JobError {
-            throw ErrorReply(code: error.code.rawValue, message: error.description)
+            // The code travels beside the message (ErrorReply shows it once).
+            throw ErrorReply(code: error.code.rawValue, message: (error.file.map { Paths.display($0) + ": " } ?? "") + error.reason)
         }
         let job = ActiveJob(id: id, seq: planned.seq, spec: spec, firstTask: planned.firstTask, total: planned.total,
                             submitted: submitted)
