@@ -742,7 +742,8 @@ def dockerfile():
     runtime_of = {"libturbojpeg0-dev": "libturbojpeg0", "libjpeg62-turbo-dev": "libjpeg62-turbo",
                   "libpng-dev": "libpng16-16", "libexif-dev": "libexif12", "liblcms2-dev": "liblcms2-2",
                   "libzmq3-dev": "libzmq5", "libsqlite3-dev": "libsqlite3-0", "libheif-dev": "libheif1",
-                  "libwebp-dev": "libwebp7 libwebpdemux2 libwebpmux3"}
+                  "libwebp-dev": "libwebp7 libwebpdemux2 libwebpmux3",
+                  "libcurl4-openssl-dev": "libcurl4"}
     unknown = dev - runtime_of.keys()
     assert not unknown, f"no runtime library known for {sorted(unknown)}: add it here and to the Dockerfile"
     rmissing = {lib for p in dev for lib in runtime_of[p].split() if not re.search(rf"(^|\s){re.escape(lib)}(\s|$)", ftxt)}
