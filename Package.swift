@@ -77,7 +77,7 @@ let libraries: [Target] = [
     ),
     .target(
         name: "TesseraCoordinator",
-        dependencies: ["TesseraImaging", "TesseraTasks", "TesseraWire", "TesseraJobs", "TesseraService",
+        dependencies: ["TesseraImaging", "TesseraTasks", "TesseraWire", "TesseraJobs", "TesseraExecution", "TesseraService",
                        .product(name: "CoreMetrics", package: "swift-metrics"),
                        .product(name: "GRDB", package: "GRDB.swift"),
                        .product(name: "Logging", package: "swift-log")]

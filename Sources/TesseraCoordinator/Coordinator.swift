@@ -37,6 +37,8 @@ public struct CoordinatorConfig: Sendable {
     public var metricsPort: Int?
     /// The address the HTTP port binds (loopback unless told otherwise).
     public var metricsAddress = "127.0.0.1"
+    /// Serve the dashboard (`/`, `/api/state`, `/api/events`) on the HTTP port too.
+    public var dashboard = false
     /// Where metrics are recorded and exported from (default with a metrics port: a
     /// Prometheus exporter of `CoordinatorMetrics.catalog`; without one: nowhere).
     public var metrics: MetricsExporter?
@@ -91,6 +93,8 @@ public final class Coordinator: @unchecked Sendable {
     var pendingReads: [TaskRef: Double] = [:]
     var allow: AllowList?
     private var http: HTTPService?
+    /// The dashboard's published state (nil: dashboard off).
+    let dashboard: DashboardBoard?
     /// When the loop last turned, and whether it is serving (read by the probes).
     private let probeLock = NSLock()
     private var loopTurned = 0.0
@@ -115,9 +119,14 @@ public final class Coordinator: @unchecked Sendable {
                               policy: .init(poisonThreshold: config.poisonThreshold, retryBackoff: config.retryBackoff,
                                             maxBackoff: config.maxBackoff),
                               epoch: epoch, metrics: metrics, logger: logger)
+        dashboard = config.dashboard ? DashboardBoard() : nil
+        if let board = dashboard {
+            scheduler.resultObserver = { job, record in Coordinator.observe(board, job, record: record) }
+        }
         try recover()
         if let port = config.metricsPort {
-            let h = try HTTPService(address: config.metricsAddress, port: port, routes: [
+            let pages = dashboard.map { Coordinator.dashboardRoutes($0) }
+            let h = try HTTPService(address: config.metricsAddress, port: port, routes: (pages?.routes ?? [:]).merging([
                 "/metrics": { [weak self] _, _ in
                     guard let exporter = self?.exporter else { return .text("stopping\n", status: 503) }
                     return HTTPReply(contentType: MetricsExporter.contentType, body: exporter.exposition())
@@ -134,7 +143,7 @@ public final class Coordinator: @unchecked Sendable {
                     let p = self.probe()
                     return p.serving && p.age < 10 ? .text("ok\n") : .text("not serving\n", status: 503)
                 },
-            ])
+            ]) { $1 }, events: pages?.events ?? [:])
             http = h
             metricsPort = h.port
         }
@@ -310,6 +319,7 @@ public final class Coordinator: @unchecked Sendable {
                 loopTurned = now
                 probeLock.unlock()
                 if exporter != nil { metrics.refresh(jobs: jobs, workers: Array(workers.values)) }
+                publishDashboard()
                 if let allow, now - lastAllowReload >= 3 {
                     lastAllowReload = now
                     do {
@@ -715,6 +725,7 @@ public final class Coordinator: @unchecked Sendable {
 
     /// Gives a worker up: requeue what it held, charging tasks it was running.
     func lose(_ w: WorkerConn, reason: String, charge: Bool = true, keep: Set<TaskRef> = []) {
+        if workers[w.identity] === w { noteLostForDashboard(w, reason: reason) }
         workers.removeValue(forKey: w.identity)
         scheduler.lose(w, reason: reason, charge: charge, keep: keep)
     }

@@ -439,6 +439,9 @@ package final class Scheduler {
     }
 
     /// A task's final result (`reported`: the attempt that reported it, if one did).
+    /// Called with every final result (the dashboard's views), nil when nobody watches.
+    package var resultObserver: ((ActiveJob, [UInt8]) -> Void)?
+
     package func complete(_ job: ActiveJob, _ id: UInt64, status: Journal.ResultStatus, record: [UInt8],
                           reported: TaskRef? = nil) {
         guard let slot = job.live[id] else { return }
@@ -452,6 +455,7 @@ package final class Scheduler {
         job.counts[Int(status.rawValue)] += 1
         journal.append(.result(task: id, job: job.id, status: status, record: record))
         metrics.completed(status)
+        resultObserver?(job, record)
         if let (descriptor, failed) = job.gate?.partEnded(slot.input, failed: status == .failed || status == .cancelled) {
             if failed > 0 { descriptorIncomplete(job, descriptor, failedParts: failed) } else {
                 job.live[descriptor]?.state = .pending

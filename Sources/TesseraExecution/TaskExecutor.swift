@@ -224,6 +224,7 @@ public enum TaskExecutor {
             outcome.retryable = true
         }
         record.timings.total = clock.milliseconds
+        record.finishedAt = Date().timeIntervalSince1970
         outcome.record = record
         return outcome
     }

@@ -33,6 +33,9 @@ public struct HTTPServiceError: Error, CustomStringConvertible {
 /// never wait on the caller's event loop.
 public final class HTTPService: @unchecked Sendable {
     public typealias Handler = @Sendable (_ path: String, _ query: [String: String]) async -> HTTPReply
+    /// A Server-Sent Events route: called for each event of one connection (the event's
+    /// data, one line), waiting as long as it likes; nil ends the stream.
+    public typealias EventSource = @Sendable (_ query: [String: String]) -> (@Sendable () async -> String?)
 
     /// The port served (the one chosen when asked for port 0).
     public let port: Int
@@ -42,7 +45,7 @@ public final class HTTPService: @unchecked Sendable {
 
     /// Binds `address:port` (IPv4 or IPv6 literal; port 0: any free port) and serves
     /// `routes` (exact paths, GET and HEAD) until `stop()`.
-    public init(address: String, port: Int, routes: [String: Handler]) throws {
+    public init(address: String, port: Int, routes: [String: Handler], events: [String: EventSource] = [:]) throws {
         guard (0...65535).contains(port) else { throw HTTPServiceError(description: "HTTP port \(port) is not in 0...65535") }
         let socketAddress: any SocketAddress
         do {
@@ -53,14 +56,21 @@ public final class HTTPService: @unchecked Sendable {
             throw HTTPServiceError(description: "HTTP address \"\(address)\" is not an IPv4 or IPv6 address")
         }
         let server = HTTPServer(address: socketAddress, timeout: 15, logger: .disabled)
-        let paths = routes.keys.sorted().joined(separator: ", ")
-        let table = routes
+        let paths = (Array(routes.keys) + Array(events.keys)).sorted().joined(separator: ", ")
+        let table = routes, streams = events
         let started = DispatchSemaphore(value: 0)
         let box = StartBox()
         let handler: @Sendable (HTTPRequest) async throws -> HTTPResponse = { request in
             guard request.method == .GET || request.method == .HEAD else {
                 return HTTPResponse(statusCode: HTTPStatusCode(405, phrase: "Method Not Allowed"),
                                     headers: [HTTPHeader("Allow"): "GET, HEAD"], body: Data("only GET\n".utf8))
+            }
+            if let source = streams[request.path] {
+                var query: [String: String] = [:]
+                for item in request.query { query[item.name] = item.value }
+                return HTTPResponse(statusCode: .ok,
+                                    headers: [.contentType: "text/event-stream", HTTPHeader("Cache-Control"): "no-store"],
+                                    body: HTTPBodySequence(from: EventBytes(next: source(query))))
             }
             guard let handler = table[request.path] else {
                 return HTTPResponse(statusCode: .notFound, body: Data("not found; see \(paths)\n".utf8))
@@ -152,5 +162,33 @@ private final class StartBox: @unchecked Sendable {
         done = true
         self.port = port
         self.error = error
+    }
+}
+
+
+/// One connection's Server-Sent Events as bytes (`data: …` blocks), sent chunked.
+struct EventBytes: AsyncBufferedSequence, Sendable {
+    typealias Element = UInt8
+    let next: @Sendable () async -> String?
+
+    func makeAsyncIterator() -> Iterator { Iterator(next: next) }
+
+    struct Iterator: AsyncBufferedIteratorProtocol {
+        let next: @Sendable () async -> String?
+        var pending: [UInt8] = []
+        var index = 0
+        init(next: @escaping @Sendable () async -> String?) { self.next = next }
+        mutating func next() async throws -> UInt8? {
+            if index >= pending.count {
+                guard let b = try await nextBuffer(suggested: 4096) else { return nil }
+                (pending, index) = (b, 0)
+            }
+            defer { index += 1 }
+            return pending[index]
+        }
+        mutating func nextBuffer(suggested count: Int) async throws -> [UInt8]? {
+            guard let data = await next() else { return nil }
+            return Array("data: \(data)\n\n".utf8)
+        }
     }
 }

@@ -144,6 +144,8 @@ public struct TaskRecord: Sendable, Codable {
     public var strip: StripWork?
     /// Network transfers (URL inputs, object-storage outputs).
     public var transfer: Transfer?
+    /// When the task ended (seconds since 1970): timelines of reports.
+    public var finishedAt: Double?
 
     public var bytesOut: Int { outputs.reduce(0) { $0 + $1.bytes } }
 
@@ -152,7 +154,7 @@ public struct TaskRecord: Sendable, Codable {
     // `peakRSSShared: true`. Every field but input and status may be absent (older journals).
     enum CodingKeys: String, CodingKey {
         case type, version, input, status, error, bytesIn, bytesOut, sourceFormat, sourceWidth, sourceHeight, scaleEighths
-        case decodePath, outputs, timings = "timingsMilliseconds", peakRSSBytes, peakRSSShared, worker, tiles, strip, transfer
+        case decodePath, outputs, timings = "timingsMilliseconds", peakRSSBytes, peakRSSShared, worker, tiles, strip, transfer, finishedAt
         case legacyTimings = "timings"
     }
 
@@ -177,6 +179,7 @@ public struct TaskRecord: Sendable, Codable {
         tiles = try c.decodeIfPresent(TileWork.self, forKey: .tiles)
         strip = try c.decodeIfPresent(StripWork.self, forKey: .strip)
         transfer = try c.decodeIfPresent(Transfer.self, forKey: .transfer)
+        finishedAt = try c.decodeIfPresent(Double.self, forKey: .finishedAt)
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -201,6 +204,7 @@ public struct TaskRecord: Sendable, Codable {
         try c.encodeIfPresent(tiles, forKey: .tiles)
         try c.encodeIfPresent(strip, forKey: .strip)
         try c.encodeIfPresent(transfer, forKey: .transfer)
+        try c.encodeIfPresent(finishedAt, forKey: .finishedAt)
     }
 }
 

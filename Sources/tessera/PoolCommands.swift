@@ -146,10 +146,18 @@ struct CoordinatorCommand: ParsableCommand {
     @Option(help: "Address the HTTP port binds (0.0.0.0: every interface).")
     var metricsAddress: String = "127.0.0.1"
 
+    @Flag(help: "Serve a live dashboard at / on the --metrics-port (read-only).")
+    var dashboard = false
+
     @OptionGroup var log: LogOptions
+
+    func validate() throws {
+        if dashboard && metricsPort == nil { throw ValidationError("--dashboard is served on the HTTP port: give --metrics-port") }
+    }
 
     func run() throws {
         var config = CoordinatorConfig(endpoints: bind, journalPath: journal)
+        config.dashboard = dashboard
         config.workerTimeout = workerTimeout
         config.poisonThreshold = poison
         config.metricsPort = metricsPort

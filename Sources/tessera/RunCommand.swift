@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import TesseraService
 import TesseraCoordinator
 import TesseraExecution
 import TesseraImaging
@@ -33,7 +34,7 @@ struct Run: ParsableCommand {
     @Option(help: "SQLite journal.")
     var journal: String?
 
-    @Option(help: "Write per-task records to FILE.jsonl and FILE.csv.")
+    @Option(help: "Write per-task records to FILE.jsonl and FILE.csv (FILE.html: also a self-contained HTML report with charts).")
     var report: String?
 
     @Option(help: "Preset file (JSON) adding presets (repeatable).")
@@ -50,6 +51,9 @@ struct Run: ParsableCommand {
 
     @Option(help: "Address the HTTP port binds (0.0.0.0: every interface).")
     var metricsAddress: String = "127.0.0.1"
+
+    @Flag(help: "Serve a live dashboard while the job runs (on --metrics-port, or a free port); its address is printed.")
+    var dashboard = false
 
     @OptionGroup var overrides: JobOverrides
     @OptionGroup var log: LogOptions
@@ -85,12 +89,16 @@ struct Run: ParsableCommand {
                                  workerArguments: ["--concurrency", String(concurrency), "--prefetch", String(prefetch),
                                                    "--log-level", "warning"],
                                  configure: {
-                                     $0.metricsPort = metricsPort
+                                     $0.metricsPort = metricsPort ?? (dashboard ? 0 : nil)
                                      $0.metricsAddress = metricsAddress
+                                     $0.dashboard = dashboard
                                  }, logger: logger)
         } catch {
             warn("error: \(journalPath): cannot start the coordinator: \(error) [coordinator-failed]")
             throw Exit.coordinator
+        }
+        if dashboard, let port = pool.coordinator.metricsPort {
+            warn("dashboard: http://\(metricsAddress.contains(":") ? "[\(metricsAddress)]" : metricsAddress):\(port)/")
         }
         // First SIGINT/SIGTERM: the loop below stops the job cleanly; a second: kill the workers and exit now.
         let signals = StopSignals(again: { sig in
@@ -163,10 +171,23 @@ struct Run: ParsableCommand {
         let summary = RunSummary(records: records, seconds: seconds, outputRoot: spec.output, journal: journalPath,
                                  workedBefore: earlier?.worked ?? 0)
         if let report {
-            let base = report.hasSuffix(".jsonl") || report.hasSuffix(".csv")
+            let base = report.hasSuffix(".jsonl") || report.hasSuffix(".csv") || report.hasSuffix(".html")
                 ? (report as NSString).deletingPathExtension : report
             try FileIO.writeAtomically(RecordWriters.jsonLines(raw), to: base + ".jsonl")
             try FileIO.writeAtomically(RecordWriters.csv(records), to: base + ".csv")
+            if report.hasSuffix(".html") {
+                var about = ReportAbout.here()
+                // `tessera tiles` runs a job made from its arguments ("-"), not a file.
+                let file = self.job
+                if file != "-" {
+                    about["job file"] = file
+                    about["jobFile"] = try? String(contentsOfFile: file, encoding: .utf8)
+                }
+                about["journal"] = journalPath
+                about["outputs"] = spec.output
+                try FileIO.writeAtomically(RecordWriters.html(records, summary: summary, id: jobID, name: spec.name,
+                                                              kind: spec.kind.rawValue, about: about), to: report)
+            }
         }
         if json {
             printJSONLine(summary)
@@ -328,5 +349,18 @@ final class Progress {
     private func clock(_ seconds: Double) -> String {
         let s = Int(seconds.rounded())
         return s >= 3600 ? String(format: "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60) : String(format: "%d:%02d", s / 60, s % 60)
+    }
+}
+
+
+/// Where a report was made: machine and version.
+enum ReportAbout {
+    static func here() -> [String: String] {
+        var u = utsname()
+        uname(&u)
+        func text<T>(_ field: T) -> String { withUnsafeBytes(of: field) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) } }
+        let memory = ProcessInfo.processInfo.physicalMemory
+        return ["version": "tessera \(TesseraVersion.string)",
+                "machine": "\(text(u.nodename)): \(ProcessInfo.processInfo.activeProcessorCount) cores, \(memory >> 30) GiB, \(text(u.sysname)) \(text(u.release)) \(text(u.machine))"]
     }
 }

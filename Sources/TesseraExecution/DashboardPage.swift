@@ -1,0 +1,179 @@
+import Foundation
+
+/// The dashboard's one page: HTML, CSS and a small script that draws `JobView`s with
+/// hand-written SVG. Live on the coordinator (`/`: data from `/api/events`, Server-Sent
+/// Events) or as a self-contained report file (the data embedded): one renderer for both,
+/// no network fetch, nothing from a CDN. Every string from the journal goes into the page
+/// as text (`textContent`), never as markup.
+public enum DashboardPage {
+    /// The live page (served by the coordinator).
+    public static var live: String { page(title: "Tessera", data: nil) }
+
+    /// A report: the page with `data` (a JSON object: `{"jobs": [JobView], "workers": [],
+    /// "report": {...}}`) embedded.
+    public static func report(title: String, data: Data) -> String {
+        // Inside <script>, "</" would end the element: JSON allows "<\/".
+        let json = String(decoding: data, as: UTF8.self).replacingOccurrences(of: "</", with: "<\\/")
+        return page(title: title, data: json)
+    }
+
+    static func page(title: String, data: String?) -> String {
+        let escapedTitle = title.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+        return """
+        <!doctype html>
+        <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>\(escapedTitle)</title><link rel="icon" href="data:,">
+        <style>\(css)</style></head>
+        <body><header><h1>\(escapedTitle)</h1><span id="status"></span></header>
+        <main>
+        <section id="jobs-section"><h2>Jobs</h2>
+        <label>state <select id="filter"><option value="">all</option><option>running</option><option>queued</option>
+        <option>succeeded</option><option>failed</option><option>cancelled</option></select></label>
+        <table id="jobs"><thead><tr><th>job</th><th>state</th><th>progress</th><th>files/s</th><th>MB/s</th><th>ETA</th></tr></thead><tbody></tbody></table></section>
+        <section id="job"></section>
+        <section id="workers-section"><h2>Workers</h2><table id="workers"><thead><tr><th>worker</th><th>state</th><th>running</th><th>done</th><th>peak RSS</th><th>RSS</th></tr></thead><tbody></tbody></table></section>
+        <section id="report-section"></section>
+        </main>
+        \(data.map { "<script id=\"data\" type=\"application/json\">\($0)</script>" } ?? "")
+        <script>\(script)</script>
+        </body></html>
+        """
+    }
+
+    static let css = """
+    body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#222;background:#fafafa}
+    header{background:#223;color:#fff;padding:8px 16px;display:flex;gap:16px;align-items:baseline}
+    h1{font-size:18px;margin:0}h2{font-size:15px;margin:16px 0 6px}h3{font-size:14px;margin:12px 0 4px}
+    main{padding:0 16px 24px}table{border-collapse:collapse;background:#fff;margin:4px 0}
+    td,th{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
+    th{font-weight:600;background:#f0f0f4}tr.selected{background:#eef}tr[data-job]{cursor:pointer}
+    .bar{display:inline-block;width:160px;height:10px;background:#ddd;position:relative}
+    .bar span{position:absolute;left:0;top:0;bottom:0;background:#4a7}
+    .bar span.failed{background:#c44}.grid{display:flex;flex-wrap:wrap;gap:24px}
+    svg text{font-size:10px;fill:#444}.num{text-align:right;font-variant-numeric:tabular-nums}
+    .state-failed{color:#b22}.state-lost{color:#b22}
+    """
+
+    static let script = #"""
+    "use strict";
+    const $ = (s) => document.querySelector(s);
+    function el(tag, attrs, ...children) {
+      const e = document.createElement(tag);
+      for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+      for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+      return e;
+    }
+    function svg(tag, attrs) {
+      const e = document.createElementNS("http://www.w3.org/2000/svg", tag);
+      for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+      return e;
+    }
+    const fmt = (n, d = 1) => (n == null || !isFinite(n)) ? "" : Number(n).toFixed(d);
+    const bytes = (n) => n >= 1048576 ? fmt(n / 1048576) + " MB" : n >= 1024 ? fmt(n / 1024) + " kB" : n + " B";
+    const eta = (s) => s == null ? "" : s < 60 ? fmt(s, 0) + " s" : fmt(s / 60, 1) + " min";
+    let state = { jobs: [], workers: [] }, selected = null;
+
+    function progress(j) {
+      const p = j.total ? 100 * (j.succeeded + j.failed + j.skipped + j.cancelled) / j.total : 0;
+      const bar = el("span", { class: "bar" }, el("span", { style: "width:" + p.toFixed(1) + "%" + (j.failed ? ";background:#c84" : "") }));
+      return el("span", { class: "progress", "data-percent": p.toFixed(1) }, bar, " " + fmt(p, 0) + " % (" + (j.succeeded + j.failed + j.skipped + j.cancelled) + "/" + j.total + ")");
+    }
+
+    function drawJobs() {
+      const body = $("#jobs tbody"), filter = $("#filter").value;
+      body.replaceChildren();
+      for (const j of state.jobs) {
+        if (filter && j.state !== filter) continue;
+        const row = el("tr", { "data-job": j.id, class: j.id === selected ? "selected" : "" },
+          el("td", {}, j.name, el("br"), el("small", {}, j.id)), el("td", { class: "state-" + j.state }, j.state),
+          el("td", {}, progress(j)), el("td", { class: "num" }, fmt(j.filesPerSecond)), el("td", { class: "num" }, fmt(j.megabytesPerSecond)),
+          el("td", { class: "num" }, eta(j.etaSeconds)));
+        row.onclick = () => { selected = j.id; draw(); };
+        body.append(row);
+      }
+    }
+
+    function barChart(cls, values, labels, w = 360, h = 120) {
+      const s = svg("svg", { class: cls, width: w, height: h + 16, viewBox: `0 0 ${w} ${h + 16}` });
+      const max = Math.max(1, ...values), bw = w / Math.max(1, values.length);
+      values.forEach((v, i) => {
+        const bh = h * v / max;
+        const r = svg("rect", { x: i * bw + 1, y: h - bh, width: Math.max(1, bw - 2), height: bh, fill: "#58a" });
+        const t = svg("title"); t.textContent = labels[i] + ": " + v; r.append(t); s.append(r);
+        if (values.length <= 24) { const l = svg("text", { x: i * bw + 2, y: h + 12 }); l.textContent = labels[i]; s.append(l); }
+      });
+      return s;
+    }
+
+    function timeline(j, w = 360, h = 120) {
+      const s = svg("svg", { class: "timeline", width: w, height: h, viewBox: `0 0 ${w} ${h}` });
+      const v = j.timeline, max = Math.max(1, ...v);
+      const pts = v.map((c, i) => `${(v.length > 1 ? i * w / (v.length - 1) : 0).toFixed(1)},${(h - 4 - (h - 8) * c / max).toFixed(1)}`);
+      s.append(svg("polyline", { points: pts.join(" "), fill: "none", stroke: "#4a7", "stroke-width": 2, "data-points": v.length }));
+      return s;
+    }
+
+    function table(cls, head, rows) {
+      return el("table", { class: cls }, el("thead", {}, el("tr", {}, ...head.map((h) => el("th", {}, h)))),
+        el("tbody", {}, ...rows.map((r) => el("tr", r.attrs || {}, ...r.cells.map((c) => el("td", {}, c))))));
+    }
+
+    function drawJob() {
+      const box = $("#job"); box.replaceChildren();
+      const j = state.jobs.find((x) => x.id === selected) || state.jobs[0];
+      if (!j) return;
+      selected = j.id;
+      box.append(el("h2", {}, "Job " + j.name + " (" + j.id + ")"),
+        el("p", {}, `${j.succeeded} ok, ${j.failed} failed, ${j.skipped} skipped, ${j.cancelled} cancelled, ${j.running} running of ${j.total}; `
+          + `${fmt(j.filesPerSecond)} files/s, ${fmt(j.megabytesPerSecond)} MB/s; ${bytes(j.bytesIn)} in, ${bytes(j.bytesOut)} out`
+          + (j.bytesIn > j.bytesOut ? ` (${bytes(j.bytesIn - j.bytesOut)} saved)` : "")));
+      const grid = el("div", { class: "grid" });
+      const stages = j.stages.filter((x) => x.stage !== "queueWait");
+      grid.append(el("div", {}, el("h3", {}, "Stages (share of task time; p50 / p95 ms)"),
+        table("stages", ["stage", "share", "p50", "p95"], j.stages.map((x) => ({ attrs: { "data-stage": x.stage },
+          cells: [x.stage, x.stage === "queueWait" ? "" : fmt(100 * x.share) + " %", fmt(x.p50, 2), fmt(x.p95, 2)] })))),
+        el("div", {}, el("h3", {}, "Share of task time"), barChart("stage-shares", stages.map((x) => Math.round(1000 * x.share) / 10), stages.map((x) => x.stage))),
+        el("div", {}, el("h3", {}, "Task times (succeeded, ms)"), barChart("histogram", j.taskTimes.map((b) => b.count), j.taskTimes.map((b) => "≤" + b.upTo))),
+        el("div", {}, el("h3", {}, `Finished per ${j.timelineSeconds} s`), timeline(j)));
+      box.append(grid);
+      box.append(el("h3", {}, "Failures by reason"), table("failures", ["code", "count", "examples"], j.failures.map((f) => ({
+        attrs: { "data-code": f.code }, cells: [f.code, f.count, el("div", {}, ...f.examples.map((e) => el("div", {}, e[1])))] }))));
+      box.append(el("h3", {}, "Slowest tasks"), table("slowest", ["input", "ms", "worker"], j.slowest.map((t) => ({ cells: [t.input, fmt(t.milliseconds), t.worker] }))));
+      const counts = (o) => Object.entries(o).sort((a, b) => b[1] - a[1]).map(([k, v]) => ({ cells: [k, v] }));
+      box.append(el("div", { class: "grid" },
+        el("div", {}, el("h3", {}, "Decode paths"), table("decode-paths", ["path", "tasks"], counts(j.decodePaths))),
+        el("div", {}, el("h3", {}, "DCT scales"), table("scales", ["scale", "tasks"], counts(j.scales))),
+        el("div", {}, el("h3", {}, "Peak memory by worker"), table("job-workers", ["worker", "tasks", "peak RSS"], j.workers.map((w) => ({ cells: [w.worker, w.tasks, bytes(w.peakRSSBytes)] })))),
+        el("div", {}, el("h3", {}, "Latest outputs"), table("latest", ["output"], j.latestOutputs.map((p) => ({ cells: [p] }))))));
+    }
+
+    function drawWorkers() {
+      const body = $("#workers tbody"); body.replaceChildren();
+      for (const w of state.workers) body.append(el("tr", { "data-worker": w.id, class: "state-" + w.state },
+        el("td", {}, w.id, el("br"), el("small", {}, w.host)), el("td", {}, w.state), el("td", { class: "num" }, w.running),
+        el("td", { class: "num" }, w.completed), el("td", { class: "num" }, bytes(w.peakRSSBytes || 0)), el("td", { class: "num" }, w.rssBytes ? bytes(w.rssBytes) : "")));
+      $("#workers-section").hidden = state.report !== undefined;
+    }
+
+    function drawReport() {
+      const r = state.report, box = $("#report-section");
+      if (!r) return;
+      box.replaceChildren(el("h2", {}, "Run"), table("run", ["", ""], Object.entries(r).filter(([k]) => k !== "jobFile").map(([k, v]) => ({ cells: [k, String(v)] }))));
+      if (r.jobFile) box.append(el("h3", {}, "Job file"), el("pre", {}, r.jobFile));
+    }
+
+    function draw() { drawJobs(); drawJob(); drawWorkers(); drawReport(); }
+    $("#filter").onchange = draw;
+
+    const embedded = document.getElementById("data");
+    if (embedded) {
+      state = JSON.parse(embedded.textContent);
+      $("#status").textContent = "report, " + (state.report && state.report.generated || "");
+      draw();
+    } else {
+      const source = new EventSource("api/events");
+      source.onmessage = (e) => { state = JSON.parse(e.data); $("#status").textContent = "live " + new Date().toLocaleTimeString(); draw(); };
+      source.onerror = () => { $("#status").textContent = "disconnected; retrying"; };
+    }
+    """#
+}

@@ -1,0 +1,201 @@
+import Foundation
+import Histogram
+import TesseraImaging
+import TesseraTasks
+
+/// What the dashboard and the HTML report show of one job: bounded in size whatever the
+/// job's (a million tasks give the same few kilobytes), built record by record by a
+/// `JobView.Accumulator` — live in the coordinator, or from a finished job's records.
+public struct JobView: Codable, Sendable {
+    public struct StageStat: Codable, Sendable {
+        public var stage: String
+        public var p50: Double
+        public var p95: Double
+        /// Share of summed task time (queue wait and total excluded).
+        public var share: Double
+    }
+    public struct Bucket: Codable, Sendable {
+        /// Upper bound of the bucket, milliseconds.
+        public var upTo: Double
+        public var count: Int
+    }
+    public struct FailureGroup: Codable, Sendable {
+        public var code: String
+        public var count: Int
+        /// Up to three (input, message) examples.
+        public var examples: [[String]]
+    }
+    public struct SlowTask: Codable, Sendable {
+        public var input: String
+        public var milliseconds: Double
+        public var worker: String
+    }
+    public struct WorkerStat: Codable, Sendable {
+        public var worker: String
+        public var tasks: Int
+        public var peakRSSBytes: UInt64
+    }
+
+    public var id = ""
+    public var name = ""
+    public var kind = ""
+    public var state = ""
+    public var total = 0
+    public var succeeded = 0
+    public var failed = 0
+    public var skipped = 0
+    public var cancelled = 0
+    public var running = 0
+    public var elapsedSeconds = 0.0
+    public var filesPerSecond = 0.0
+    public var megabytesPerSecond = 0.0
+    public var etaSeconds: Double?
+    public var bytesIn = 0
+    public var bytesOut = 0
+    public var stages: [StageStat] = []
+    /// Task times of succeeded tasks, in buckets that double (1 ms, 2 ms, 4 ms…).
+    public var taskTimes: [Bucket] = []
+    /// Tasks finished per interval of `timelineSeconds`, from the first result.
+    public var timeline: [Int] = []
+    public var timelineSeconds = 1.0
+    public var failures: [FailureGroup] = []
+    public var slowest: [SlowTask] = []
+    public var decodePaths: [String: Int] = [:]
+    public var scales: [String: Int] = [:]
+    public var workers: [WorkerStat] = []
+    /// The newest outputs (paths), newest first.
+    public var latestOutputs: [String] = []
+
+    public var done: Int { succeeded + failed + skipped + cancelled }
+
+    /// Adds records one at a time; `view` costs the same whatever the number added.
+    public final class Accumulator: @unchecked Sendable {
+        private var histograms: [Stage: Histogram<UInt64>] = [:]
+        private var stageSums: [Stage: Double] = [:]
+        private var taskTimes = [Int](repeating: 0, count: 24)
+        private var timeline: [Int] = []
+        /// Starts at a tenth of a second (a short job still draws a line) and doubles as needed.
+        private var timelineSeconds = 0.1
+        private var firstAt: Double?
+        private var lastAt = 0.0
+        private var failures: [String: (count: Int, examples: [[String]])] = [:]
+        private var slowest: [JobView.SlowTask] = []
+        private var decodePaths: [String: Int] = [:]
+        private var scales: [String: Int] = [:]
+        private var workers: [String: (tasks: Int, peak: UInt64)] = [:]
+        private var latest: [String] = []
+        private(set) var counts = (succeeded: 0, failed: 0, skipped: 0, cancelled: 0)
+        private var bytesIn = 0
+        private var bytesOut = 0
+        private let lock = NSLock()
+
+        public init() {}
+
+        /// Adds one task's record, finished at `time` (seconds, any fixed origin).
+        public func add(_ r: TaskRecord, at time: Double) {
+            lock.lock()
+            defer { lock.unlock() }
+            switch r.status {
+            case .succeeded: counts.succeeded += 1
+            case .skipped: counts.skipped += 1
+            case .failed:
+                if r.error?.code == "cancelled" { counts.cancelled += 1 } else { counts.failed += 1 }
+            }
+            let first = firstAt ?? time
+            firstAt = first
+            lastAt = max(lastAt, time)
+            // The timeline keeps at most 600 points: intervals double when it would grow past.
+            var slot = Int((time - first) / timelineSeconds)
+            while slot >= 600 {
+                timeline = stride(from: 0, to: timeline.count, by: 2).map { timeline[$0] + (($0 + 1) < timeline.count ? timeline[$0 + 1] : 0) }
+                timelineSeconds *= 2
+                slot = Int((time - first) / timelineSeconds)
+            }
+            if timeline.count <= slot { timeline += [Int](repeating: 0, count: slot + 1 - timeline.count) }
+            timeline[slot] += 1
+            if let e = r.error, r.status == .failed, e.code != "cancelled" {
+                var g = failures[e.code] ?? (0, [])
+                g.count += 1
+                if g.examples.count < 3 { g.examples.append([r.input, e.message]) }
+                failures[e.code] = g
+            }
+            guard r.status == .succeeded else { return }
+            bytesIn += r.bytesIn
+            bytesOut += r.bytesOut
+            for stage in Stage.allCases where stage != .total {
+                let ms = r.timings[stage]
+                stageSums[stage, default: 0] += ms
+                var h = histograms[stage] ?? Histogram<UInt64>(numberOfSignificantValueDigits: .two)
+                h.record(UInt64(max(0, ms) * 1000))
+                histograms[stage] = h
+            }
+            let total = r.timings.total
+            var bucket = 0
+            while bucket < taskTimes.count - 1 && total > Double(1 << bucket) { bucket += 1 }
+            taskTimes[bucket] += 1
+            if slowest.count < 10 || total > slowest[slowest.count - 1].milliseconds {
+                slowest.append(.init(input: r.input, milliseconds: total, worker: r.worker ?? ""))
+                slowest.sort { $0.milliseconds > $1.milliseconds }
+                if slowest.count > 10 { slowest.removeLast() }
+            }
+            if let d = r.decodePath { decodePaths[d, default: 0] += 1 }
+            if let s = r.scaleEighths { scales["\(s)/8", default: 0] += 1 }
+            if let w = r.worker {
+                var s = workers[w] ?? (0, 0)
+                s.tasks += 1
+                s.peak = max(s.peak, r.peakMemory?.bytes ?? 0)
+                workers[w] = s
+            }
+            for o in r.outputs.prefix(2) {
+                latest.insert(o.path, at: 0)
+                if latest.count > 8 { latest.removeLast() }
+            }
+        }
+
+        /// The view now; `total`, `running` and `state` come from the scheduler (or the summary).
+        public func view(id: String, name: String, kind: String, state: String, total: Int, running: Int,
+                         elapsed: Double) -> JobView {
+            lock.lock()
+            defer { lock.unlock() }
+            var v = JobView()
+            v.id = id
+            v.name = name
+            v.kind = kind
+            v.state = state
+            v.total = total
+            v.running = running
+            (v.succeeded, v.failed, v.skipped, v.cancelled) = counts
+            v.elapsedSeconds = elapsed
+            let worked = counts.succeeded + counts.failed
+            if elapsed > 0 {
+                v.filesPerSecond = Double(worked) / elapsed
+                v.megabytesPerSecond = Double(bytesIn) / 1_048_576 / elapsed
+            }
+            let left = total - v.done
+            if left > 0, v.filesPerSecond > 0 { v.etaSeconds = Double(left) / v.filesPerSecond }
+            v.bytesIn = bytesIn
+            v.bytesOut = bytesOut
+            let summed = stageSums.filter { $0.key != .queueWait }.values.reduce(0, +)
+            v.stages = Stage.allCases.filter { $0 != .total }.map { stage in
+                let h = histograms[stage]
+                return StageStat(stage: stage.rawValue,
+                                 p50: Double(h?.valueAtPercentile(50) ?? 0) / 1000,
+                                 p95: Double(h?.valueAtPercentile(95) ?? 0) / 1000,
+                                 share: stage == .queueWait || summed == 0 ? 0 : (stageSums[stage] ?? 0) / summed)
+            }
+            let last = taskTimes.lastIndex { $0 > 0 } ?? -1
+            v.taskTimes = (0...max(0, last)).map { Bucket(upTo: Double(1 << $0), count: taskTimes[$0]) }
+            v.timeline = timeline
+            v.timelineSeconds = timelineSeconds
+            v.failures = failures.map { FailureGroup(code: $0.key, count: $0.value.count, examples: $0.value.examples) }
+                .sorted { ($0.count, $1.code) > ($1.count, $0.code) }
+            v.slowest = slowest
+            v.decodePaths = decodePaths
+            v.scales = scales
+            v.workers = workers.map { WorkerStat(worker: $0.key, tasks: $0.value.tasks, peakRSSBytes: $0.value.peak) }
+                .sorted { $0.worker < $1.worker }
+            v.latestOutputs = latest
+            return v
+        }
+    }
+}

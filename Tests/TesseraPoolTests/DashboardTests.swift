@@ -1,0 +1,150 @@
+import Foundation
+import TesseraImaging
+import TesseraTasks
+import TesseraTestSupport
+import XCTest
+
+/// The dashboard and the HTML report in a real browser: Debian's chromium driven by
+/// Selenium (chromium-driver, PyPI selenium; `.ci/run` installs them), on a coordinator
+/// with real workers and a real job. Assertions come from the DOM.
+final class DashboardTests: XCTestCase {
+    /// Opens `url` and waits for `until` (a CSS selector) or 30 s; prints one JSON object:
+    /// what the tests assert on, the browser's console messages, and saves a screenshot.
+    static let probe = #"""
+    import json, sys, time
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    url, until, shot = sys.argv[1], sys.argv[2], sys.argv[3]
+    o = webdriver.ChromeOptions()
+    for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1500"]:
+        o.add_argument(a)
+    o.binary_location = "/usr/bin/chromium"
+    o.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    d = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=o)
+    try:
+        t0 = time.time()
+        d.get(url)
+        first = None
+        found = False
+        while time.time() - t0 < 30:
+            if first is None and d.find_elements("css selector", "#jobs tbody tr, #job h2"): first = time.time() - t0
+            if d.find_elements("css selector", until): found = True; break
+            time.sleep(0.05)
+        # One script call reads everything: the page redraws on every event, so elements
+        # found one by one could be replaced between reads.
+        out = d.execute_script("""
+          const q = (s) => Array.from(document.querySelectorAll(s));
+          const e = document.getElementById('data');
+          return {
+            percent: q('#jobs .progress').map((x) => x.getAttribute('data-percent')),
+            failureCodes: q('table.failures tr[data-code]').map((x) => x.getAttribute('data-code')),
+            failureText: q('table.failures').map((x) => x.textContent).join(' '),
+            histogramBars: q('svg.histogram rect').length,
+            timelinePoints: q('svg.timeline polyline').map((x) => x.getAttribute('data-points')),
+            images: q('img').length,
+            workerStates: q('#workers tr[data-worker]').map((x) => x.getAttribute('class')),
+            stages: q('table.stages tr[data-stage]').map((x) => x.getAttribute('data-stage')),
+            embedded: e ? JSON.parse(e.textContent) : null };""")
+        out.update({"found": found, "firstPaintSeconds": first, "untilSeconds": time.time() - t0,
+                    "console": [m for m in d.get_log("browser") if m["level"] in ("SEVERE", "WARNING")]})
+        d.save_screenshot(shot)
+        print(json.dumps(out))
+    finally:
+        d.quit()
+    """#
+
+    struct Probe: Decodable {
+        struct Console: Decodable { var level: String; var message: String }
+        struct Embedded: Decodable {
+            struct Job: Decodable { var taskTimes: [[String: Double]]; var timeline: [Int] }
+            var jobs: [Job]
+        }
+        var found: Bool
+        var firstPaintSeconds: Double?
+        var untilSeconds: Double
+        var percent: [String]
+        var failureCodes: [String]
+        var failureText: String
+        var histogramBars: Int
+        var timelinePoints: [String]
+        var images: Int
+        var workerStates: [String]
+        var stages: [String]
+        var embedded: Embedded?
+        var console: [Console]
+    }
+
+    var artefacts: String {
+        let dir = NSTemporaryDirectory() + "tessera-dashboard-artefacts"
+        try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        return dir
+    }
+
+    func probe(_ url: String, until: String, screenshot: String) throws -> Probe {
+        for path in ["/usr/bin/chromium", "/usr/bin/chromedriver"] where !FileManager.default.isExecutableFile(atPath: path) {
+            throw XCTSkip("\(path) is missing (apt install chromium chromium-driver; .ci/run does)")
+        }
+        guard (try? runProcess("python3", ["-c", "import selenium"]))?.status == 0 else {
+            throw XCTSkip("Python's selenium is missing (pip install selenium; .ci/run does)")
+        }
+        let script = NSTemporaryDirectory() + "tessera-probe.py"
+        try DashboardTests.probe.write(toFile: script, atomically: true, encoding: .utf8)
+        let r = try runProcess("python3", [script, url, until, artefacts + "/" + screenshot])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        return try JSONDecoder().decode(Probe.self, from: Data(r.stdout.utf8))
+    }
+
+    /// A live job in the dashboard: it appears, reaches 100 %, its corrupt input (named like
+    /// markup) shows under its reason as text; a killed worker is marked lost; no console error.
+    func testLiveDashboardShowsTheJobFailuresAndLostWorkers() throws {
+        let port = freePort()
+        let cluster = try Cluster(coordinatorArguments: ["--metrics-port", String(port), "--dashboard", "--worker-timeout", "2"])
+        _ = try cluster.makeImages(8)
+        let hostile = cluster.dir + "/in/<img src=x onerror=alert(1)>.jpg"
+        try Data("not an image".utf8).write(to: URL(fileURLWithPath: hostile))
+        try cluster.startCoordinator()
+        try cluster.startWorker()
+        let doomed = try cluster.startWorker()
+        let submitted = try cluster.client.submit(try cluster.job())
+        let live = try probe("http://127.0.0.1:\(port)/", until: "#jobs .progress[data-percent='100.0']", screenshot: "dashboard.png")
+        XCTAssertTrue(live.found, "progress reached 100 %: \(live.percent)")
+        XCTAssertEqual(live.percent, ["100.0"])
+        XCTAssertEqual(live.failureCodes, ["unsupported-format"])
+        XCTAssertTrue(live.failureText.contains("<img src=x onerror=alert(1)>.jpg"), "the name shows as text: \(live.failureText)")
+        XCTAssertEqual(live.images, 0, "no markup from a file name")
+        XCTAssertGreaterThan(live.histogramBars, 0)
+        XCTAssertEqual(live.stages.first, "queueWait")
+        XCTAssertEqual(live.console.map(\.message), [], "no console errors")
+        XCTAssertEqual(try cluster.waitFor(submitted.job) { $0.finished != nil }.succeeded, 8)
+
+        kill(doomed.processIdentifier, SIGKILL)
+        let after = try probe("http://127.0.0.1:\(port)/", until: "#workers tr.state-lost", screenshot: "dashboard-lost.png")
+        XCTAssertTrue(after.found, "a killed worker is marked lost: \(after.workerStates)")
+        XCTAssertEqual(after.workerStates.filter { $0 == "state-lost" }.count, 1)
+        XCTAssertEqual(after.console.map(\.message), [])
+    }
+
+    /// `tessera run … --report job.html`: one file with the charts, the right number of points.
+    func testHTMLReportHasItsCharts() throws {
+        let cluster = try Cluster()
+        _ = try cluster.makeImages(6)
+        try Data("junk".utf8).write(to: URL(fileURLWithPath: cluster.dir + "/in/broken.jpg"))
+        let jobFile = cluster.dir + "/job.yaml"
+        try "name: report\ninputs: [\(cluster.dir)/in]\noutput: \(cluster.dir)/out\noutputs: [{preset: favicon}, {preset: compressedThumbnail}]\n"
+            .write(toFile: jobFile, atomically: true, encoding: .utf8)
+        let report = cluster.dir + "/job.html"
+        let run = try tessera(["run", jobFile, "-w", "2", "--report", report])
+        XCTAssertEqual(run.status, 1, run.err)  // one input failed
+        let html = try String(contentsOfFile: report, encoding: .utf8)
+        XCTAssertFalse(html.contains("src=\"http"), "self-contained: nothing fetched")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: cluster.dir + "/job.jsonl"))
+        let page = try probe("file://" + report, until: "svg.histogram", screenshot: "report.png")
+        XCTAssertTrue(page.found)
+        let job = try XCTUnwrap(page.embedded?.jobs.first)
+        XCTAssertEqual(page.histogramBars, job.taskTimes.count, "one bar per task-time bucket")
+        XCTAssertEqual(page.timelinePoints, [String(job.timeline.count)])
+        XCTAssertEqual(job.timeline.reduce(0, +), 7, "every task on the timeline")
+        XCTAssertEqual(page.failureCodes, ["unsupported-format"])
+        XCTAssertEqual(page.console.map(\.message), [])
+    }
+}
