@@ -172,7 +172,8 @@ public enum DashboardPage {
       draw();
     } else {
       const source = new EventSource("api/events");
-      source.onmessage = (e) => { state = JSON.parse(e.data); $("#status").textContent = "live " + new Date().toLocaleTimeString(); draw(); };
+      let updates = 0;
+      source.onmessage = (e) => { state = JSON.parse(e.data); $("#status").textContent = "live, update " + (++updates) + " at " + new Date().toLocaleTimeString(); draw(); };
       source.onerror = () => { $("#status").textContent = "disconnected; retrying"; };
     }
     """#
