@@ -39,6 +39,9 @@ public struct CoordinatorConfig: Sendable {
     public var metricsAddress = "127.0.0.1"
     /// Serve the dashboard (`/`, `/api/state`, `/api/events`) on the HTTP port too.
     public var dashboard = false
+    /// The dashboard's actions (cancel, retry failed, requeue) need this bearer token;
+    /// without one the dashboard is read-only.
+    public var dashboardToken: String?
     /// Where metrics are recorded and exported from (default with a metrics port: a
     /// Prometheus exporter of `CoordinatorMetrics.catalog`; without one: nowhere).
     public var metrics: MetricsExporter?
@@ -95,6 +98,8 @@ public final class Coordinator: @unchecked Sendable {
     private var http: HTTPService?
     /// The dashboard's published state (nil: dashboard off).
     let dashboard: DashboardBoard?
+    /// Output roots of finished jobs the dashboard still shows (previews).
+    var finishedRoots: [String: String] = [:]
     /// When the loop last turned, and whether it is serving (read by the probes).
     private let probeLock = NSLock()
     private var loopTurned = 0.0
@@ -125,7 +130,7 @@ public final class Coordinator: @unchecked Sendable {
         }
         try recover()
         if let port = config.metricsPort {
-            let pages = dashboard.map { Coordinator.dashboardRoutes($0) }
+            let pages = dashboard.map { Coordinator.dashboardRoutes($0, token: config.dashboardToken) }
             let h = try HTTPService(address: config.metricsAddress, port: port, routes: (pages?.routes ?? [:]).merging([
                 "/metrics": { [weak self] _, _ in
                     guard let exporter = self?.exporter else { return .text("stopping\n", status: 503) }
@@ -143,7 +148,7 @@ public final class Coordinator: @unchecked Sendable {
                     let p = self.probe()
                     return p.serving && p.age < 10 ? .text("ok\n") : .text("not serving\n", status: 503)
                 },
-            ]) { $1 }, events: pages?.events ?? [:])
+            ]) { $1 }, events: pages?.events ?? [:], actions: pages?.actions ?? [:])
             http = h
             metricsPort = h.port
         }
@@ -169,22 +174,29 @@ public final class Coordinator: @unchecked Sendable {
         }
         let rows = try journal.unfinishedJobs()
         for row in rows {
-            let job = ActiveJob(id: row.id, seq: row.seq, spec: row.spec, firstTask: row.firstTask, total: row.total,
-                                submitted: row.submitted)
-            job.owner = row.owner
-            job.state = .running
-            job.counts = try journal.resultCounts(job: row.id)
-            if row.spec.kind == .tiles {
-                job.gate = PyramidGate(tasks: try journal.tasks(first: row.firstTask, total: row.total).map {
-                    ($0.input, $0.result != nil, $0.result == .failed || $0.result == .cancelled)
-                })
-            }
+            let job = try activate(row)
             recovered.append((row.id, row.spec, job.done, job.counts[0] + job.counts[1], job.total))
             logger.info("recovered job \(row.id) (\(row.spec.name)): \(job.done)/\(job.total) done")
             // Jobs whose every task finished just before the crash end now.
             scheduler.add(job)
         }
         if !rows.isEmpty { dispatchPausedUntil = Monotonic.seconds() + config.recoveryGrace }
+    }
+
+    /// A journaled job made active again (after a restart, or a retry of its failed tasks):
+    /// its counts from its results, its pyramid rule from its tasks.
+    func activate(_ row: Journal.JobRow) throws -> ActiveJob {
+        let job = ActiveJob(id: row.id, seq: row.seq, spec: row.spec, firstTask: row.firstTask, total: row.total,
+                            submitted: row.submitted)
+        job.owner = row.owner
+        job.state = .running
+        job.counts = try journal.resultCounts(job: row.id)
+        if row.spec.kind == .tiles {
+            job.gate = PyramidGate(tasks: try journal.tasks(first: row.firstTask, total: row.total).map {
+                ($0.input, $0.result != nil, $0.result == .failed || $0.result == .cancelled)
+            })
+        }
+        return job
     }
 
     // MARK: Control from other threads
@@ -309,6 +321,7 @@ public final class Coordinator: @unchecked Sendable {
                 }
             }
             let now = Monotonic.seconds()
+            runDashboardActions(now: now)
             if now - lastTimers >= 0.05 {
                 timers(now: now)
                 lastTimers = now

@@ -204,6 +204,22 @@ package final class Journal {
         return rows.map { $0["id"] }
     }
 
+    /// Takes back the failed results of a finished job (not its cancelled ones): those
+    /// tasks are unfinished again, their attempts reset, the job running. Returns how many.
+    package func reopenFailed(job: String) throws -> Int {
+        try flush()
+        return try db.write { db in
+            try db.execute(sql: """
+                UPDATE tasks SET attempts = 0, crashes = 0, not_before = 0, last_error = NULL
+                WHERE id IN (SELECT task FROM results WHERE job = ? AND status = ?)
+                """, arguments: [job, ResultStatus.failed.rawValue])
+            try db.execute(sql: "DELETE FROM results WHERE job = ? AND status = ?", arguments: [job, ResultStatus.failed.rawValue])
+            let n = db.changesCount
+            if n > 0 { try db.execute(sql: "UPDATE jobs SET state = 'running', finished = NULL WHERE id = ?", arguments: [job]) }
+            return n
+        }
+    }
+
     package func unfinishedJobs() throws -> [JobRow] {
         try db.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM jobs WHERE state IN ('queued', 'running') ORDER BY seq").map(jobRow)

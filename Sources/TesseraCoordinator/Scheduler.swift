@@ -250,7 +250,7 @@ package final class Scheduler {
     /// Active jobs by (-priority, seq).
     package private(set) var jobs: [ActiveJob] = []
     package private(set) var jobsByID: [String: ActiveJob] = [:]
-    package private(set) var finishedJobs: [String: JobStatus] = [:]
+    package var finishedJobs: [String: JobStatus] = [:]
     package var effects: [Effect] = []
 
     package init(journal: Journal, policy: Policy, epoch: UInt32, metrics: CoordinatorMetrics, logger: Logger) {

@@ -51,7 +51,8 @@ public enum DashboardPage {
     .bar span{position:absolute;left:0;top:0;bottom:0;background:#4a7}
     .bar span.failed{background:#c44}.grid{display:flex;flex-wrap:wrap;gap:24px}
     svg text{font-size:10px;fill:#444}.num{text-align:right;font-variant-numeric:tabular-nums}
-    .state-failed{color:#b22}.state-lost{color:#b22}
+    .state-failed{color:#b22}.state-lost{color:#b22}img.preview{max-width:96px;max-height:96px}
+    button{margin-right:8px}
     """
 
     static let script = #"""
@@ -110,6 +111,7 @@ public enum DashboardPage {
       const v = j.timeline, max = Math.max(1, ...v);
       const pts = v.map((c, i) => `${(v.length > 1 ? i * w / (v.length - 1) : 0).toFixed(1)},${(h - 4 - (h - 8) * c / max).toFixed(1)}`);
       s.append(svg("polyline", { points: pts.join(" "), fill: "none", stroke: "#4a7", "stroke-width": 2, "data-points": v.length }));
+      if (v.length <= 60) for (const p of pts) { const [x, y] = p.split(","); s.append(svg("circle", { cx: x, cy: y, r: 2.5, fill: "#4a7" })); }
       return s;
     }
 
@@ -136,6 +138,42 @@ public enum DashboardPage {
         el("div", {}, el("h3", {}, "Task times (succeeded, ms)"), barChart("histogram", j.taskTimes.map((b) => b.count), j.taskTimes.map((b) => "≤" + b.upTo))),
         el("div", {}, el("h3", {}, `Finished per ${j.timelineSeconds} s`), timeline(j)));
       box.append(grid);
+      if (j.actions && !state.report) {
+        const act = (path, confirmText) => async () => {
+          if (confirmText && !confirm(confirmText)) return;
+          let token = sessionStorage.getItem("tessera-token") || prompt("Dashboard token");
+          if (!token) return;
+          const r = await fetch(path, { method: "POST", headers: { Authorization: "Bearer " + token } });
+          if (r.status === 403) sessionStorage.removeItem("tessera-token"); else sessionStorage.setItem("tessera-token", token);
+          $("#status").textContent = (await r.text()).trim();
+        };
+        const id = encodeURIComponent(j.id), buttons = el("p", { class: "actions" });
+        if (j.state === "running" || j.state === "queued") {
+          const b = el("button", { id: "cancel" }, "Cancel job"); b.onclick = act("api/cancel?job=" + id, "Cancel job " + j.name + "?"); buttons.append(b);
+        }
+        if (j.failed > 0 && j.state !== "running" && j.state !== "queued") {
+          const b = el("button", { id: "retry-failed" }, `Retry ${j.failed} failed`);
+          b.onclick = act("api/retry-failed?job=" + id, `Run the ${j.failed} failed tasks of ${j.name} again?`); buttons.append(b);
+        }
+        box.append(buttons);
+      }
+      if (j.stuck && j.stuck.length) {
+        box.append(el("h3", {}, `Stuck tasks (running over ${fmt(Math.max(10, 3 * j.p95TaskMilliseconds / 1000), 0)} s, or on a silent worker)`),
+          table("stuck", ["task", "input", "worker", "seconds", "why", ""], j.stuck.map((t) => {
+            const cell = el("span");
+            if (j.actions && !state.report) {
+              const b = el("button", {}, "Requeue");
+              b.onclick = async () => {
+                const token = sessionStorage.getItem("tessera-token") || prompt("Dashboard token");
+                if (!token) return;
+                const r = await fetch(`api/requeue?job=${encodeURIComponent(j.id)}&task=${t.task}`, { method: "POST", headers: { Authorization: "Bearer " + token } });
+                $("#status").textContent = (await r.text()).trim();
+              };
+              cell.append(b);
+            }
+            return { attrs: { "data-task": t.task }, cells: [t.task, t.input, t.worker, fmt(t.seconds, 0), t.reason, cell] };
+          })));
+      }
       box.append(el("h3", {}, "Failures by reason"), table("failures", ["code", "count", "examples"], j.failures.map((f) => ({
         attrs: { "data-code": f.code }, cells: [f.code, f.count, el("div", {}, ...f.examples.map((e) => el("div", {}, e[1])))] }))));
       box.append(el("h3", {}, "Slowest tasks"), table("slowest", ["input", "ms", "worker"], j.slowest.map((t) => ({ cells: [t.input, fmt(t.milliseconds), t.worker] }))));
@@ -144,7 +182,14 @@ public enum DashboardPage {
         el("div", {}, el("h3", {}, "Decode paths"), table("decode-paths", ["path", "tasks"], counts(j.decodePaths))),
         el("div", {}, el("h3", {}, "DCT scales"), table("scales", ["scale", "tasks"], counts(j.scales))),
         el("div", {}, el("h3", {}, "Peak memory by worker"), table("job-workers", ["worker", "tasks", "peak RSS"], j.workers.map((w) => ({ cells: [w.worker, w.tasks, bytes(w.peakRSSBytes)] })))),
-        el("div", {}, el("h3", {}, "Latest outputs"), table("latest", ["output"], j.latestOutputs.map((p) => ({ cells: [p] }))))));
+        el("div", {}, el("h3", {}, "Latest outputs"), table("latest", ["output"], j.latestOutputs.map((p) => {
+          // Live: a small preview, served from the job's output root only.
+          const cell = el("div", {}, p);
+          if (!state.report && /\.(jpe?g|png|webp|avif)$/i.test(p) && p.startsWith("/")) {
+            cell.prepend(el("img", { class: "preview", loading: "lazy", alt: "", src: "api/output?job=" + encodeURIComponent(j.id) + "&path=" + encodeURIComponent(p) }), el("br"));
+          }
+          return { cells: [cell] };
+        })))));
     }
 
     function drawWorkers() {
@@ -160,6 +205,19 @@ public enum DashboardPage {
       if (!r) return;
       box.replaceChildren(el("h2", {}, "Run"), table("run", ["", ""], Object.entries(r).filter(([k]) => k !== "jobFile").map(([k, v]) => ({ cells: [k, String(v)] }))));
       if (r.jobFile) box.append(el("h3", {}, "Job file"), el("pre", {}, r.jobFile));
+      if (state.jobs.length > 1) {
+        const runs = state.jobs, stage = (j, name, k) => (j.stages.find((x) => x.stage === name) || {})[k];
+        const rows = [
+          ["files/s", (j) => fmt(j.filesPerSecond)], ["MB/s", (j) => fmt(j.megabytesPerSecond)],
+          ["task p95 ms", (j) => fmt(j.p95TaskMilliseconds)], ["succeeded", (j) => j.succeeded], ["failed", (j) => j.failed],
+          ["bytes in", (j) => bytes(j.bytesIn)], ["bytes out", (j) => bytes(j.bytesOut)],
+          ["peak RSS (max worker)", (j) => bytes(Math.max(0, ...j.workers.map((w) => w.peakRSSBytes)))],
+          ...runs[0].stages.filter((x) => x.stage !== "queueWait").map((x) => [x.stage + " p50 / p95 ms", (j) => fmt(stage(j, x.stage, "p50"), 2) + " / " + fmt(stage(j, x.stage, "p95"), 2)]),
+          ["failures", (j) => j.failures.map((f) => f.code + " ×" + f.count).join(", ")],
+        ];
+        box.append(el("h2", {}, "Runs compared"), table("compare", ["", ...runs.map((j) => j.name)],
+          rows.map(([label, f]) => ({ attrs: { "data-row": label }, cells: [label, ...runs.map(f)] }))));
+      }
     }
 
     function draw() { drawJobs(); drawJob(); drawWorkers(); drawReport(); }

@@ -30,6 +30,21 @@ public struct JobView: Codable, Sendable {
         public var milliseconds: Double
         public var worker: String
     }
+    public struct StuckTask: Codable, Sendable {
+        public var task: UInt64
+        public var input: String
+        public var worker: String
+        public var seconds: Double
+        /// Why it counts as stuck: "slow" (past the threshold) or "silent worker".
+        public var reason: String
+        public init(task: UInt64, input: String, worker: String, seconds: Double, reason: String) {
+            self.task = task
+            self.input = input
+            self.worker = worker
+            self.seconds = seconds
+            self.reason = reason
+        }
+    }
     public struct WorkerStat: Codable, Sendable {
         public var worker: String
         public var tasks: Int
@@ -65,6 +80,12 @@ public struct JobView: Codable, Sendable {
     public var workers: [WorkerStat] = []
     /// The newest outputs (paths), newest first.
     public var latestOutputs: [String] = []
+    /// p95 of succeeded tasks' total time, milliseconds.
+    public var p95TaskMilliseconds = 0.0
+    /// Running tasks past 3× that p95 (at least 10 s), or on a worker not heard from.
+    public var stuck: [StuckTask] = []
+    /// Whether the dashboard's actions are open (a token is configured).
+    public var actions = false
 
     public var done: Int { succeeded + failed + skipped + cancelled }
 
@@ -122,9 +143,9 @@ public struct JobView: Codable, Sendable {
             guard r.status == .succeeded else { return }
             bytesIn += r.bytesIn
             bytesOut += r.bytesOut
-            for stage in Stage.allCases where stage != .total {
+            for stage in Stage.allCases {
                 let ms = r.timings[stage]
-                stageSums[stage, default: 0] += ms
+                if stage != .total { stageSums[stage, default: 0] += ms }
                 var h = histograms[stage] ?? Histogram<UInt64>(numberOfSignificantValueDigits: .two)
                 h.record(UInt64(max(0, ms) * 1000))
                 histograms[stage] = h
@@ -195,6 +216,7 @@ public struct JobView: Codable, Sendable {
             v.workers = workers.map { WorkerStat(worker: $0.key, tasks: $0.value.tasks, peakRSSBytes: $0.value.peak) }
                 .sorted { $0.worker < $1.worker }
             v.latestOutputs = latest
+            v.p95TaskMilliseconds = Double(histograms[.total]?.valueAtPercentile(95) ?? 0) / 1000
             return v
         }
     }

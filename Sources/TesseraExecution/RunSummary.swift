@@ -154,16 +154,34 @@ public struct RunSummary: Codable, Sendable {
 
 /// Per-task records as JSON lines and as CSV.
 public enum RecordWriters {
-    /// A self-contained HTML report of a finished job: the dashboard's page with the job's
-    /// view, the summary and `about` (machine, version, job file…) embedded.
-    public static func html(_ records: [TaskRecord], summary: RunSummary, id: String, name: String, kind: String,
-                            about: [String: String]) -> [UInt8] {
-        let accumulator = JobView.Accumulator()
-        let start = records.compactMap(\.finishedAt).min() ?? 0
-        for (i, r) in records.enumerated() { accumulator.add(r, at: r.finishedAt ?? start + Double(i) * 1e-3) }
-        let state = summary.failed > 0 ? "failed" : summary.cancelled > 0 ? "cancelled" : "succeeded"
-        let view = accumulator.view(id: id, name: name, kind: kind, state: state, total: summary.tasks, running: 0,
+    /// One run in an HTML report: its records and summary, and what to call it.
+    public struct ReportRun {
+        public var records: [TaskRecord]
+        public var summary: RunSummary
+        public var id: String
+        public var name: String
+        public var kind: String
+        public init(records: [TaskRecord], summary: RunSummary, id: String, name: String, kind: String) {
+            self.records = records
+            self.summary = summary
+            self.id = id
+            self.name = name
+            self.kind = kind
+        }
+
+        var view: JobView {
+            let accumulator = JobView.Accumulator()
+            let start = records.compactMap(\.finishedAt).min() ?? 0
+            for (i, r) in records.enumerated() { accumulator.add(r, at: r.finishedAt ?? start + Double(i) * 1e-3) }
+            let state = summary.failed > 0 ? "failed" : summary.cancelled > 0 ? "cancelled" : "succeeded"
+            return accumulator.view(id: id, name: name, kind: kind, state: state, total: summary.tasks, running: 0,
                                     elapsed: summary.elapsedSeconds)
+        }
+    }
+
+    /// A self-contained HTML report: the dashboard's page with each run's view and `about`
+    /// (machine, version, job file…) embedded; two runs or more are also compared side by side.
+    public static func html(_ runs: [ReportRun], about: [String: String]) -> [UInt8] {
         struct Embedded: Encodable {
             var jobs: [JobView]
             var workers: [String] = []
@@ -171,15 +189,18 @@ public enum RecordWriters {
         }
         var report = about
         report["generated"] = ISO8601DateFormatter().string(from: Date())
-        report["elapsed"] = String(format: "%.2f s", summary.elapsedSeconds)
-        report["tasks per second"] = String(format: "%.1f", summary.tasksPerSecond)
-        report["task time p50 / p95 / p99 / max"] = [summary.taskMilliseconds.p50, summary.taskMilliseconds.p95,
-                                                      summary.taskMilliseconds.p99, summary.taskMilliseconds.max]
-            .map { String(format: "%.1f", $0) }.joined(separator: " / ") + " ms"
+        if runs.count == 1, let s = runs.first?.summary {
+            report["elapsed"] = String(format: "%.2f s", s.elapsedSeconds)
+            report["tasks per second"] = String(format: "%.1f", s.tasksPerSecond)
+            report["task time p50 / p95 / p99 / max"] = [s.taskMilliseconds.p50, s.taskMilliseconds.p95,
+                                                          s.taskMilliseconds.p99, s.taskMilliseconds.max]
+                .map { String(format: "%.1f", $0) }.joined(separator: " / ") + " ms"
+        }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        let data = (try? encoder.encode(Embedded(jobs: [view], report: report))) ?? Data()
-        return Array(DashboardPage.report(title: "Tessera report: \(name)", data: data).utf8)
+        let data = (try? encoder.encode(Embedded(jobs: runs.map(\.view), report: report))) ?? Data()
+        let title = runs.count == 1 ? "Tessera report: \(runs[0].name)" : "Tessera: " + runs.map(\.name).joined(separator: " vs ")
+        return Array(DashboardPage.report(title: title, data: data).utf8)
     }
 
     public static func jsonLines(_ records: [[UInt8]]) -> [UInt8] {

@@ -36,6 +36,8 @@ public final class HTTPService: @unchecked Sendable {
     /// A Server-Sent Events route: called for each event of one connection (the event's
     /// data, one line), waiting as long as it likes; nil ends the stream.
     public typealias EventSource = @Sendable (_ query: [String: String]) -> (@Sendable () async -> String?)
+    /// A POST route (a dashboard action): the query and the request's headers (names lowercased).
+    public typealias Action = @Sendable (_ query: [String: String], _ headers: [String: String]) async -> HTTPReply
 
     /// The port served (the one chosen when asked for port 0).
     public let port: Int
@@ -45,7 +47,8 @@ public final class HTTPService: @unchecked Sendable {
 
     /// Binds `address:port` (IPv4 or IPv6 literal; port 0: any free port) and serves
     /// `routes` (exact paths, GET and HEAD) until `stop()`.
-    public init(address: String, port: Int, routes: [String: Handler], events: [String: EventSource] = [:]) throws {
+    public init(address: String, port: Int, routes: [String: Handler], events: [String: EventSource] = [:],
+                actions: [String: Action] = [:]) throws {
         guard (0...65535).contains(port) else { throw HTTPServiceError(description: "HTTP port \(port) is not in 0...65535") }
         let socketAddress: any SocketAddress
         do {
@@ -57,10 +60,20 @@ public final class HTTPService: @unchecked Sendable {
         }
         let server = HTTPServer(address: socketAddress, timeout: 15, logger: .disabled)
         let paths = (Array(routes.keys) + Array(events.keys)).sorted().joined(separator: ", ")
-        let table = routes, streams = events
+        let table = routes, streams = events, posts = actions
         let started = DispatchSemaphore(value: 0)
         let box = StartBox()
         let handler: @Sendable (HTTPRequest) async throws -> HTTPResponse = { request in
+            if request.method == .POST, let action = posts[request.path] {
+                var query: [String: String] = [:]
+                for item in request.query { query[item.name] = item.value }
+                var headers: [String: String] = [:]
+                for (name, value) in request.headers { headers[name.rawValue.lowercased()] = value }
+                let reply = await action(query, headers)
+                return HTTPResponse(statusCode: HTTPStatusCode(reply.status, phrase: HTTPService.phrase(reply.status)),
+                                    headers: [.contentType: reply.contentType, HTTPHeader("Cache-Control"): "no-store"],
+                                    body: Data(reply.body))
+            }
             guard request.method == .GET || request.method == .HEAD else {
                 return HTTPResponse(statusCode: HTTPStatusCode(405, phrase: "Method Not Allowed"),
                                     headers: [HTTPHeader("Allow"): "GET, HEAD"], body: Data("only GET\n".utf8))

@@ -158,14 +158,70 @@ struct Results: ParsableCommand {
     @Flag(help: "CSV instead of JSON lines.")
     var csv = false
 
+    @Option(help: "Write a self-contained HTML report of the job (charts and tables) to FILE instead.")
+    var html: String?
+
     @OptionGroup var target: CoordinatorOption
 
     func run() throws {
         let client = try target.client
         let records = try clientCall { try client.results(job: id) }
+        if let html {
+            let decoded = records.compactMap { try? JSONDecoder().decode(TaskRecord.self, from: Data($0)) }
+            let status = try clientCall { try client.status(job: id) }.jobs.first
+            let seconds = max(0, (status?.finished ?? Date().timeIntervalSince1970) - (status?.submitted ?? 0))
+            let summary = RunSummary(records: decoded, seconds: seconds, outputRoot: nil)
+            let run = RecordWriters.ReportRun(records: decoded, summary: summary, id: id, name: status?.name ?? id,
+                                              kind: status?.kind.rawValue ?? "")
+            var about = ReportAbout.here()
+            about["coordinator"] = target.coordinator
+            try FileIO.writeAtomically(RecordWriters.html([run], about: about), to: html)
+            return
+        }
         let bytes = csv
             ? RecordWriters.csv(records.compactMap { try? JSONDecoder().decode(TaskRecord.self, from: Data($0)) })
             : RecordWriters.jsonLines(records)
         FileHandle.standardOutput.write(Data(bytes))
+    }
+}
+
+
+/// `tessera report A.jsonl [B.jsonl …] --html FILE`: records of runs (from `run --report` or
+/// `results`) as one HTML report; several runs are compared side by side.
+struct Report: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Make a self-contained HTML report from records (JSON lines); two or more runs are compared.")
+
+    @Argument(help: "Record files (JSON lines: `run --report FILE` writes FILE.jsonl; `results ID` prints them).")
+    var records: [String]
+
+    @Option(help: "The HTML file to write.")
+    var html: String
+
+    func run() throws {
+        var runs: [RecordWriters.ReportRun] = []
+        for file in records {
+            let bytes: [UInt8]
+            do { bytes = try FileIO.read(file, limit: 1 << 31) } catch {
+                warn("error: \(error)")
+                throw Exit.usage
+            }
+            var decoded: [TaskRecord] = []
+            for (n, line) in bytes.split(separator: UInt8(ascii: "\n")).enumerated() where !line.isEmpty {
+                guard let r = try? JSONDecoder().decode(TaskRecord.self, from: Data(line)) else {
+                    warn("error: \(file):\(n + 1): not a task record [invalid-record]")
+                    throw Exit.usage
+                }
+                decoded.append(r)
+            }
+            let times = decoded.compactMap(\.finishedAt)
+            let seconds = (times.max() ?? 0) - (times.min() ?? 0) + (decoded.map(\.timings.total).max() ?? 0) / 1000
+            let name = ((file as NSString).lastPathComponent as NSString).deletingPathExtension
+            runs.append(.init(records: decoded, summary: RunSummary(records: decoded, seconds: seconds, outputRoot: nil),
+                              id: "run \(runs.count + 1)", name: name, kind: ""))
+        }
+        var about = ReportAbout.here()
+        about["records"] = records.joined(separator: ", ")
+        try FileIO.writeAtomically(RecordWriters.html(runs, about: about), to: html)
     }
 }

@@ -149,6 +149,9 @@ struct CoordinatorCommand: ParsableCommand {
     @Flag(help: "Serve a live dashboard at / on the --metrics-port (read-only).")
     var dashboard = false
 
+    @Option(help: "A file holding the token the dashboard's actions (cancel, retry failed, requeue) need; without it the dashboard is read-only.")
+    var dashboardTokenFile: String?
+
     @OptionGroup var log: LogOptions
 
     func validate() throws {
@@ -158,6 +161,14 @@ struct CoordinatorCommand: ParsableCommand {
     func run() throws {
         var config = CoordinatorConfig(endpoints: bind, journalPath: journal)
         config.dashboard = dashboard
+        if let dashboardTokenFile {
+            guard dashboard else { throw ValidationError("--dashboard-token-file needs --dashboard") }
+            guard let token = try? String(contentsOfFile: dashboardTokenFile, encoding: .utf8)
+                .trimmingCharacters(in: .whitespacesAndNewlines), token.count >= 16 else {
+                throw ValidationError("--dashboard-token-file: cannot read a token of at least 16 characters from \(dashboardTokenFile)")
+            }
+            config.dashboardToken = token
+        }
         config.workerTimeout = workerTimeout
         config.poisonThreshold = poison
         config.metricsPort = metricsPort

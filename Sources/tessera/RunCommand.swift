@@ -185,8 +185,8 @@ struct Run: ParsableCommand {
                 }
                 about["journal"] = journalPath
                 about["outputs"] = spec.output
-                try FileIO.writeAtomically(RecordWriters.html(records, summary: summary, id: jobID, name: spec.name,
-                                                              kind: spec.kind.rawValue, about: about), to: report)
+                let run = RecordWriters.ReportRun(records: records, summary: summary, id: jobID, name: spec.name, kind: spec.kind.rawValue)
+                try FileIO.writeAtomically(RecordWriters.html([run], about: about), to: report)
             }
         }
         if json {

@@ -15,7 +15,7 @@ struct Tessera: ParsableCommand {
             """,
         version: TesseraVersion.string,
         subcommands: [Render.self, Run.self, Tiles.self, Strip.self, Inspect.self, Presets.self,
-                      Submit.self, Status.self, Wait.self, Cancel.self, Results.self,
+                      Submit.self, Status.self, Wait.self, Cancel.self, Results.self, Report.self,
                       CoordinatorCommand.self, WorkerCommand.self, Keygen.self]
     )
 

@@ -15,6 +15,7 @@ final class DashboardTests: XCTestCase {
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     url, until, shot = sys.argv[1], sys.argv[2], sys.argv[3]
+    then = sys.argv[4] if len(sys.argv) > 4 else ""
     o = webdriver.ChromeOptions()
     for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1500"]:
         o.add_argument(a)
@@ -30,6 +31,9 @@ final class DashboardTests: XCTestCase {
             if first is None and d.find_elements("css selector", "#jobs tbody tr, #job h2"): first = time.time() - t0
             if d.find_elements("css selector", until): found = True; break
             time.sleep(0.05)
+        if found and then:
+            d.execute_script(then)
+            time.sleep(1)
         # One script call reads everything: the page redraws on every event, so elements
         # found one by one could be replaced between reads.
         out = d.execute_script("""
@@ -41,9 +45,10 @@ final class DashboardTests: XCTestCase {
             failureText: q('table.failures').map((x) => x.textContent).join(' '),
             histogramBars: q('svg.histogram rect').length,
             timelinePoints: q('svg.timeline polyline').map((x) => x.getAttribute('data-points')),
-            images: q('img').length,
+            images: q('img[src="x"]').length,
             workerStates: q('#workers tr[data-worker]').map((x) => x.getAttribute('class')),
             stages: q('table.stages tr[data-stage]').map((x) => x.getAttribute('data-stage')),
+            compareColumns: q('table.compare thead th').length,
             embedded: e ? JSON.parse(e.textContent) : null };""")
         out.update({"found": found, "firstPaintSeconds": first, "untilSeconds": time.time() - t0,
                     "console": [m for m in d.get_log("browser") if m["level"] in ("SEVERE", "WARNING")]})
@@ -70,6 +75,7 @@ final class DashboardTests: XCTestCase {
         var images: Int
         var workerStates: [String]
         var stages: [String]
+        var compareColumns: Int
         var embedded: Embedded?
         var console: [Console]
     }
@@ -80,7 +86,7 @@ final class DashboardTests: XCTestCase {
         return dir
     }
 
-    func probe(_ url: String, until: String, screenshot: String) throws -> Probe {
+    func probe(_ url: String, until: String, screenshot: String, then: String = "") throws -> Probe {
         for path in ["/usr/bin/chromium", "/usr/bin/chromedriver"] where !FileManager.default.isExecutableFile(atPath: path) {
             throw XCTSkip("\(path) is missing (apt install chromium chromium-driver; .ci/run does)")
         }
@@ -89,7 +95,7 @@ final class DashboardTests: XCTestCase {
         }
         let script = NSTemporaryDirectory() + "tessera-probe.py"
         try DashboardTests.probe.write(toFile: script, atomically: true, encoding: .utf8)
-        let r = try runProcess("python3", [script, url, until, artefacts + "/" + screenshot])
+        let r = try runProcess("python3", [script, url, until, artefacts + "/" + screenshot, then])
         XCTAssertEqual(r.status, 0, r.stderr)
         return try JSONDecoder().decode(Probe.self, from: Data(r.stdout.utf8))
     }
@@ -111,7 +117,7 @@ final class DashboardTests: XCTestCase {
         XCTAssertEqual(live.percent, ["100.0"])
         XCTAssertEqual(live.failureCodes, ["unsupported-format"])
         XCTAssertTrue(live.failureText.contains("<img src=x onerror=alert(1)>.jpg"), "the name shows as text: \(live.failureText)")
-        XCTAssertEqual(live.images, 0, "no markup from a file name")
+        XCTAssertEqual(live.images, 0, "no markup from a file name (img[src=x])")
         XCTAssertGreaterThan(live.histogramBars, 0)
         XCTAssertEqual(live.stages.first, "queueWait")
         XCTAssertEqual(live.console.map(\.message), [], "no console errors")
@@ -122,6 +128,64 @@ final class DashboardTests: XCTestCase {
         XCTAssertTrue(after.found, "a killed worker is marked lost: \(after.workerStates)")
         XCTAssertEqual(after.workerStates.filter { $0 == "state-lost" }.count, 1)
         XCTAssertEqual(after.console.map(\.message), [])
+    }
+
+    func curl(_ args: [String]) throws -> (status: Int, body: String) {
+        let r = try runProcess("curl", ["-s", "-w", "\n%{http_code}"] + args)
+        let lines = r.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+        return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
+    }
+
+    /// Actions need the token; retry-failed from the page re-runs the failed task (its input
+    /// fixed meanwhile) exactly once; previews come only from the job's output root.
+    func testActionsNeedTheTokenAndRetryFailedRunsTheFixedTaskOnce() throws {
+        let port = freePort()
+        let cluster = try Cluster()
+        let token = "tessera-dashboard-token-\(UUID().uuidString.prefix(8))"
+        try token.write(toFile: cluster.dir + "/token", atomically: true, encoding: .utf8)
+        cluster.coordinatorArguments = ["--metrics-port", String(port), "--dashboard", "--dashboard-token-file", cluster.dir + "/token"]
+        let images = try cluster.makeImages(4)
+        let broken = cluster.dir + "/in/broken.jpg"
+        try Data("junk".utf8).write(to: URL(fileURLWithPath: broken))
+        try cluster.startCoordinator()
+        try cluster.startWorker()
+        let submitted = try cluster.client.submit(try cluster.job())
+        let first = try cluster.waitFor(submitted.job) { $0.finished != nil }
+        XCTAssertEqual(first.failed, 1)
+        let base = "http://127.0.0.1:\(port)"
+        // The snapshot is published twice a second: wait until it shows the finished job.
+        let shown = Date().addingTimeInterval(10)
+        while Date() < shown, !(try curl(["\(base)/api/state"]).body.contains("\"state\":\"failed\"")) { usleep(100_000) }
+        XCTAssertEqual(try curl(["-X", "POST", "\(base)/api/retry-failed?job=\(submitted.job)"]).status, 403, "no token")
+        XCTAssertEqual(try curl(["-X", "POST", "-H", "Authorization: Bearer wrong-token-wrong-token", "\(base)/api/retry-failed?job=\(submitted.job)"]).status, 403)
+
+        // Previews: an output, yes; anything outside the output root, no.
+        let records = try cluster.records(submitted.job)
+        let output = try XCTUnwrap(records.first { $0.status == .succeeded }?.outputs.first?.path)
+        XCTAssertEqual(try curl(["-o", "/dev/null", "\(base)/api/output?job=\(submitted.job)&path=\(output)"]).status, 200)
+        let outside = cluster.dir + "/secret.jpg"
+        try Data("secret".utf8).write(to: URL(fileURLWithPath: outside))
+        try FileManager.default.createSymbolicLink(atPath: cluster.dir + "/out/link.jpg", withDestinationPath: outside)
+        for path in [outside, cluster.dir + "/out/../secret.jpg", cluster.dir + "/out/%2e%2e/secret.jpg", cluster.dir + "/out/link.jpg",
+                     "/etc/hostname"] {
+            let r = try curl(["--path-as-is", "\(base)/api/output?job=\(submitted.job)&path=\(path)"])
+            XCTAssertEqual(r.status, 403, "\(path): \(r.body)")
+            XCTAssertFalse(r.body.contains("secret"))
+        }
+
+        // Fix the input, then retry from the page (token typed once, confirmation accepted).
+        try FileManager.default.removeItem(atPath: broken)
+        try FileManager.default.copyItem(atPath: images[1], toPath: broken)
+        let clicked = try probe("\(base)/", until: "#retry-failed", screenshot: "dashboard-retry.png",
+                                then: "window.confirm = () => true; sessionStorage.setItem('tessera-token', '\(token)'); document.getElementById('retry-failed').click();")
+        XCTAssertTrue(clicked.found)
+        let again = try cluster.waitFor(submitted.job, timeout: 60) { $0.finished != nil && $0.failed == 0 }
+        XCTAssertEqual(again.succeeded, 5)
+        let final = try cluster.records(submitted.job)
+        try cluster.assertExactlyOnce(final, inputs: images + [broken])
+        XCTAssertEqual(final.filter { $0.input == broken }.map(\.status), [.succeeded])
+        XCTAssertEqual(try curl(["-X", "POST", "-H", "Authorization: Bearer \(token)", "\(base)/api/retry-failed?job=\(submitted.job)"]).body,
+                       "{\"job\":\"\(submitted.job)\",\"retried\":\"0\"}", "nothing left to retry")
     }
 
     /// `tessera run … --report job.html`: one file with the charts, the right number of points.
@@ -146,5 +210,21 @@ final class DashboardTests: XCTestCase {
         XCTAssertEqual(job.timeline.reduce(0, +), 7, "every task on the timeline")
         XCTAssertEqual(page.failureCodes, ["unsupported-format"])
         XCTAssertEqual(page.console.map(\.message), [])
+
+        // Two runs' records compared side by side; `results --html` needs a coordinator, `report` only files.
+        let second = try tessera(["run", jobFile, "-w", "1", "--report", cluster.dir + "/second.jsonl", "--journal", cluster.dir + "/j2.sqlite"])
+        XCTAssertEqual(second.status, 1, second.err)
+        let compare = cluster.dir + "/compare.html"
+        let made = try tessera(["report", cluster.dir + "/job.jsonl", cluster.dir + "/second.jsonl", "--html", compare])
+        XCTAssertEqual(made.status, 0, made.err)
+        let both = try probe("file://" + compare, until: "table.compare", screenshot: "compare.png")
+        XCTAssertTrue(both.found)
+        XCTAssertEqual(both.compareColumns, 3, "a label column and one per run")
+        XCTAssertEqual(both.console.map(\.message), [])
+        let bad = cluster.dir + "/bad.jsonl"
+        try "{\"not\": \"a record\"}\n".write(toFile: bad, atomically: true, encoding: .utf8)
+        let refused = try tessera(["report", bad, "--html", cluster.dir + "/x.html"])
+        XCTAssertEqual(refused.status, 2)
+        XCTAssertTrue(refused.err.contains("bad.jsonl:1: not a task record"), refused.err)
     }
 }

@@ -56,9 +56,9 @@ final class StorageTests: XCTestCase {
         let s3 = try server(["b"])
         let dir = s3.path("b", "many")
         try FileManager.default.createDirectory(atPath: dir + "/deeper", withIntermediateDirectories: true)
-        for i in 0..<1003 { FileManager.default.createFile(atPath: dir + String(format: "/k%04d", i), contents: Data([1])) }
-        FileManager.default.createFile(atPath: dir + "/deeper/x", contents: Data([2]))
-        FileManager.default.createFile(atPath: dir + "/été & co+1.jpg", contents: Data([3]))
+        for i in 0..<1003 { _ = FileManager.default.createFile(atPath: dir + String(format: "/k%04d", i), contents: Data([1])) }
+        _ = FileManager.default.createFile(atPath: dir + "/deeper/x", contents: Data([2]))
+        _ = FileManager.default.createFile(atPath: dir + "/été & co+1.jpg", contents: Data([3]))
         let store = storage(s3)
         var keys: [String] = []
         try store.list("s3://b/many/") { keys.append($0.key) }
