@@ -102,6 +102,9 @@ struct WorkerView: Codable {
     var completed: Int
     var peakRSSBytes: UInt64
     var rssBytes: UInt64?
+    /// The last minute, a sample a second: resident bytes and CPU % of a core.
+    var rssHistory: [UInt64] = []
+    var cpuHistory: [Double] = []
 }
 
 struct DashboardSnapshot: Codable {
@@ -151,7 +154,8 @@ extension Coordinator {
         }
         var workerViews = workers.values.sorted { $0.id < $1.id }.map { w in
             WorkerView(id: w.id, host: w.host, state: w.draining ? "draining" : w.running.isEmpty ? "idle" : "busy",
-                       running: w.running.count, completed: w.completed, peakRSSBytes: w.peakMemory?.bytes ?? 0)
+                       running: w.running.count, completed: w.completed, peakRSSBytes: w.peakMemory?.bytes ?? 0,
+                       rssBytes: w.rssHistory.last, rssHistory: w.rssHistory, cpuHistory: w.cpuHistory.map { ($0 * 10).rounded() / 10 })
         }
         for l in board.lost {
             workerViews.append(WorkerView(id: l["id"] ?? "", host: l["host"] ?? "", state: "lost", running: 0,

@@ -593,6 +593,19 @@ public final class Coordinator: @unchecked Sendable {
         let hb = try e.decode(WorkerHeartbeat.self)
         w.running = Set(hb.running)
         w.revoked.formIntersection(w.running)
+        if dashboard != nil, let rss = hb.rssBytes, let cpu = hb.cpuSeconds {
+            let now = Monotonic.seconds()
+            if let last = w.lastSample {
+                if now - last.time >= 0.9 {
+                    w.rssHistory.append(rss)
+                    w.cpuHistory.append(max(0, 100 * (cpu - last.cpu) / (now - last.time)))
+                    if w.rssHistory.count > 60 { w.rssHistory.removeFirst(); w.cpuHistory.removeFirst() }
+                    w.lastSample = (now, cpu)
+                }
+            } else {
+                w.lastSample = (now, cpu)
+            }
+        }
     }
 
     private func report(_ identity: [UInt8], _ e: Envelope, now: Double) throws {

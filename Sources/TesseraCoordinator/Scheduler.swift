@@ -190,6 +190,11 @@ package final class WorkerConn {
     /// The highest task peak it reported.
     package var peakMemory: PeakMemory?
     package var completed = 0
+    /// The last minute of its heartbeats' resident memory (bytes) and CPU use (% of a core),
+    /// one sample a second at most (the dashboard's sparklines).
+    package var rssHistory: [UInt64] = []
+    package var cpuHistory: [Double] = []
+    package var lastSample: (time: Double, cpu: Double)?
 
     /// The CURVE key it authenticated with (nil without CURVE): every later message on
     /// this identity must come from the same key.

@@ -31,7 +31,7 @@ public enum DashboardPage {
         <option>succeeded</option><option>failed</option><option>cancelled</option></select></label>
         <table id="jobs"><thead><tr><th>job</th><th>state</th><th>progress</th><th>files/s</th><th>MB/s</th><th>ETA</th></tr></thead><tbody></tbody></table></section>
         <section id="job"></section>
-        <section id="workers-section"><h2>Workers</h2><table id="workers"><thead><tr><th>worker</th><th>state</th><th>running</th><th>done</th><th>peak RSS</th><th>RSS</th></tr></thead><tbody></tbody></table></section>
+        <section id="workers-section"><h2>Workers</h2><table id="workers"><thead><tr><th>worker</th><th>state</th><th>running</th><th>done</th><th>peak RSS</th><th>RSS (last minute)</th><th>CPU %</th></tr></thead><tbody></tbody></table></section>
         <section id="report-section"></section>
         </main>
         \(data.map { "<script id=\"data\" type=\"application/json\">\($0)</script>" } ?? "")
@@ -192,11 +192,26 @@ public enum DashboardPage {
         })))));
     }
 
+    function sparkline(cls, values, max, w = 90, h = 20) {
+      const s = svg("svg", { class: "spark " + cls, width: w, height: h });
+      if (values && values.length > 1) {
+        const top = Math.max(max || 0, ...values, 1);
+        s.append(svg("polyline", { fill: "none", stroke: "#58a", "data-points": values.length,
+          points: values.map((v, i) => `${(i * w / (values.length - 1)).toFixed(1)},${(h - 1 - (h - 2) * v / top).toFixed(1)}`).join(" ") }));
+      }
+      return s;
+    }
+
     function drawWorkers() {
       const body = $("#workers tbody"); body.replaceChildren();
-      for (const w of state.workers) body.append(el("tr", { "data-worker": w.id, class: "state-" + w.state },
-        el("td", {}, w.id, el("br"), el("small", {}, w.host)), el("td", {}, w.state), el("td", { class: "num" }, w.running),
-        el("td", { class: "num" }, w.completed), el("td", { class: "num" }, bytes(w.peakRSSBytes || 0)), el("td", { class: "num" }, w.rssBytes ? bytes(w.rssBytes) : "")));
+      for (const w of state.workers) {
+        const cpu = w.cpuHistory || [];
+        body.append(el("tr", { "data-worker": w.id, class: "state-" + w.state },
+          el("td", {}, w.id, el("br"), el("small", {}, w.host)), el("td", {}, w.state), el("td", { class: "num" }, w.running),
+          el("td", { class: "num" }, w.completed), el("td", { class: "num" }, bytes(w.peakRSSBytes || 0)),
+          el("td", { class: "num" }, sparkline("rss", w.rssHistory), " ", w.rssBytes ? bytes(w.rssBytes) : ""),
+          el("td", { class: "num" }, sparkline("cpu", cpu, 100), " ", cpu.length ? fmt(cpu[cpu.length - 1], 0) : "")));
+      }
       $("#workers-section").hidden = state.report !== undefined;
     }
 

@@ -136,9 +136,15 @@ public struct Welcome: Codable, Sendable {
 public struct WorkerHeartbeat: Codable, Sendable {
     public var running: [TaskRef]
     public var queued: [TaskRef]
-    public init(running: [TaskRef], queued: [TaskRef]) {
+    /// The worker process's resident memory now, bytes (the dashboard's sparklines).
+    public var rssBytes: UInt64?
+    /// CPU time the worker process has used, seconds (user + system).
+    public var cpuSeconds: Double?
+    public init(running: [TaskRef], queued: [TaskRef], rssBytes: UInt64? = nil, cpuSeconds: Double? = nil) {
         self.running = running
         self.queued = queued
+        self.rssBytes = rssBytes
+        self.cpuSeconds = cpuSeconds
     }
 }
 

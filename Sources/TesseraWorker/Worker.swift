@@ -126,6 +126,7 @@ public final class Worker: @unchecked Sendable {
     private var unacked: [TaskRef: (report: TaskReport, sent: Double)] = [:]
     private var lastHeard = 0.0
     private var lastSent = 0.0
+    private var lastHeartbeat = 0.0
     private var completedCount = 0
     /// The highest task peak this worker reported.
     public private(set) var peakMemory: PeakMemory?
@@ -295,7 +296,12 @@ public final class Worker: @unchecked Sendable {
                 beginDrain(link.dealer)
             }
             if let started = drainStarted, drained(link.dealer, since: started, now: now) { return }
-            if now - lastSent >= config.heartbeatInterval { heartbeat(link.dealer, now: now) }
+            // One heartbeat a second even while reports flow: it carries what runs and the
+            // worker's memory and CPU (the coordinator's view of it, the dashboard's sparklines).
+            if now - lastHeartbeat >= config.heartbeatInterval {
+                lastHeartbeat = now
+                heartbeat(link.dealer, now: now)
+            }
         }
     }
 
@@ -399,8 +405,12 @@ public final class Worker: @unchecked Sendable {
     /// (the coordinator dedupes).
     private func heartbeat(_ dealer: ZMQSocket, now: Double) {
         lock.lock()
-        let hb = WorkerHeartbeat(running: Array(running), queued: queue.map { $0.0.ref })
+        var hb = WorkerHeartbeat(running: Array(running), queued: queue.map { $0.0.ref })
         lock.unlock()
+        var usage = rusage()
+        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+        hb.rssBytes = ResourceAccounting.currentResident()
+        hb.cpuSeconds = Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
         send(dealer, Envelope(MessageType.heartbeat, json: hb), now: now)
         let stale = unacked.filter { now - $0.value.sent > config.resendAfter }
         if !stale.isEmpty {

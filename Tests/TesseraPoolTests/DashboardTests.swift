@@ -49,6 +49,8 @@ final class DashboardTests: XCTestCase {
             workerStates: q('#workers tr[data-worker]').map((x) => x.getAttribute('class')),
             stages: q('table.stages tr[data-stage]').map((x) => x.getAttribute('data-stage')),
             compareColumns: q('table.compare thead th').length,
+            stuckTasks: q('table.stuck tr[data-task]').length,
+            sparkPoints: q('svg.spark.rss polyline').map((x) => +x.getAttribute('data-points')),
             embedded: e ? JSON.parse(e.textContent) : null };""")
         out.update({"found": found, "firstPaintSeconds": first, "untilSeconds": time.time() - t0,
                     "console": [m for m in d.get_log("browser") if m["level"] in ("SEVERE", "WARNING")]})
@@ -76,6 +78,8 @@ final class DashboardTests: XCTestCase {
         var workerStates: [String]
         var stages: [String]
         var compareColumns: Int
+        var stuckTasks: Int
+        var sparkPoints: [Int]
         var embedded: Embedded?
         var console: [Console]
     }
@@ -186,6 +190,35 @@ final class DashboardTests: XCTestCase {
         XCTAssertEqual(final.filter { $0.input == broken }.map(\.status), [.succeeded])
         XCTAssertEqual(try curl(["-X", "POST", "-H", "Authorization: Bearer \(token)", "\(base)/api/retry-failed?job=\(submitted.job)"]).body,
                        "{\"job\":\"\(submitted.job)\",\"retried\":\"0\"}", "nothing left to retry")
+    }
+
+    /// A worker that stops answering (SIGSTOP) holds its tasks: they show as stuck, and
+    /// "Requeue" from the page has them done by another worker, each exactly once. Workers
+    /// have memory and CPU sparklines.
+    func testStuckTasksAreListedAndRequeuedFromThePage() throws {
+        let port = freePort()
+        let cluster = try Cluster()
+        let token = "tessera-dashboard-token-\(UUID().uuidString.prefix(8))"
+        try token.write(toFile: cluster.dir + "/token", atomically: true, encoding: .utf8)
+        cluster.coordinatorArguments = ["--metrics-port", String(port), "--dashboard", "--dashboard-token-file", cluster.dir + "/token",
+                                        "--worker-timeout", "120"]
+        let images = try cluster.makeImages(6, width: 1600, height: 1200)
+        try cluster.startCoordinator()
+        let frozen = try cluster.startWorker()
+        let submitted = try cluster.client.submit(try cluster.job())
+        _ = try cluster.waitFor(submitted.job) { $0.running >= 1 }
+        kill(frozen.processIdentifier, SIGSTOP)
+        defer { kill(frozen.processIdentifier, SIGKILL) }
+        try cluster.startWorker()
+        let page = try probe("http://127.0.0.1:\(port)/", until: "table.stuck tr[data-task]", screenshot: "dashboard-stuck.png",
+                             then: "window.confirm = () => true; sessionStorage.setItem('tessera-token', '\(token)');"
+                                 + "document.querySelectorAll('table.stuck button').forEach((b) => b.click());")
+        XCTAssertTrue(page.found, "the frozen worker's tasks show as stuck")
+        XCTAssertGreaterThanOrEqual(page.stuckTasks, 1)
+        XCTAssertTrue(page.sparkPoints.contains { $0 >= 2 }, "memory sparklines: \(page.sparkPoints)")
+        let s = try cluster.waitFor(submitted.job, timeout: 60) { $0.finished != nil }
+        XCTAssertEqual(s.succeeded, 6)
+        try cluster.assertExactlyOnce(try cluster.records(submitted.job), inputs: images)
     }
 
     /// `tessera run … --report job.html`: one file with the charts, the right number of points.
