@@ -102,6 +102,8 @@ struct WorkerView: Codable {
     var completed: Int
     var peakRSSBytes: UInt64
     var rssBytes: UInt64?
+    /// What it is running now (inputs, at most 4).
+    var current: [String] = []
     /// The last minute, a sample a second: resident bytes and CPU % of a core.
     var rssHistory: [UInt64] = []
     var cpuHistory: [Double] = []
@@ -140,6 +142,8 @@ extension Coordinator {
                 var v = acc.view(id: id, name: job.spec.name, kind: job.spec.kind.rawValue, state: job.state.rawValue,
                                  total: job.total, running: job.running, elapsed: wall - job.submitted)
                 v.stuck = stuckTasks(job, p95: v.p95TaskMilliseconds, now: now)
+                v.priority = job.spec.priority
+                v.queued = max(0, job.total - job.done - job.running)
                 views.append(v)
             } else if let s = scheduler.finishedJobs[id] {
                 views.append(acc.view(id: id, name: s.name, kind: s.kind.rawValue, state: s.state.rawValue, total: s.total,
@@ -155,7 +159,9 @@ extension Coordinator {
         var workerViews = workers.values.sorted { $0.id < $1.id }.map { w in
             WorkerView(id: w.id, host: w.host, state: w.draining ? "draining" : w.running.isEmpty ? "idle" : "busy",
                        running: w.running.count, completed: w.completed, peakRSSBytes: w.peakMemory?.bytes ?? 0,
-                       rssBytes: w.rssHistory.last, rssHistory: w.rssHistory, cpuHistory: w.cpuHistory.map { ($0 * 10).rounded() / 10 })
+                       rssBytes: w.rssHistory.last,
+                       current: w.running.prefix(4).compactMap { ref in w.held[ref]?.live[ref.task].map { Paths.display($0.input.path) } },
+                       rssHistory: w.rssHistory, cpuHistory: w.cpuHistory.map { ($0 * 10).rounded() / 10 })
         }
         for l in board.lost {
             workerViews.append(WorkerView(id: l["id"] ?? "", host: l["host"] ?? "", state: "lost", running: 0,

@@ -29,9 +29,9 @@ public enum DashboardPage {
         <section id="jobs-section"><h2>Jobs</h2>
         <label>state <select id="filter"><option value="">all</option><option>running</option><option>queued</option>
         <option>succeeded</option><option>failed</option><option>cancelled</option></select></label>
-        <table id="jobs"><thead><tr><th>job</th><th>state</th><th>progress</th><th>files/s</th><th>MB/s</th><th>ETA</th></tr></thead><tbody></tbody></table></section>
+        <table id="jobs"><thead><tr><th>job</th><th>state</th><th>progress</th><th>queued</th><th>priority</th><th>files/s</th><th>MB/s</th><th>ETA</th></tr></thead><tbody></tbody></table></section>
         <section id="job"></section>
-        <section id="workers-section"><h2>Workers</h2><table id="workers"><thead><tr><th>worker</th><th>state</th><th>running</th><th>done</th><th>peak RSS</th><th>RSS (last minute)</th><th>CPU %</th></tr></thead><tbody></tbody></table></section>
+        <section id="workers-section"><h2>Workers</h2><table id="workers"><thead><tr><th>worker</th><th>state</th><th>running</th><th>current task</th><th>done</th><th>peak RSS</th><th>RSS (last minute)</th><th>CPU %</th></tr></thead><tbody></tbody></table></section>
         <section id="report-section"></section>
         </main>
         \(data.map { "<script id=\"data\" type=\"application/json\">\($0)</script>" } ?? "")
@@ -87,7 +87,8 @@ public enum DashboardPage {
         if (filter && j.state !== filter) continue;
         const row = el("tr", { "data-job": j.id, class: j.id === selected ? "selected" : "" },
           el("td", {}, j.name, el("br"), el("small", {}, j.id)), el("td", { class: "state-" + j.state }, j.state),
-          el("td", {}, progress(j)), el("td", { class: "num" }, fmt(j.filesPerSecond)), el("td", { class: "num" }, fmt(j.megabytesPerSecond)),
+          el("td", {}, progress(j)), el("td", { class: "num" }, j.queued), el("td", { class: "num" }, j.priority),
+          el("td", { class: "num" }, fmt(j.filesPerSecond)), el("td", { class: "num" }, fmt(j.megabytesPerSecond)),
           el("td", { class: "num" }, eta(j.etaSeconds)));
         row.onclick = () => { selected = j.id; draw(); };
         body.append(row);
@@ -208,7 +209,7 @@ public enum DashboardPage {
         const cpu = w.cpuHistory || [];
         body.append(el("tr", { "data-worker": w.id, class: "state-" + w.state },
           el("td", {}, w.id, el("br"), el("small", {}, w.host)), el("td", {}, w.state), el("td", { class: "num" }, w.running),
-          el("td", { class: "num" }, w.completed), el("td", { class: "num" }, bytes(w.peakRSSBytes || 0)),
+          el("td", {}, ...(w.current || []).map((c) => el("div", {}, c))), el("td", { class: "num" }, w.completed), el("td", { class: "num" }, bytes(w.peakRSSBytes || 0)),
           el("td", { class: "num" }, sparkline("rss", w.rssHistory), " ", w.rssBytes ? bytes(w.rssBytes) : ""),
           el("td", { class: "num" }, sparkline("cpu", cpu, 100), " ", cpu.length ? fmt(cpu[cpu.length - 1], 0) : "")));
       }

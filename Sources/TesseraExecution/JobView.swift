@@ -61,6 +61,9 @@ public struct JobView: Codable, Sendable {
     public var skipped = 0
     public var cancelled = 0
     public var running = 0
+    /// Tasks waiting for a worker, and the job's priority (higher runs first).
+    public var queued = 0
+    public var priority = 0
     public var elapsedSeconds = 0.0
     public var filesPerSecond = 0.0
     public var megabytesPerSecond = 0.0
