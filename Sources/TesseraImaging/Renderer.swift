@@ -98,7 +98,8 @@ public struct RenderResult: Sendable {
 /// 2. plan every output (size, crop, orientation, DCT scale) with pure functions;
 /// 3. decode once, at the largest scale any output needs, streaming rows into one
 ///    resampler per output;
-/// 4. per output: orient, flatten, convert to sRGB, encode (within a byte budget).
+/// 4. per output: orient, convert to sRGB, filter (sharpen, blur, colour), flatten, encode
+///    (within a byte budget).
 public enum Renderer {
     /// Bumped whenever the same recipe would render different pixels (incremental reruns redo work).
     public static let version = "tessera-render-1"
@@ -343,7 +344,9 @@ public enum Renderer {
                     converted = true
                 }
             }
-            images.append(image)
+            // Filters (sharpen, blur, colour) on the output-sized, upright, sRGB pixels.
+            let filters = recipes[i].operations.filter(\.isFilter)
+            images.append(filters.isEmpty ? image : try Filters.apply(filters, to: image))
             finishTimes.append(clock.milliseconds - start)
         }
         let summary = SourceSummary(format: source.format, storedSize: source.storedSize,

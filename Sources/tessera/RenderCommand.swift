@@ -47,6 +47,12 @@ struct Render: ParsableCommand {
     @Flag(help: "Remove all metadata (the default; overrides a preset's keep).")
     var strip = false
 
+    @Option(help: "Sharpen after resizing: unsharp mask of this sigma (e.g. 0.8), amount 0.6, threshold 2.")
+    var sharpen: Double?
+
+    @Option(help: "Blur after resizing: Gaussian of this sigma, in output pixels.")
+    var blur: Double?
+
     @Option(name: .shortAndLong, help: "Preset to render (repeatable). See `tessera presets`.")
     var preset: [String] = []
 
@@ -113,7 +119,7 @@ struct Render: ParsableCommand {
             r.name = name
             outputs.append(.init(name: name, recipe: r))
         }
-        let adHoc = size != nil || fit != nil || quality != nil || format != nil || keep != nil || strip
+        let adHoc = size != nil || fit != nil || quality != nil || format != nil || keep != nil || strip || sharpen != nil || blur != nil
         if outputs.isEmpty {
             guard size != nil else {
                 throw ValidationError("give a size (-s 256), a preset (-p thumbnail) or a recipe (-r FILE)")
@@ -180,6 +186,8 @@ struct Render: ParsableCommand {
                 r.output.formats = formatList.map { FormatChoice($0) }
             }
             if let kept { r.output.keep = kept }
+            if let blur { r.operations.append(.blur(sigma: blur)) }
+            if let sharpen { r.operations.append(.sharpen(UnsharpMask(sigma: sharpen))) }
             do { try r.validate() } catch let e as ImagingError { throw ValidationError(e.reason) }
             return .init(name: o.name, recipe: r)
         }

@@ -11,7 +11,8 @@ import Foundation
 /// ```
 public struct Recipe: Codable, Sendable, Equatable {
     public static let formatIdentifier = "tessera.recipe"
-    public static let currentVersion = 1
+    /// 2: the filter operations (`sharpen`, `blur`, `adjust`); version 1 recipes still load.
+    public static let currentVersion = 2
 
     public var format: String = Recipe.formatIdentifier
     public var version: Int = Recipe.currentVersion
@@ -82,6 +83,22 @@ public struct Recipe: Codable, Sendable, Equatable {
                 guard degrees % 90 == 0 else { throw bad("operations[\(i)].degrees", "a multiple of 90", degrees) }
             case .flip, .flatten:
                 break
+            case .sharpen(let u):
+                guard u.sigma.isFinite, (0.3...10).contains(u.sigma) else { throw bad("operations[\(i)].sigma", "0.3...10", u.sigma) }
+                guard u.amount.isFinite, (0...10).contains(u.amount) else { throw bad("operations[\(i)].amount", "0...10", u.amount) }
+                guard u.threshold.isFinite, (0...255).contains(u.threshold) else {
+                    throw bad("operations[\(i)].threshold", "0...255", u.threshold)
+                }
+            case .blur(let sigma):
+                guard sigma.isFinite, (0.3...100).contains(sigma) else { throw bad("operations[\(i)].sigma", "0.3...100", sigma) }
+            case .adjust(let a):
+                for (field, v, range) in [("brightness", a.brightness, -1.0...1.0), ("contrast", a.contrast, 0.0...4.0),
+                                          ("saturation", a.saturation, 0.0...4.0), ("gamma", a.gamma, 0.1...10.0),
+                                          ("exposure", a.exposure, -8.0...8.0), ("sepia", a.sepia, 0.0...1.0)] {
+                    guard v.isFinite, range.contains(v) else {
+                        throw bad("operations[\(i)].\(field)", "\(range.lowerBound)...\(range.upperBound)", v)
+                    }
+                }
             }
         }
         let o = output
@@ -145,8 +162,22 @@ public enum RecipeOperation: Codable, Sendable, Equatable {
     case flip(FlipAxis)
     /// Composite onto a background colour, removing transparency.
     case flatten(background: RGBColor)
+    /// Unsharp mask on the output-sized image.
+    case sharpen(UnsharpMask)
+    /// Gaussian blur (sigma in output pixels).
+    case blur(sigma: Double)
+    /// Colour adjustments on the output-sized image (the Core Image chain's knobs).
+    case adjust(ColourAdjustment)
 
-    enum CodingKeys: String, CodingKey { case op, degrees, axis, background }
+    enum CodingKeys: String, CodingKey { case op, degrees, axis, background, sigma }
+
+    /// Whether the step works on the output-sized pixels (after resize, orientation and colour).
+    public var isFilter: Bool {
+        switch self {
+        case .sharpen, .blur, .adjust: return true
+        default: return false
+        }
+    }
 
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -156,9 +187,12 @@ public enum RecipeOperation: Codable, Sendable, Equatable {
         case "rotate": self = .rotate(degrees: try c.decode(Int.self, forKey: .degrees))
         case "flip": self = .flip(try c.decode(FlipAxis.self, forKey: .axis))
         case "flatten": self = .flatten(background: try c.decodeIfPresent(RGBColor.self, forKey: .background) ?? .white)
+        case "sharpen": self = .sharpen(try UnsharpMask(from: decoder))
+        case "blur": self = .blur(sigma: try c.decode(Double.self, forKey: .sigma))
+        case "adjust": self = .adjust(try ColourAdjustment(from: decoder))
         default:
             throw DecodingError.dataCorruptedError(forKey: .op, in: c,
-                debugDescription: "unknown operation \"\(op)\" (expected resize, rotate, flip or flatten)")
+                debugDescription: "unknown operation \"\(op)\" (expected resize, rotate, flip, flatten, sharpen, blur or adjust)")
         }
     }
 
@@ -177,7 +211,68 @@ public enum RecipeOperation: Codable, Sendable, Equatable {
         case .flatten(let bg):
             try c.encode("flatten", forKey: .op)
             try c.encode(bg, forKey: .background)
+        case .sharpen(let u):
+            try c.encode("sharpen", forKey: .op)
+            try u.encode(to: encoder)
+        case .blur(let sigma):
+            try c.encode("blur", forKey: .op)
+            try c.encode(sigma, forKey: .sigma)
+        case .adjust(let a):
+            try c.encode("adjust", forKey: .op)
+            try a.encode(to: encoder)
         }
+    }
+}
+
+/// An unsharp mask: `out = in + amount × (in − blur(in, sigma))` where the difference
+/// exceeds `threshold` (0…255), clamped (never wraps).
+public struct UnsharpMask: Codable, Sendable, Equatable {
+    public var sigma: Double = 0.8
+    public var amount: Double = 0.6
+    public var threshold: Double = 2
+    public init(sigma: Double = 0.8, amount: Double = 0.6, threshold: Double = 2) {
+        self.sigma = sigma
+        self.amount = amount
+        self.threshold = threshold
+    }
+    enum CodingKeys: String, CodingKey { case sigma, amount, threshold }
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        let d = UnsharpMask()
+        sigma = try c.decodeIfPresent(Double.self, forKey: .sigma) ?? d.sigma
+        amount = try c.decodeIfPresent(Double.self, forKey: .amount) ?? d.amount
+        threshold = try c.decodeIfPresent(Double.self, forKey: .threshold) ?? d.threshold
+    }
+}
+
+/// Colour adjustments, applied in this order: exposure (stops, in linear light),
+/// brightness (added, −1…1), contrast (around mid-grey), saturation (0 = grey), gamma,
+/// sepia (0…1 mix). Identity values leave pixels unchanged.
+public struct ColourAdjustment: Codable, Sendable, Equatable {
+    public var exposure: Double = 0
+    public var brightness: Double = 0
+    public var contrast: Double = 1
+    public var saturation: Double = 1
+    public var gamma: Double = 1
+    public var sepia: Double = 0
+    public init(exposure: Double = 0, brightness: Double = 0, contrast: Double = 1, saturation: Double = 1,
+                gamma: Double = 1, sepia: Double = 0) {
+        self.exposure = exposure
+        self.brightness = brightness
+        self.contrast = contrast
+        self.saturation = saturation
+        self.gamma = gamma
+        self.sepia = sepia
+    }
+    enum CodingKeys: String, CodingKey { case exposure, brightness, contrast, saturation, gamma, sepia }
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        exposure = try c.decodeIfPresent(Double.self, forKey: .exposure) ?? 0
+        brightness = try c.decodeIfPresent(Double.self, forKey: .brightness) ?? 0
+        contrast = try c.decodeIfPresent(Double.self, forKey: .contrast) ?? 1
+        saturation = try c.decodeIfPresent(Double.self, forKey: .saturation) ?? 1
+        gamma = try c.decodeIfPresent(Double.self, forKey: .gamma) ?? 1
+        sepia = try c.decodeIfPresent(Double.self, forKey: .sepia) ?? 0
     }
 }
 

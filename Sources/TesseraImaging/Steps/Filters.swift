@@ -1,0 +1,162 @@
+import Foundation
+
+/// The recipe's filter operations (`sharpen`, `blur`, `adjust`), in recipe order, on the
+/// output-sized image — after resize, orientation and colour conversion, never on the
+/// full-size bitmap. Alpha is left as it is.
+enum Filters {
+    static func apply(_ operations: [RecipeOperation], to image: PixelBuffer) throws -> PixelBuffer {
+        var image = image
+        for op in operations {
+            switch op {
+            case .adjust(let a): adjust(image, a)
+            case .blur(let sigma): image = try gaussian(image, sigma: sigma)
+            case .sharpen(let u): image = try sharpen(image, u)
+            default: continue
+            }
+        }
+        return image
+    }
+
+    /// Colour channels of a layout (alpha excluded).
+    static func colourChannels(_ layout: PixelLayout) -> Int { layout == .rgba ? 3 : layout.channels }
+
+    // MARK: Colour
+
+    /// Exposure, brightness and contrast per channel (one table), then saturation and sepia
+    /// (a 3×3 matrix on RGB), then gamma (a second table).
+    static func adjust(_ image: PixelBuffer, _ a: ColourAdjustment) {
+        var first = [UInt8](repeating: 0, count: 256), second = [UInt8](repeating: 0, count: 256)
+        let gain = pow(2, a.exposure)
+        for i in 0..<256 {
+            var v = Double(i) / 255
+            if a.exposure != 0 { v = SRGB.encode(min(1, SRGB.decode(v) * gain)) }
+            v += a.brightness
+            v = (v - 0.5) * a.contrast + 0.5
+            first[i] = UInt8(max(0, min(255, (v * 255).rounded())))
+            second[i] = UInt8(max(0, min(255, (pow(Double(i) / 255, 1 / a.gamma) * 255).rounded())))
+        }
+        // Saturation around Rec. 709 luma, then a sepia tone mixed in (the classic matrix).
+        let lr = 0.2126, lg = 0.7152, lb = 0.0722, s = a.saturation
+        var m: [Double] = [lr + (1 - lr) * s, lg - lg * s, lb - lb * s,
+                           lr - lr * s, lg + (1 - lg) * s, lb - lb * s,
+                           lr - lr * s, lg - lg * s, lb + (1 - lb) * s]
+        if a.sepia > 0 {
+            let sepia: [Double] = [0.393, 0.769, 0.189, 0.349, 0.686, 0.168, 0.272, 0.534, 0.131]
+            var mixed = [Double](repeating: 0, count: 9)
+            for r in 0..<3 {
+                for c in 0..<3 {
+                    let tone = (0..<3).reduce(0) { $0 + sepia[r * 3 + $1] * m[$1 * 3 + c] }
+                    mixed[r * 3 + c] = (1 - a.sepia) * m[r * 3 + c] + a.sepia * tone
+                }
+            }
+            m = mixed
+        }
+        let matrix = image.layout != .gray && (s != 1 || a.sepia > 0)
+        let useGamma = a.gamma != 1
+        let ch = image.channels, cc = colourChannels(image.layout)
+        let fm = m.map { Float($0) }
+        first.withUnsafeBufferPointer { t1 in
+            second.withUnsafeBufferPointer { t2 in
+                fm.withUnsafeBufferPointer { k in
+                    for y in 0..<image.height {
+                        var p = image.row(y)
+                        for _ in 0..<image.width {
+                            for c in 0..<cc { p[c] = t1[Int(p[c])] }
+                            if matrix {
+                                let r = Float(p[0]), g = Float(p[1]), b = Float(p[2])
+                                p[0] = clamp8(k[0] * r + k[1] * g + k[2] * b)
+                                p[1] = clamp8(k[3] * r + k[4] * g + k[5] * b)
+                                p[2] = clamp8(k[6] * r + k[7] * g + k[8] * b)
+                            }
+                            if useGamma { for c in 0..<cc { p[c] = t2[Int(p[c])] } }
+                            p += ch
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    @inline(__always)
+    static func clamp8(_ v: Float) -> UInt8 { UInt8(max(0, min(255, v + 0.5))) }
+
+    // MARK: Blur and sharpen
+
+    /// A normalised Gaussian kernel of radius ⌈3σ⌉.
+    static func kernel(_ sigma: Double) -> [Float] {
+        let radius = max(1, Int((3 * sigma).rounded(.up)))
+        var k = (-radius...radius).map { Float(exp(-Double($0 * $0) / (2 * sigma * sigma))) }
+        let sum = k.reduce(0, +)
+        for i in k.indices { k[i] /= sum }
+        return k
+    }
+
+    /// The image blurred (separable Gaussian, edges clamped), as floats per channel.
+    static func blurred(_ image: PixelBuffer, sigma: Double) -> UnsafeMutableBufferPointer<Float> {
+        let w = image.width, h = image.height, ch = image.channels
+        let k = kernel(sigma), r = k.count / 2
+        let horizontal = UnsafeMutableBufferPointer<Float>.allocate(capacity: w * h * ch)
+        let out = UnsafeMutableBufferPointer<Float>.allocate(capacity: w * h * ch)
+        defer { horizontal.deallocate() }
+        k.withUnsafeBufferPointer { k in
+            for y in 0..<h {
+                let src = image.row(y)
+                let dst = horizontal.baseAddress! + y * w * ch
+                for x in 0..<w {
+                    for c in 0..<ch {
+                        var acc: Float = 0
+                        for i in -r...r {
+                            let xx = min(w - 1, max(0, x + i))
+                            acc += k[i + r] * Float(src[xx * ch + c])
+                        }
+                        dst[x * ch + c] = acc
+                    }
+                }
+            }
+            for y in 0..<h {
+                let dst = out.baseAddress! + y * w * ch
+                for x in 0..<(w * ch) {
+                    var acc: Float = 0
+                    for i in -r...r {
+                        let yy = min(h - 1, max(0, y + i))
+                        acc += k[i + r] * horizontal[yy * w * ch + x]
+                    }
+                    dst[x] = acc
+                }
+            }
+        }
+        return out
+    }
+
+    static func gaussian(_ image: PixelBuffer, sigma: Double) throws -> PixelBuffer {
+        let b = blurred(image, sigma: sigma)
+        defer { b.deallocate() }
+        let out = try PixelBuffer.make(width: image.width, height: image.height, layout: image.layout)
+        let ch = image.channels, cc = colourChannels(image.layout)
+        for y in 0..<image.height {
+            let src = image.row(y), dst = out.row(y), f = b.baseAddress! + y * image.width * ch
+            for i in 0..<(image.width * ch) {
+                // Alpha stays as it was (a blurred edge would need premultiplied colour).
+                dst[i] = i % ch < cc ? clamp8(f[i]) : src[i]
+            }
+        }
+        return out
+    }
+
+    static func sharpen(_ image: PixelBuffer, _ u: UnsharpMask) throws -> PixelBuffer {
+        let b = blurred(image, sigma: u.sigma)
+        defer { b.deallocate() }
+        let out = try PixelBuffer.make(width: image.width, height: image.height, layout: image.layout)
+        let ch = image.channels, cc = colourChannels(image.layout)
+        let amount = Float(u.amount), threshold = Float(u.threshold)
+        for y in 0..<image.height {
+            let src = image.row(y), dst = out.row(y), f = b.baseAddress! + y * image.width * ch
+            for i in 0..<(image.width * ch) {
+                let v = Float(src[i])
+                let d = v - f[i]
+                dst[i] = i % ch < cc && abs(d) > threshold ? clamp8(v + amount * d) : src[i]
+            }
+        }
+        return out
+    }
+}
