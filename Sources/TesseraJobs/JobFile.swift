@@ -248,7 +248,7 @@ public enum JobFile {
         }
 
         func outputSpec(_ n: Node, _ field: String) throws -> OutputSpec {
-            let m = try mapping(n, field, allowed: ["preset", "recipe", "name", "path", "formats", "cacheControl"])
+            let m = try mapping(n, field, allowed: ["preset", "recipe", "name", "path", "formats", "cacheControl", "scales"])
             var name = try m["name"].map { try string($0, "\(field).name") }
             var recipe: Recipe
             switch (m["preset"], m["recipe"]) {
@@ -295,8 +295,13 @@ public enum JobFile {
                 try checkTemplate(s, t, "\(field).path")
                 template = s
             }
+            var scales: [Double]?
+            if let sc = m["scales"] {
+                guard let list = sc.sequence, !list.isEmpty else { throw error(sc, "\(field).scales", "expected a list such as [1, 2, 3]") }
+                scales = try list.enumerated().map { try double($0.element, "\(field).scales[\($0.offset)]") }
+            }
             return OutputSpec(name: outputName, recipe: recipe, path: template,
-                              cacheControl: try m["cacheControl"].map { try string($0, "\(field).cacheControl") })
+                              cacheControl: try m["cacheControl"].map { try string($0, "\(field).cacheControl") }, scales: scales)
         }
 
         /// A recipe given inline (YAML mapping) or as a JSON file path.

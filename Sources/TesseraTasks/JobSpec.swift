@@ -64,15 +64,39 @@ public struct OutputSpec: Codable, Sendable, Equatable {
     public var path: String?
     /// `Cache-Control` of this output's objects in object storage (default: `storage.cacheControl`).
     public var cacheControl: String?
+    /// Device-pixel-ratio variants (`[1, 2, 3]`): one output per scale, `NAME@2x`…, written
+    /// as `{stem}@2x.{ext}` (or by `{preset}`), all from one decode (`ExecutableJob` holds them expanded).
+    public var scales: [Double]?
 
-    public init(name: String, recipe: Recipe, path: String? = nil, cacheControl: String? = nil) {
+    public init(name: String, recipe: Recipe, path: String? = nil, cacheControl: String? = nil, scales: [Double]? = nil) {
         self.name = name
         self.recipe = recipe
         self.path = path
         self.cacheControl = cacheControl
+        self.scales = scales
     }
 
-    enum CodingKeys: String, CodingKey { case name, recipe, path, preset, formats, cacheControl }
+    enum CodingKeys: String, CodingKey { case name, recipe, path, preset, formats, cacheControl, scales }
+
+    /// The output once per scale: the recipe's resize box multiplied, `@Nx` after the name
+    /// and after `{stem}` in the path (scale 1 keeps both as they are).
+    public func expanded(defaultTemplate: String) -> [OutputSpec] {
+        let template = path ?? defaultTemplate
+        guard let scales, !scales.isEmpty else { return [OutputSpec(name: name, recipe: recipe, path: template, cacheControl: cacheControl)] }
+        return scales.map { factor in
+            guard factor != 1 else { return OutputSpec(name: name, recipe: recipe, path: template, cacheControl: cacheControl) }
+            let suffix = "@" + (factor == factor.rounded() ? String(Int(factor)) : String(factor)) + "x"
+            var r = recipe
+            r.operations = r.operations.map {
+                guard case .resize(var resize) = $0 else { return $0 }
+                resize.scale = max(1, resize.scale) * factor
+                return .resize(resize)
+            }
+            // `{preset}` in the template already tells the variants apart (its name has the suffix).
+            let variantPath = template.contains("{preset}") ? template : template.replacingOccurrences(of: "{stem}", with: "{stem}" + suffix)
+            return OutputSpec(name: name + suffix, recipe: r, path: variantPath, cacheControl: cacheControl)
+        }
+    }
 
     /// An output as a job names it: `{"preset": "widget"}` or `{"name": "x", "recipe": {...}}`,
     /// with an optional `path` and `formats`, before its preset is looked up.
@@ -83,6 +107,7 @@ public struct OutputSpec: Codable, Sendable, Equatable {
         var path: String?
         var formats: [FormatChoice]?
         var cacheControl: String?
+        var scales: [Double]?
 
         /// The output, its preset taken from `catalog`; `field` names it in errors.
         func resolve(_ catalog: PresetCatalog, field: String) throws -> OutputSpec {
@@ -104,7 +129,7 @@ public struct OutputSpec: Codable, Sendable, Equatable {
             }
             // `formats: [avif, webp, jpeg]` on the output: one file per format, one decode.
             if let formats { recipe.output.formats = formats }
-            return OutputSpec(name: outputName, recipe: recipe, path: path, cacheControl: cacheControl)
+            return OutputSpec(name: outputName, recipe: recipe, path: path, cacheControl: cacheControl, scales: scales)
         }
     }
 
@@ -119,6 +144,7 @@ public struct OutputSpec: Codable, Sendable, Equatable {
         try c.encode(recipe, forKey: .recipe)
         try c.encodeIfPresent(path, forKey: .path)
         try c.encodeIfPresent(cacheControl, forKey: .cacheControl)
+        try c.encodeIfPresent(scales, forKey: .scales)
     }
 }
 
@@ -267,9 +293,12 @@ public struct JobSpec: Codable, Sendable, Equatable {
     /// What each worker needs to run this job's tasks (everything but the inputs), each
     /// output with its path template resolved.
     public var executable: ExecutableJob {
-        ExecutableJob(kind: kind, outputs: outputs.map {
-                          OutputSpec(name: $0.name, recipe: $0.recipe, path: $0.path ?? defaultTemplate,
-                                     cacheControl: $0.cacheControl ?? storage?.cacheControl)
+        ExecutableJob(kind: kind, outputs: outputs.flatMap { o in
+                          o.expanded(defaultTemplate: defaultTemplate).map {
+                              var e = $0
+                              e.cacheControl = e.cacheControl ?? storage?.cacheControl
+                              return e
+                          }
                       },
                       outputRoot: output, strip: strip, tiles: kind == .tiles ? (tiles ?? TileSettings()) : nil,
                       options: options, storage: storage)
@@ -406,6 +435,12 @@ extension JobSpec {
                     throw bad("outputs[\(i)].path", "must stay under the output root, got \"\(t)\"")
                 }
                 guard t.contains("{stem}") else { throw bad("outputs[\(i)].path", "must contain {stem}, or every input writes the same file") }
+            }
+            if let scales = o.scales {
+                guard !scales.isEmpty, scales.allSatisfy({ $0.isFinite && (1...4).contains($0) }), Set(scales).count == scales.count else {
+                    throw bad("outputs[\(i)].scales", "distinct factors in 1...4, e.g. [1, 2, 3], got \(scales)")
+                }
+                guard o.recipe.resize != nil else { throw bad("outputs[\(i)].scales", "a recipe that resizes (scales multiply its box)") }
             }
             if let cc = o.cacheControl, cc.isEmpty || cc.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
                 throw bad("outputs[\(i)].cacheControl", "must be non-empty text without control characters")
