@@ -47,6 +47,9 @@ struct Render: ParsableCommand {
     @Flag(help: "Remove all metadata (the default; overrides a preset's keep).")
     var strip = false
 
+    @Option(help: "With --fit fill: the part kept — centre, north, south, east, west, northeast, northwest, southeast, southwest.")
+    var gravity: String?
+
     @Option(help: "Sharpen after resizing: unsharp mask of this sigma (e.g. 0.8), amount 0.6, threshold 2.")
     var sharpen: Double?
 
@@ -119,7 +122,7 @@ struct Render: ParsableCommand {
             r.name = name
             outputs.append(.init(name: name, recipe: r))
         }
-        let adHoc = size != nil || fit != nil || quality != nil || format != nil || keep != nil || strip || sharpen != nil || blur != nil
+        let adHoc = size != nil || fit != nil || quality != nil || format != nil || keep != nil || strip || sharpen != nil || blur != nil || gravity != nil
         if outputs.isEmpty {
             guard size != nil else {
                 throw ValidationError("give a size (-s 256), a preset (-p thumbnail) or a recipe (-r FILE)")
@@ -161,6 +164,13 @@ struct Render: ParsableCommand {
                 return k
             }
         }
+        let gravityValue: Gravity? = try gravity.map { text in
+            let names = Gravity.allCases.map(\.rawValue)
+            guard let g = Gravity(rawValue: text == "center" ? "centre" : text) else {
+                throw ValidationError("--gravity must be one of \(names.joined(separator: ", ")), got \"\(text)\"" + suggestion(text, names))
+            }
+            return g
+        }
         if let q = quality, !(q.isFinite && (0...1).contains(q)) {
             throw ValidationError("--quality must be 0...1\(Recipe.qualityHint(q)), got \(q)")
         }
@@ -176,6 +186,13 @@ struct Render: ParsableCommand {
             } else if let mode {
                 guard var resize = r.resize else { throw ValidationError("--fit needs a size (-s) or a preset that resizes") }
                 resize.mode = mode
+                r.operations = r.operations.map { if case .resize = $0 { return .resize(resize) } else { return $0 } }
+            }
+            if let gravityValue {
+                guard var resize = r.resize, resize.mode == .fill else {
+                    throw ValidationError("--gravity places a fill crop: add --fit fill (or use a preset that fills)")
+                }
+                resize.gravity = gravityValue
                 r.operations = r.operations.map { if case .resize = $0 { return .resize(resize) } else { return $0 } }
             }
             if let quality { r.output.quality = quality }

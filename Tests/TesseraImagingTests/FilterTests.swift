@@ -98,3 +98,49 @@ final class FilterTests: XCTestCase {
         }
     }
 }
+
+/// `fill` with gravity and a focus point: the crop keeps the side or point asked for.
+final class GravityTests: XCTestCase {
+    /// 400×200, grey, with a red 40×40 patch centred at (60, 100) (the left side).
+    func source() throws -> [UInt8] {
+        let image = PixelBuffer(width: 400, height: 200, layout: .rgb)
+        image.fill([128, 128, 128])
+        for y in 80..<120 { for x in 40..<80 { image.setPixel(x: x, y: y, [255, 0, 0]) } }
+        return try Codec.encodePNG(image)
+    }
+
+    func crop(_ resize: Resize) throws -> PixelBuffer {
+        let recipe = Recipe(name: "c", operations: [.resize(resize)], output: OutputSettings(format: .png))
+        return try Renderer.decode(try Renderer.render(try source(), recipes: [recipe]).outputs[0].bytes)
+    }
+
+    func redPixels(_ image: PixelBuffer) -> Int {
+        var n = 0
+        for y in 0..<image.height { for x in 0..<image.width { let p = image.pixel(x: x, y: y); if p[0] > 200 && p[1] < 60 { n += 1 } } }
+        return n
+    }
+
+    func testGravityAndFocusPlaceTheCrop() throws {
+        let west = try crop(Resize(width: 100, height: 100, mode: .fill, gravity: .west))
+        XCTAssertEqual([west.width, west.height], [100, 100])
+        XCTAssertGreaterThan(redPixels(west), 300, "west keeps the left side and its patch")
+        XCTAssertGreaterThan(west.pixel(x: 30, y: 50)[0], 200, "the patch sits at x 40…80 of 200 → 20…40 of 100")
+        XCTAssertEqual(redPixels(try crop(Resize(width: 100, height: 100, mode: .fill, gravity: .east))), 0)
+        XCTAssertEqual(redPixels(try crop(Resize(width: 100, height: 100, mode: .fill))), 0, "centre misses the patch")
+        // Focus on the patch: it ends up in the middle of the crop.
+        let focused = try crop(Resize(width: 100, height: 100, mode: .fill, focus: FocusPoint(x: 60.0 / 400, y: 0.5)))
+        XCTAssertGreaterThan(focused.pixel(x: 30, y: 50)[0], 200, "kept inside the image: the crop starts at the left edge")
+        let middle = try crop(Resize(width: 50, height: 50, mode: .fill, upscale: false, focus: FocusPoint(x: 0.75, y: 0.5)))
+        XCTAssertEqual(redPixels(middle), 0)
+        // Refused: gravity with fit, a focus outside 0...1.
+        for (op, message) in [(#"{"op":"resize","width":10,"gravity":"west"}"#, "operations[0].mode"),
+                              (#"{"op":"resize","width":10,"height":10,"mode":"fill","focus":{"x":2,"y":0.5}}"#, "operations[0].focus"),
+                              (#"{"op":"resize","width":10,"height":10,"mode":"fill","gravity":"up"}"#, "gravity")] {
+            let text = #"{"format":"tessera.recipe","version":2,"operations":["# + op + #"],"output":{"format":"png"}}"#
+            XCTAssertThrowsError(try Recipe.decode(json: Data(text.utf8))) { e in XCTAssertTrue("\(e)".contains(message), "\(e)") }
+        }
+        // Recipes without gravity or focus serialise as before (their hash does not change).
+        let plain = Recipe(name: "p", operations: [.resize(Resize(width: 10, height: 10, mode: .fill))])
+        XCTAssertFalse(String(decoding: try plain.jsonData(), as: UTF8.self).contains("gravity"))
+    }
+}

@@ -106,8 +106,17 @@ struct OutputPlan: Equatable {
                            height: max(1, min(source.height, Int((bh * k).rounded()))))
             }
             let cw = Double(out.width) / f, ch = Double(out.height) / f
-            let crop = Rect(x: (sw - cw) / 2, y: (sh - ch) / 2, width: cw, height: ch)
-            return (out, crop)
+            // Where the crop sits: a focus point centred (kept inside), else the gravity.
+            let x: Double, y: Double
+            if let p = resize.focus {
+                x = min(max(0, p.x * sw - cw / 2), sw - cw)
+                y = min(max(0, p.y * sh - ch / 2), sh - ch)
+            } else {
+                let g = resize.gravity.position
+                x = (sw - cw) * g.x
+                y = (sh - ch) * g.y
+            }
+            return (out, Rect(x: x, y: y, width: cw, height: ch))
         }
     }
 

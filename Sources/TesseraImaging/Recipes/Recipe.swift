@@ -75,6 +75,12 @@ public struct Recipe: Codable, Sendable, Equatable {
                     throw bad("operations[\(i)].mode", "width and height for fill", "only one")
                 }
                 guard r.scale.isFinite, r.scale <= 8 else { throw bad("operations[\(i)].scale", "1...8", r.scale) }
+                if r.mode != .fill && (r.gravity != .centre || r.focus != nil) {
+                    throw bad("operations[\(i)].mode", "fill with gravity or focus (fit keeps the whole image)", r.mode.rawValue)
+                }
+                if let f = r.focus, !(f.x.isFinite && f.y.isFinite && (0...1).contains(f.x) && (0...1).contains(f.y)) {
+                    throw bad("operations[\(i)].focus", "x and y as fractions 0...1", "(\(f.x), \(f.y))")
+                }
                 let box = r.pixelBox
                 for (field, v) in [("width", box.width), ("height", box.height)] {
                     if let v, v > 65_500 { throw bad("operations[\(i)].\(field) × scale", "at most 65500 pixels", v) }
@@ -296,18 +302,39 @@ public struct Resize: Codable, Sendable, Equatable {
     /// Display scale factor (2 for "@2x"); values below 1 count as 1.
     public var scale: Double = 1
     public var filter: ResampleFilter = .lanczos3
+    /// `fill`: which part of the image the crop keeps (default centre).
+    public var gravity: Gravity = .centre
+    /// `fill`: the point the crop is centred on, as fractions of the upright image's width
+    /// and height (overrides gravity; the crop stays inside the image).
+    public var focus: FocusPoint?
 
     public init(width: Int?, height: Int?, mode: ContentMode = .fit, upscale: Bool = false, scale: Double = 1,
-                filter: ResampleFilter = .lanczos3) {
+                filter: ResampleFilter = .lanczos3, gravity: Gravity = .centre, focus: FocusPoint? = nil) {
         self.width = width
         self.height = height
         self.mode = mode
         self.upscale = upscale
         self.scale = scale
         self.filter = filter
+        self.gravity = gravity
+        self.focus = focus
     }
 
-    enum CodingKeys: String, CodingKey { case width, height, mode, upscale, scale, filter }
+    enum CodingKeys: String, CodingKey { case width, height, mode, upscale, scale, filter, gravity, focus }
+
+    /// Written as before when gravity and focus are their defaults (a recipe's hash, and so
+    /// incremental reruns, do not change for recipes that do not use them).
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encodeIfPresent(width, forKey: .width)
+        try c.encodeIfPresent(height, forKey: .height)
+        try c.encode(mode, forKey: .mode)
+        try c.encode(upscale, forKey: .upscale)
+        try c.encode(scale, forKey: .scale)
+        try c.encode(filter, forKey: .filter)
+        if gravity != .centre { try c.encode(gravity, forKey: .gravity) }
+        try c.encodeIfPresent(focus, forKey: .focus)
+    }
 
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -317,12 +344,44 @@ public struct Resize: Codable, Sendable, Equatable {
         upscale = try c.decodeIfPresent(Bool.self, forKey: .upscale) ?? false
         scale = try c.decodeIfPresent(Double.self, forKey: .scale) ?? 1
         filter = try c.decodeIfPresent(ResampleFilter.self, forKey: .filter) ?? .lanczos3
+        gravity = try c.decodeIfPresent(Gravity.self, forKey: .gravity) ?? .centre
+        focus = try c.decodeIfPresent(FocusPoint.self, forKey: .focus)
     }
 
     /// The box in pixels.
     var pixelBox: (width: Int?, height: Int?) {
         let s = max(1, scale)
         return (width.map { Int((Double($0) * s).rounded()) }, height.map { Int((Double($0) * s).rounded()) })
+    }
+}
+
+/// Where a `fill` crop sits in the image.
+public enum Gravity: String, Codable, Sendable, CaseIterable {
+    case centre, north, south, east, west, northeast, northwest, southeast, southwest
+
+    /// The crop's position as fractions of the free space (0: left/top, 1: right/bottom).
+    var position: (x: Double, y: Double) {
+        switch self {
+        case .centre: return (0.5, 0.5)
+        case .north: return (0.5, 0)
+        case .south: return (0.5, 1)
+        case .east: return (1, 0.5)
+        case .west: return (0, 0.5)
+        case .northeast: return (1, 0)
+        case .northwest: return (0, 0)
+        case .southeast: return (1, 1)
+        case .southwest: return (0, 1)
+        }
+    }
+}
+
+/// A point of the upright image, as fractions of its width and height.
+public struct FocusPoint: Codable, Sendable, Equatable {
+    public var x: Double
+    public var y: Double
+    public init(x: Double, y: Double) {
+        self.x = x
+        self.y = y
     }
 }
 
