@@ -11,7 +11,7 @@ final class RecipeTests: XCTestCase {
         let json = try r.jsonData()
         let text = String(decoding: json, as: UTF8.self)
         XCTAssertTrue(text.contains("\"format\" : \"tessera.recipe\""))
-        XCTAssertTrue(text.contains("\"version\" : 1"))
+        XCTAssertTrue(text.contains("\"version\" : 2"))
         XCTAssertEqual(try Recipe.decode(json: json), r)
     }
 
@@ -33,7 +33,7 @@ final class RecipeTests: XCTestCase {
             } catch { return "\(error)" }
         }
         XCTAssertTrue(message(#"{"operations": [{"op": "resize", "width": 0}]}"#).contains("operations[0].width"))
-        XCTAssertTrue(message(#"{"operations": [{"op": "blur"}]}"#).contains("unknown operation \"blur\""))
+        XCTAssertTrue(message(#"{"operations": [{"op": "emboss"}]}"#).contains("unknown operation \"emboss\""))
         XCTAssertTrue(message(#"{"format": "other"}"#).contains("format"))
         XCTAssertTrue(message(#"{"version": 7}"#).contains("version"))
         XCTAssertTrue(message(#"{"output": {"quality": "high"}}"#).contains("output.quality"))
