@@ -144,3 +144,33 @@ final class GravityTests: XCTestCase {
         XCTAssertFalse(String(decoding: try plain.jsonData(), as: UTF8.self).contains("gravity"))
     }
 }
+
+/// `pad`: to a size placed by gravity, or by margins, in a colour.
+final class PadTests: XCTestCase {
+    func testPadToASizeAndByMargins() throws {
+        let image = PixelBuffer(width: 40, height: 20, layout: .rgb)
+        image.fill([10, 200, 30])
+        let png = try Codec.encodePNG(image)
+        func render(_ p: Padding) throws -> PixelBuffer {
+            let r = Recipe(name: "p", operations: [.pad(p)], output: OutputSettings(format: .png))
+            return try Renderer.decode(try Renderer.render(png, recipes: [r]).outputs[0].bytes)
+        }
+        let square = try render(Padding(width: 40, height: 40, background: RGBColor(r: 255, g: 0, b: 255)))
+        XCTAssertEqual([square.width, square.height], [40, 40])
+        XCTAssertEqual(square.pixel(x: 20, y: 5), [255, 0, 255], "band above (centred: 10 px)")
+        XCTAssertEqual(square.pixel(x: 20, y: 10), [10, 200, 30], "the image starts at row 10")
+        XCTAssertEqual(square.pixel(x: 20, y: 30), [255, 0, 255], "band below from row 30")
+        let south = try render(Padding(width: 40, height: 40, gravity: .south))
+        XCTAssertEqual(south.pixel(x: 0, y: 19), [255, 255, 255])
+        XCTAssertEqual(south.pixel(x: 0, y: 20), [10, 200, 30], "south: the image at the bottom")
+        let margins = try render(Padding(top: 1, right: 2, bottom: 3, left: 4, background: .black))
+        XCTAssertEqual([margins.width, margins.height], [46, 24])
+        XCTAssertEqual(margins.pixel(x: 3, y: 1), [0, 0, 0])
+        XCTAssertEqual(margins.pixel(x: 4, y: 1), [10, 200, 30])
+        XCTAssertEqual(margins.pixel(x: 43, y: 20), [10, 200, 30])
+        XCTAssertEqual(margins.pixel(x: 44, y: 20), [0, 0, 0])
+        XCTAssertThrowsError(try Recipe.decode(json: Data(#"{"operations":[{"op":"pad","left":-3}]}"#.utf8))) { e in
+            XCTAssertTrue("\(e)".contains("operations[0].left: expected 0...10000, got -3"), "\(e)")
+        }
+    }
+}

@@ -52,7 +52,7 @@ struct OutputPlan: Equatable {
             case .resize(let r): resize = r; continue
             case .rotate(let d): step = .rotation(degrees: d)
             case .flip(let axis): step = axis == .horizontal ? .mirrorHorizontal : .mirrorVertical
-            case .flatten, .sharpen, .blur, .adjust: continue
+            case .flatten, .sharpen, .blur, .adjust, .pad: continue
             }
             if resize == nil { pre = pre.then(step) } else { post = post.then(step) }
         }

@@ -97,6 +97,13 @@ public struct Recipe: Codable, Sendable, Equatable {
                 }
             case .blur(let sigma):
                 guard sigma.isFinite, (0.3...100).contains(sigma) else { throw bad("operations[\(i)].sigma", "0.3...100", sigma) }
+            case .pad(let p):
+                for (field, v) in [("width", p.width ?? 1), ("height", p.height ?? 1)] where !(1...65_500).contains(v) {
+                    throw bad("operations[\(i)].\(field)", "1...65500", v)
+                }
+                for (field, v) in [("top", p.top), ("right", p.right), ("bottom", p.bottom), ("left", p.left)] where !(0...10_000).contains(v) {
+                    throw bad("operations[\(i)].\(field)", "0...10000", v)
+                }
             case .adjust(let a):
                 for (field, v, range) in [("brightness", a.brightness, -1.0...1.0), ("contrast", a.contrast, 0.0...4.0),
                                           ("saturation", a.saturation, 0.0...4.0), ("gamma", a.gamma, 0.1...10.0),
@@ -174,13 +181,15 @@ public enum RecipeOperation: Codable, Sendable, Equatable {
     case blur(sigma: Double)
     /// Colour adjustments on the output-sized image (the Core Image chain's knobs).
     case adjust(ColourAdjustment)
+    /// Extend the output: to a size (the image placed by gravity) or by margins, in a colour.
+    case pad(Padding)
 
     enum CodingKeys: String, CodingKey { case op, degrees, axis, background, sigma }
 
     /// Whether the step works on the output-sized pixels (after resize, orientation and colour).
     public var isFilter: Bool {
         switch self {
-        case .sharpen, .blur, .adjust: return true
+        case .sharpen, .blur, .adjust, .pad: return true
         default: return false
         }
     }
@@ -196,9 +205,10 @@ public enum RecipeOperation: Codable, Sendable, Equatable {
         case "sharpen": self = .sharpen(try UnsharpMask(from: decoder))
         case "blur": self = .blur(sigma: try c.decode(Double.self, forKey: .sigma))
         case "adjust": self = .adjust(try ColourAdjustment(from: decoder))
+        case "pad": self = .pad(try Padding(from: decoder))
         default:
             throw DecodingError.dataCorruptedError(forKey: .op, in: c,
-                debugDescription: "unknown operation \"\(op)\" (expected resize, rotate, flip, flatten, sharpen, blur or adjust)")
+                debugDescription: "unknown operation \"\(op)\" (expected resize, rotate, flip, flatten, sharpen, blur, adjust or pad)")
         }
     }
 
@@ -226,6 +236,9 @@ public enum RecipeOperation: Codable, Sendable, Equatable {
         case .adjust(let a):
             try c.encode("adjust", forKey: .op)
             try a.encode(to: encoder)
+        case .pad(let p):
+            try c.encode("pad", forKey: .op)
+            try p.encode(to: encoder)
         }
     }
 }
@@ -248,6 +261,42 @@ public struct UnsharpMask: Codable, Sendable, Equatable {
         sigma = try c.decodeIfPresent(Double.self, forKey: .sigma) ?? d.sigma
         amount = try c.decodeIfPresent(Double.self, forKey: .amount) ?? d.amount
         threshold = try c.decodeIfPresent(Double.self, forKey: .threshold) ?? d.threshold
+    }
+}
+
+/// Padding: to `width`×`height` (the image placed by `gravity`; a size smaller than the
+/// image leaves that side as it is) and/or by margins, filled with `background`.
+public struct Padding: Codable, Sendable, Equatable {
+    public var width: Int?
+    public var height: Int?
+    public var top = 0
+    public var right = 0
+    public var bottom = 0
+    public var left = 0
+    public var gravity: Gravity = .centre
+    public var background: RGBColor = .white
+    public init(width: Int? = nil, height: Int? = nil, top: Int = 0, right: Int = 0, bottom: Int = 0, left: Int = 0,
+                gravity: Gravity = .centre, background: RGBColor = .white) {
+        self.width = width
+        self.height = height
+        self.top = top
+        self.right = right
+        self.bottom = bottom
+        self.left = left
+        self.gravity = gravity
+        self.background = background
+    }
+    enum CodingKeys: String, CodingKey { case width, height, top, right, bottom, left, gravity, background }
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        width = try c.decodeIfPresent(Int.self, forKey: .width)
+        height = try c.decodeIfPresent(Int.self, forKey: .height)
+        top = try c.decodeIfPresent(Int.self, forKey: .top) ?? 0
+        right = try c.decodeIfPresent(Int.self, forKey: .right) ?? 0
+        bottom = try c.decodeIfPresent(Int.self, forKey: .bottom) ?? 0
+        left = try c.decodeIfPresent(Int.self, forKey: .left) ?? 0
+        gravity = try c.decodeIfPresent(Gravity.self, forKey: .gravity) ?? .centre
+        background = try c.decodeIfPresent(RGBColor.self, forKey: .background) ?? .white
     }
 }
 

@@ -11,6 +11,7 @@ enum Filters {
             case .adjust(let a): adjust(image, a)
             case .blur(let sigma): image = try gaussian(image, sigma: sigma)
             case .sharpen(let u): image = try sharpen(image, u)
+            case .pad(let p): image = try pad(image, p)
             default: continue
             }
         }
@@ -19,6 +20,30 @@ enum Filters {
 
     /// Colour channels of a layout (alpha excluded).
     static func colourChannels(_ layout: PixelLayout) -> Int { layout == .rgba ? 3 : layout.channels }
+
+    // MARK: Padding
+
+    static func pad(_ image: PixelBuffer, _ p: Padding) throws -> PixelBuffer {
+        let innerW = max(image.width, p.width ?? 0), innerH = max(image.height, p.height ?? 0)
+        let g = p.gravity.position
+        let x0 = p.left + Int((Double(innerW - image.width) * g.x).rounded(.down))
+        let y0 = p.top + Int((Double(innerH - image.height) * g.y).rounded(.down))
+        let w = innerW + p.left + p.right, h = innerH + p.top + p.bottom
+        let out = try PixelBuffer.make(width: w, height: h, layout: image.layout)
+        let bg = p.background
+        switch image.layout {
+        case .gray:
+            let luma: Double = 0.2126 * Double(bg.r) + 0.7152 * Double(bg.g) + 0.0722 * Double(bg.b)
+            out.fill([UInt8(luma.rounded())])
+        case .rgb: out.fill([bg.r, bg.g, bg.b])
+        case .rgba: out.fill([bg.r, bg.g, bg.b, 255])
+        }
+        let rowBytes = image.width * image.channels
+        for y in 0..<image.height {
+            (out.row(y + y0) + x0 * image.channels).update(from: image.row(y), count: rowBytes)
+        }
+        return out
+    }
 
     // MARK: Colour
 
