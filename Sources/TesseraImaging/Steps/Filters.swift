@@ -116,37 +116,42 @@ enum Filters {
         return k
     }
 
-    /// The image blurred (separable Gaussian, edges clamped), as floats per channel.
+    /// The image blurred (separable Gaussian, edges clamped), as floats per channel. Both
+    /// passes run along contiguous rows (`dst[j] += k[i] × src[j + offset]`), which the
+    /// compiler vectorises: one padded float row for the horizontal pass, whole rows for
+    /// the vertical one.
     static func blurred(_ image: PixelBuffer, sigma: Double) -> UnsafeMutableBufferPointer<Float> {
-        let w = image.width, h = image.height, ch = image.channels
+        let w = image.width, h = image.height, ch = image.channels, n = w * ch
         let k = kernel(sigma), r = k.count / 2
-        let horizontal = UnsafeMutableBufferPointer<Float>.allocate(capacity: w * h * ch)
-        let out = UnsafeMutableBufferPointer<Float>.allocate(capacity: w * h * ch)
-        defer { horizontal.deallocate() }
+        let horizontal = UnsafeMutableBufferPointer<Float>.allocate(capacity: n * h)
+        let out = UnsafeMutableBufferPointer<Float>.allocate(capacity: n * h)
+        // One source row as floats, with r pixels of its edge repeated on each side.
+        let padded = UnsafeMutableBufferPointer<Float>.allocate(capacity: (w + 2 * r) * ch)
+        defer {
+            horizontal.deallocate()
+            padded.deallocate()
+        }
         k.withUnsafeBufferPointer { k in
             for y in 0..<h {
                 let src = image.row(y)
-                let dst = horizontal.baseAddress! + y * w * ch
-                for x in 0..<w {
-                    for c in 0..<ch {
-                        var acc: Float = 0
-                        for i in -r...r {
-                            let xx = min(w - 1, max(0, x + i))
-                            acc += k[i + r] * Float(src[xx * ch + c])
-                        }
-                        dst[x * ch + c] = acc
-                    }
+                let p = padded.baseAddress!
+                for x in 0..<(w + 2 * r) {
+                    let sx = min(w - 1, max(0, x - r)) * ch
+                    for c in 0..<ch { p[x * ch + c] = Float(src[sx + c]) }
+                }
+                let dst = horizontal.baseAddress! + y * n
+                dst.update(repeating: 0, count: n)
+                for i in 0..<k.count {
+                    let weight = k[i], from = p + i * ch
+                    for j in 0..<n { dst[j] += weight * from[j] }
                 }
             }
             for y in 0..<h {
-                let dst = out.baseAddress! + y * w * ch
-                for x in 0..<(w * ch) {
-                    var acc: Float = 0
-                    for i in -r...r {
-                        let yy = min(h - 1, max(0, y + i))
-                        acc += k[i + r] * horizontal[yy * w * ch + x]
-                    }
-                    dst[x] = acc
+                let dst = out.baseAddress! + y * n
+                dst.update(repeating: 0, count: n)
+                for i in -r...r {
+                    let weight = k[i + r], from = horizontal.baseAddress! + min(h - 1, max(0, y + i)) * n
+                    for j in 0..<n { dst[j] += weight * from[j] }
                 }
             }
         }
