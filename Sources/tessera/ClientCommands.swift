@@ -150,7 +150,7 @@ struct Cancel: ParsableCommand {
 }
 
 struct Results: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Print a job's per-task records (JSON lines or CSV).")
+    static let configuration = CommandConfiguration(abstract: "Print a job's per-task records (JSON lines or CSV), or write its HTML report.")
 
     @Argument(help: "Job id.")
     var id: String
