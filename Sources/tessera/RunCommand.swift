@@ -251,7 +251,10 @@ struct Run: ParsableCommand {
         if s.succeeded > 0 {
             let t = s.taskMilliseconds
             print(String(format: "task time: p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, max %.1f ms", t.p50, t.p95, t.p99, t.max))
-            let shown = Stage.allCases.filter { $0 != .queueWait && $0 != .total }
+            // Network stages only when the job used the network (URL inputs, object storage).
+            let shown = Stage.allCases.filter {
+                $0 != .queueWait && $0 != .total && (($0 != .fetch && $0 != .store) || (s.stageMilliseconds[$0.rawValue] ?? 0) > 0)
+            }
             let shares = shown.map { stage in String(format: "%@ %.0f%%", stage.rawValue, (s.stageShare[stage.rawValue] ?? 0) * 100) }
             print("stages: " + shares.joined(separator: ", "))
             print("bytes: \(formatBytes(s.bytesIn)) in, \(formatBytes(s.bytesOut)) out"
