@@ -298,13 +298,12 @@ extension Coordinator {
         ]
         let events: [String: HTTPService.EventSource] = [
             "/api/events": { _ in
-                let seen = LockedBox(-1)
+                let seen = Locked(-1)
                 return {
                     // Each new snapshot, at most one per publish; a keep-alive comment would do, but a
                     // repeated snapshot every 15 s also heals a client that missed one.
-                    let last = seen.value
-                    let (data, version) = await board.next(after: last, timeout: 15)
-                    seen.value = version
+                    let (data, version) = await board.next(after: seen.current, timeout: 15)
+                    seen.update { $0 = version }
                     return String(decoding: data, as: UTF8.self)
                 }
             },
@@ -319,22 +318,10 @@ extension Coordinator {
               real.hasPrefix(realRoot + "/") else {
             return .text("not an output of this job\n", status: 403)
         }
-        let types = ["jpg": "image/jpeg", "jpeg": "image/jpeg", "png": "image/png", "webp": "image/webp", "avif": "image/avif"]
-        guard let type = types[(real as NSString).pathExtension.lowercased()],
-              let bytes = try? FileIO.read(real, limit: 8 << 20) else {
+        let type = Location.contentType(forExtension: (real as NSString).pathExtension)
+        guard type.hasPrefix("image/"), let bytes = try? FileIO.read(real, limit: 8 << 20) else {
             return .text("not an image output\n", status: 404)
         }
         return HTTPReply(contentType: type, body: bytes)
-    }
-}
-
-/// A value behind a lock, for closures that outlive their caller.
-final class LockedBox<T>: @unchecked Sendable {
-    private var stored: T
-    private let lock = NSLock()
-    init(_ value: T) { stored = value }
-    var value: T {
-        get { lock.lock(); defer { lock.unlock() }; return stored }
-        set { lock.lock(); stored = newValue; lock.unlock() }
     }
 }

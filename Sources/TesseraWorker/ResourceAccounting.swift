@@ -44,15 +44,3 @@ enum ResourceAccounting {
         return 0
     }
 }
-
-/// A value shared between threads, changed under a lock.
-final class LockedValue<Value>: @unchecked Sendable {
-    private var value: Value
-    private let lock = NSLock()
-    init(_ value: Value) { self.value = value }
-    func update(_ change: (inout Value) -> Void) {
-        lock.lock()
-        change(&value)
-        lock.unlock()
-    }
-}

@@ -332,7 +332,7 @@ public final class Worker: @unchecked Sendable {
             (\.cacheHits, counter("tessera_worker_cache_lookups_total", [("result", "hit")])),
             (\.cacheMisses, counter("tessera_worker_cache_lookups_total", [("result", "miss")])),
         ]
-        let published = LockedValue(TransferCounters())
+        let published = Locked(TransferCounters())
         http = try HTTPService(address: config.metricsAddress, port: port, routes: [
             // Alive: the loop turned in the last 10 s.
             "/healthz": { [weak self] _, _ in
