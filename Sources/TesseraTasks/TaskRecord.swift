@@ -154,8 +154,9 @@ public struct TaskRecord: Sendable, Codable {
     // `peakRSSShared: true`. Every field but input and status may be absent (older journals).
     enum CodingKeys: String, CodingKey {
         case type, version, input, status, error, bytesIn, bytesOut, sourceFormat, sourceWidth, sourceHeight, scaleEighths
-        case decodePath, outputs, timings = "timingsMilliseconds", peakRSSBytes, peakRSSShared, worker, tiles, strip, transfer, finishedAt
-        case legacyTimings = "timings"
+        case decodePath, outputs, timings = "timingsMilliseconds", peakRSSBytes, peakRSSShared, worker, tiles, strip, transfer
+        case finishedAt = "finishedUnixSeconds"
+        case legacyTimings = "timings", legacyFinishedAt = "finishedAt"
     }
 
     public init(from decoder: Decoder) throws {
@@ -180,6 +181,7 @@ public struct TaskRecord: Sendable, Codable {
         strip = try c.decodeIfPresent(StripWork.self, forKey: .strip)
         transfer = try c.decodeIfPresent(Transfer.self, forKey: .transfer)
         finishedAt = try c.decodeIfPresent(Double.self, forKey: .finishedAt)
+            ?? c.decodeIfPresent(Double.self, forKey: .legacyFinishedAt)
     }
 
     public func encode(to encoder: Encoder) throws {

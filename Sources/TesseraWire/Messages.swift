@@ -406,6 +406,52 @@ public struct JobStatus: Codable, Sendable, Equatable {
         self.submitted = submitted
         self.finished = finished
     }
+
+    /// Timestamps say their unit in the key (`submittedUnixSeconds`); protocol-4 peers that
+    /// sent `submitted`/`finished` are still read.
+    enum CodingKeys: String, CodingKey {
+        case id, name, kind, priority, state, total, pending, running, succeeded, failed, skipped, cancelled
+        case submitted = "submittedUnixSeconds", finished = "finishedUnixSeconds"
+        case legacySubmitted = "submitted", legacyFinished = "finished"
+    }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        id = try c.decode(String.self, forKey: .id)
+        name = try c.decode(String.self, forKey: .name)
+        kind = try c.decode(JobKind.self, forKey: .kind)
+        priority = try c.decode(Int.self, forKey: .priority)
+        state = try c.decode(State.self, forKey: .state)
+        total = try c.decode(Int.self, forKey: .total)
+        pending = try c.decode(Int.self, forKey: .pending)
+        running = try c.decode(Int.self, forKey: .running)
+        succeeded = try c.decode(Int.self, forKey: .succeeded)
+        failed = try c.decode(Int.self, forKey: .failed)
+        skipped = try c.decode(Int.self, forKey: .skipped)
+        cancelled = try c.decode(Int.self, forKey: .cancelled)
+        submitted = try c.decodeIfPresent(Double.self, forKey: .submitted)
+            ?? c.decode(Double.self, forKey: .legacySubmitted)
+        finished = try c.decodeIfPresent(Double.self, forKey: .finished)
+            ?? c.decodeIfPresent(Double.self, forKey: .legacyFinished)
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(id, forKey: .id)
+        try c.encode(name, forKey: .name)
+        try c.encode(kind, forKey: .kind)
+        try c.encode(priority, forKey: .priority)
+        try c.encode(state, forKey: .state)
+        try c.encode(total, forKey: .total)
+        try c.encode(pending, forKey: .pending)
+        try c.encode(running, forKey: .running)
+        try c.encode(succeeded, forKey: .succeeded)
+        try c.encode(failed, forKey: .failed)
+        try c.encode(skipped, forKey: .skipped)
+        try c.encode(cancelled, forKey: .cancelled)
+        try c.encode(submitted, forKey: .submitted)
+        try c.encodeIfPresent(finished, forKey: .finished)
+    }
 }
 
 public struct StatusReply: Codable, Sendable {

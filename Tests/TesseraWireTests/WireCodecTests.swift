@@ -73,6 +73,26 @@ final class WireCodecTests: XCTestCase {
         XCTAssertEqual(try roundTrip(Envelope(MessageType.submit, json: SubmitRequest(job: spec))).decode(SubmitRequest.self).job, spec)
     }
 
+    func testStatusTimesSayTheirUnitAndOldKeysStillLoad() throws {
+        let status = JobStatus(id: "j-1", name: "n", kind: .thumbnail, priority: 0, state: .succeeded, total: 2, pending: 0,
+                               running: 0, succeeded: 2, failed: 0, skipped: 0, cancelled: 0, submitted: 1_700_000_000.5,
+                               finished: 1_700_000_002)
+        let json = try XCTUnwrap(JSONSerialization.jsonObject(with: JSONEncoder().encode(status)) as? [String: Any])
+        XCTAssertEqual(json["submittedUnixSeconds"] as? Double, 1_700_000_000.5)
+        XCTAssertEqual(json["finishedUnixSeconds"] as? Double, 1_700_000_002)
+        XCTAssertNil(json["submitted"])
+        XCTAssertEqual(try JSONDecoder().decode(JobStatus.self, from: JSONEncoder().encode(status)), status)
+        let old = Data(#"{"id":"j-1","name":"n","kind":"thumbnail","priority":0,"state":"succeeded","total":2,"pending":0,"running":0,"succeeded":2,"failed":0,"skipped":0,"cancelled":0,"submitted":1700000000.5,"finished":1700000002}"#.utf8)
+        XCTAssertEqual(try JSONDecoder().decode(JobStatus.self, from: old), status)
+
+        var record = TaskRecord(input: "a.jpg", status: .succeeded)
+        record.finishedAt = 1_700_000_003
+        let r = try XCTUnwrap(JSONSerialization.jsonObject(with: JSONEncoder().encode(record)) as? [String: Any])
+        XCTAssertEqual(r["finishedUnixSeconds"] as? Double, 1_700_000_003)
+        let oldRecord = Data(#"{"input":"a.jpg","status":"succeeded","finishedAt":1700000003}"#.utf8)
+        XCTAssertEqual(try JSONDecoder().decode(TaskRecord.self, from: oldRecord).finishedAt, 1_700_000_003)
+    }
+
     func testEveryTruncationIsAWireError() throws {
         for e in [TaskAssignment.envelope(assignments), TaskReport.envelope([report])] {
             for n in 0..<e.body.count {
