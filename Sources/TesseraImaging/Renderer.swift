@@ -195,9 +195,9 @@ public enum Renderer {
         precondition(!recipes.isEmpty, "render needs at least one recipe")
         for r in recipes { try r.validate() }
         let source = try SourceDecoder(bytes: bytes, options: options)
-        let plans = recipes.map {
-            OutputPlan(recipe: $0, storedSize: source.storedSize, exifOrientation: source.orientation,
-                       policy: options.scalePolicy)
+        let plans = try recipes.map {
+            try OutputPlan(recipe: $0, storedSize: source.storedSize, exifOrientation: source.orientation,
+                           policy: options.scalePolicy)
         }
         // HEIF: a thumbnail item that covers every output is decoded instead of the primary
         // image (the primary's size stays the one reported).
@@ -219,10 +219,11 @@ public enum Renderer {
                     throw ImagingError(.corrupt, "unusable EXIF thumbnail")
                 }
                 t.inherit(from: main)  // the image's orientation, profile and metadata
-                let thumbPlans = recipes.map {
-                    OutputPlan(recipe: $0, storedSize: t.storedSize, exifOrientation: t.orientation, policy: o.scalePolicy)
+                let thumbPlans = try recipes.map {
+                    try OutputPlan(recipe: $0, storedSize: t.storedSize, exifOrientation: t.orientation, policy: o.scalePolicy)
                 }
-                var stage = try decodeAndFinish(source: t, plans: thumbPlans, recipes: recipes, options: o, clock: clock)
+                var stage = try decodeAndFinish(source: t, plans: thumbPlans, recipes: recipes, options: o, clock: clock,
+                                                reopen: nil)
                 stage.decodePath = .exifThumbnail
                 stage.summary = stage.summary.replacingStoredSize(main.storedSize)
                 return stage
@@ -230,7 +231,9 @@ public enum Renderer {
                 return stage
             }
         }
-        return try decodeAndFinish(source: source, plans: plans, recipes: recipes, options: options, clock: clock)
+        return try decodeAndFinish(source: source, plans: plans, recipes: recipes, options: options, clock: clock) {
+            try SourceDecoder(bytes: bytes, options: options)
+        }
     }
 
     /// The smallest HEIF thumbnail with the image's aspect that has at least as many pixels
@@ -263,6 +266,7 @@ public enum Renderer {
         let decodedW = (stored.width * scaleEighths + 7) / 8, decodedH = (stored.height * scaleEighths + 7) / 8
         let channels = max(3, source.channels)
         var bytes = decodedW * channels * 64 + (8 << 20)  // row batches, tables, libjpeg/libpng state
+        if plans.contains(where: \.needsAnalysis) { bytes += decodedW * decodedH * channels }  // analysed whole
         if source.format == .png || source.format == .webp { bytes += decodedW * decodedH * channels }  // decoded whole
         if let perPixel = source.heifDecodeBytesPerPixel {
             bytes += Int(Double(decodedW * decodedH) * perPixel)  // libheif decodes whole
@@ -276,10 +280,19 @@ public enum Renderer {
         return bytes
     }
 
-    private static func decodeAndFinish(source: SourceDecoder, plans: [OutputPlan], recipes: [Recipe],
-                                        options: RenderOptions, clock: Stopwatch) throws -> Stage {
+    /// Decodes once at the largest scale any output needs, streaming rows into one resampler
+    /// per output. Plans that choose their region from the pixels (trim, attention) get the
+    /// image decoded whole at that scale first, are planned again from its analysis, and are
+    /// resampled from it — or, when the analysed region needs a larger scale, from a second
+    /// decode (`reopen`) at that scale.
+    private static func decodeAndFinish(source first: SourceDecoder, plans provisional: [OutputPlan], recipes: [Recipe],
+                                        options: RenderOptions, clock: Stopwatch,
+                                        reopen: (() throws -> SourceDecoder)?) throws -> Stage {
         // JPEG (scaled IDCT) and WebP (libwebp's scaler) decode smaller; the others whole.
-        let scale = source.format == .jpeg || source.format == .webp ? plans.map(\.minimumScaleEighths).max()! : 8
+        var source = first
+        var plans = provisional
+        let scalable = source.format == .jpeg || source.format == .webp
+        var scale = scalable ? plans.map(\.minimumScaleEighths).max()! : 8
         for plan in plans { try options.limits.checkDimensions(plan.outputSize) }
         if options.limits.maxMemoryBytes > 0 {
             let need = plannedPeakBytes(source: source, plans: plans, scaleEighths: scale)
@@ -289,12 +302,35 @@ public enum Renderer {
             }
         }
 
+        var timings = StageTimings()
+        timings.decode = clock.milliseconds  // the header and the plans
+        let batchRows = 16
+        var whole: PixelBuffer?
+        if plans.contains(where: \.needsAnalysis) {
+            let lap = clock.milliseconds
+            let image = try decodeWhole(source, scaleEighths: scale, limits: options.limits)
+            timings.decode += clock.milliseconds - lap
+            let planned = clock.milliseconds
+            let analysis = SourceAnalysis(image: image, storedSize: source.storedSize)
+            defer { timings.resize += clock.milliseconds - planned }  // analysis and placement count as cropping
+            plans = try recipes.map {
+                try OutputPlan(recipe: $0, storedSize: source.storedSize, exifOrientation: source.orientation,
+                               policy: options.scalePolicy, analysis: analysis)
+            }
+            for plan in plans { try options.limits.checkDimensions(plan.outputSize) }
+            let need = scalable ? plans.map(\.minimumScaleEighths).max()! : 8
+            if need > scale, let reopen {
+                source = try reopen()
+                scale = need
+            } else {
+                whole = image
+            }
+        }
+
         // Decode once, streaming rows into every output's resampler. Every row is read,
         // even past the last one an output needs, so damage at the end is reported.
-        var timings = StageTimings()
-        let batchRows = 16
-        try source.start(scaleEighths: scale, maxBatchRows: batchRows)
-        let decoded = source.decodedSize
+        if whole == nil { try source.start(scaleEighths: scale, maxBatchRows: batchRows) }
+        let decoded = whole.map { Size(width: $0.width, height: $0.height) } ?? source.decodedSize
         try options.limits.checkDimensions(decoded)
         // libjpeg maps each 8x8 block to m x m pixels: the geometry is exactly m/8
         // (the last, partial block rounds the decoded size up).
@@ -306,23 +342,28 @@ public enum Renderer {
                       region: plan.storedRegion.scaled(x: sx, y: sy),
                       outputSize: plan.storedOutputSize, filter: plan.filter)
         }
-        let stride = decoded.width * source.channels
-        let batch = UnsafeMutablePointer<UInt8>.allocate(capacity: stride * batchRows)
-        defer { batch.deallocate() }
-        var lap = clock.milliseconds
-        timings.decode = lap
-        while true {
-            let n = try source.read(into: batch, stride: stride, maxRows: batchRows)
-            let t1 = clock.milliseconds
-            timings.decode += t1 - lap
-            if n == 0 { break }
-            for r in resamplers { r.consume(batch, stride: stride, count: n) }
-            lap = clock.milliseconds
-            timings.resize += lap - t1
+        if let whole {
+            let t0 = clock.milliseconds
+            for r in resamplers { r.consume(whole.base, stride: whole.stride, count: whole.height) }
+            timings.resize += clock.milliseconds - t0
+        } else {
+            let stride = decoded.width * source.channels
+            let batch = UnsafeMutablePointer<UInt8>.allocate(capacity: stride * batchRows)
+            defer { batch.deallocate() }
+            var lap = clock.milliseconds
+            while true {
+                let n = try source.read(into: batch, stride: stride, maxRows: batchRows)
+                let t1 = clock.milliseconds
+                timings.decode += t1 - lap
+                if n == 0 { break }
+                for r in resamplers { r.consume(batch, stride: stride, count: n) }
+                lap = clock.milliseconds
+                timings.resize += lap - t1
+            }
+            let t2 = clock.milliseconds
+            try source.finish()
+            timings.decode += clock.milliseconds - t2
         }
-        let t2 = clock.milliseconds
-        try source.finish()
-        timings.decode += clock.milliseconds - t2
 
         // Colour: convert from a non-sRGB RGB profile unless the output keeps it.
         var profile: ICCProfile?
@@ -356,6 +397,23 @@ public enum Renderer {
                      copyright: source.exif?.copyright, scaleEighths: source.scaleEighths, decodedSize: decoded,
                      timings: timings,
                      decodePath: decodePath(source, fastMode: options.fastMode))
+    }
+
+    /// The whole image at `scaleEighths`, stored orientation (for analysis).
+    static func decodeWhole(_ source: SourceDecoder, scaleEighths: Int, limits: Limits) throws -> PixelBuffer {
+        try source.start(scaleEighths: scaleEighths, maxBatchRows: 16)
+        let size = source.decodedSize
+        try limits.checkDimensions(size)
+        let layout: PixelLayout = source.channels == 1 ? .gray : source.channels == 3 ? .rgb : .rgba
+        let image = try PixelBuffer.make(width: size.width, height: size.height, layout: layout)
+        var y = 0
+        while y < size.height {
+            let n = try source.read(into: image.row(y), stride: image.stride, maxRows: min(16, size.height - y))
+            if n == 0 { break }
+            y += n
+        }
+        try source.finish()
+        return image
     }
 
     static func decodePath(_ source: SourceDecoder, fastMode: Bool) -> DecodePath {

@@ -47,8 +47,14 @@ struct Render: ParsableCommand {
     @Flag(help: "Remove all metadata (the default; overrides a preset's keep).")
     var strip = false
 
-    @Option(help: "With --fit fill: the part kept — centre, north, south, east, west, northeast, northwest, southeast, southwest.")
+    @Option(help: "With --fit fill or --crop W:H: the part kept — centre, north, south, east, west, northeast, northwest, southeast, southwest, or attention (where detail, colour and skin tones are).")
     var gravity: String?
+
+    @Option(help: "Crop before resizing: an aspect ratio W:H (placed by --gravity), or X,Y,W,H in pixels (fractions of the image when all are at most 1 and one has a decimal point).")
+    var crop: String?
+
+    @Flag(help: "Remove uniform borders (the top-left pixel's colour, within 10 of 255) before resizing.")
+    var trim = false
 
     @Option(help: "Sharpen after resizing: unsharp mask of this sigma (e.g. 0.8), amount 0.6, threshold 2.")
     var sharpen: Double?
@@ -123,8 +129,9 @@ struct Render: ParsableCommand {
             outputs.append(.init(name: name, recipe: r))
         }
         let adHoc = size != nil || fit != nil || quality != nil || format != nil || keep != nil || strip || sharpen != nil || blur != nil || gravity != nil
+            || crop != nil || trim
         if outputs.isEmpty {
-            guard size != nil else {
+            guard size != nil || crop != nil || trim else {
                 throw ValidationError("give a size (-s 256), a preset (-p thumbnail) or a recipe (-r FILE)")
             }
             var r = Recipe(name: "render", operations: [], output: OutputSettings(format: .original, quality: 0.8))
@@ -171,6 +178,7 @@ struct Render: ParsableCommand {
             }
             return g
         }
+        let cropValue = try crop.map(Render.parseCrop)
         if let q = quality, !(q.isFinite && (0...1).contains(q)) {
             throw ValidationError("--quality must be 0...1\(Recipe.qualityHint(q)), got \(q)")
         }
@@ -188,9 +196,14 @@ struct Render: ParsableCommand {
                 resize.mode = mode
                 r.operations = r.operations.map { if case .resize = $0 { return .resize(resize) } else { return $0 } }
             }
-            if let gravityValue {
+            if var c = cropValue {
+                if c.aspect != nil, let gravityValue { c.gravity = gravityValue }
+                r.operations.insert(.crop(c), at: 0)
+            }
+            if trim { r.operations.insert(.trim(Trim()), at: 0) }
+            if let gravityValue, cropValue?.aspect == nil {
                 guard var resize = r.resize, resize.mode == .fill else {
-                    throw ValidationError("--gravity places a fill crop: add --fit fill (or use a preset that fills)")
+                    throw ValidationError("--gravity places a fill crop or an aspect crop: add --fit fill or --crop W:H")
                 }
                 resize.gravity = gravityValue
                 r.operations = r.operations.map { if case .resize = $0 { return .resize(resize) } else { return $0 } }
@@ -208,6 +221,23 @@ struct Render: ParsableCommand {
             do { try r.validate() } catch let e as ImagingError { throw ValidationError(e.reason) }
             return .init(name: o.name, recipe: r)
         }
+    }
+
+    /// `16:9` (an aspect ratio), or `X,Y,W,H` (pixels; fractions when all are ≤ 1 and one
+    /// has a decimal point).
+    static func parseCrop(_ text: String) throws -> Crop {
+        if text.contains(":") {
+            guard let ratio = Crop.parseAspect(text) else {
+                throw ValidationError("--crop W:H needs two positive numbers, got \"\(text)\"")
+            }
+            return Crop(aspect: ratio)
+        }
+        let parts = text.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }
+        guard parts.count == 4, let x = parts[0], let y = parts[1], let w = parts[2], let h = parts[3] else {
+            throw ValidationError("--crop takes W:H or X,Y,W,H, got \"\(text)\"")
+        }
+        let fractions = [x, y, w, h].allSatisfy { $0 <= 1 } && text.contains(".")
+        return Crop(x: x, y: y, width: w, height: h, units: fractions ? .fractions : .pixels)
     }
 
     /// `256` (a 256×256 box), `640x480`, `640x` (width only) or `x480` (height only).

@@ -150,4 +150,10 @@ public struct Rect: Hashable, Sendable, CustomStringConvertible {
         Rect(x: x * sx, y: y * sy, width: width * sx, height: height * sy)
     }
     public var description: String { "(\(x), \(y), \(width)x\(height))" }
+    /// The overlap of two rectangles, nil when they do not overlap.
+    public func intersection(_ o: Rect) -> Rect? {
+        let x0 = max(x, o.x), y0 = max(y, o.y)
+        let x1 = min(x + width, o.x + o.width), y1 = min(y + height, o.y + o.height)
+        return x1 > x0 && y1 > y0 ? Rect(x: x0, y: y0, width: x1 - x0, height: y1 - y0) : nil
+    }
 }

@@ -11,7 +11,8 @@ import Foundation
 /// ```
 public struct Recipe: Codable, Sendable, Equatable {
     public static let formatIdentifier = "tessera.recipe"
-    /// 2: the filter operations (`sharpen`, `blur`, `adjust`); version 1 recipes still load.
+    /// 2: the filter operations (`crop`, `trim`, `sharpen`, `blur`, `adjust`, `pad`, `overlay`);
+    /// version 1 recipes still load.
     public static let currentVersion = 2
 
     public var format: String = Recipe.formatIdentifier
@@ -85,6 +86,20 @@ public struct Recipe: Codable, Sendable, Equatable {
                 for (field, v) in [("width", box.width), ("height", box.height)] {
                     if let v, v > 65_500 { throw bad("operations[\(i)].\(field) × scale", "at most 65500 pixels", v) }
                 }
+            case .crop(let c):
+                guard resizes == 0 else { throw bad("operations[\(i)]", "crop before the resize (it chooses what is resized)", "crop after it") }
+                try c.validate { bad("operations[\(i)].\($0)", $1, $2) }
+            case .trim(let t):
+                guard resizes == 0 else { throw bad("operations[\(i)]", "trim before the resize", "trim after it") }
+                guard t.threshold.isFinite, (0...255).contains(t.threshold) else {
+                    throw bad("operations[\(i)].threshold", "0...255", t.threshold)
+                }
+            case .overlay(let o):
+                guard !o.path.isEmpty, !o.path.contains("\0") else { throw bad("operations[\(i)].path", "a file path", "\"\(o.path)\"") }
+                guard o.opacity.isFinite, (0...1).contains(o.opacity) else { throw bad("operations[\(i)].opacity", "0...1", o.opacity) }
+                if let w = o.width { guard w.isFinite, w > 0, w <= 1 else { throw bad("operations[\(i)].width", "0...1 (of the output's width)", w) } }
+                guard (0...10_000).contains(o.margin) else { throw bad("operations[\(i)].margin", "0...10000", o.margin) }
+                guard o.gravity != .attention else { throw bad("operations[\(i)].gravity", "a fixed position", "attention") }
             case .rotate(let degrees):
                 guard degrees % 90 == 0 else { throw bad("operations[\(i)].degrees", "a multiple of 90", degrees) }
             case .flip, .flatten:
@@ -104,10 +119,12 @@ public struct Recipe: Codable, Sendable, Equatable {
                 for (field, v) in [("top", p.top), ("right", p.right), ("bottom", p.bottom), ("left", p.left)] where !(0...10_000).contains(v) {
                     throw bad("operations[\(i)].\(field)", "0...10000", v)
                 }
+                guard p.gravity != .attention else { throw bad("operations[\(i)].gravity", "a fixed position", "attention") }
             case .adjust(let a):
                 for (field, v, range) in [("brightness", a.brightness, -1.0...1.0), ("contrast", a.contrast, 0.0...4.0),
                                           ("saturation", a.saturation, 0.0...4.0), ("gamma", a.gamma, 0.1...10.0),
-                                          ("exposure", a.exposure, -8.0...8.0), ("sepia", a.sepia, 0.0...1.0)] {
+                                          ("exposure", a.exposure, -8.0...8.0), ("sepia", a.sepia, 0.0...1.0),
+                                          ("tintAmount", a.tintAmount, 0.0...1.0), ("vignette", a.vignette, 0.0...1.0)] {
                     guard v.isFinite, range.contains(v) else {
                         throw bad("operations[\(i)].\(field)", "\(range.lowerBound)...\(range.upperBound)", v)
                     }
@@ -181,15 +198,34 @@ public enum RecipeOperation: Codable, Sendable, Equatable {
     case blur(sigma: Double)
     /// Colour adjustments on the output-sized image (the Core Image chain's knobs).
     case adjust(ColourAdjustment)
-    /// Extend the output: to a size (the image placed by gravity) or by margins, in a colour.
+    /// Extend the output: to a size (the image placed by gravity) or by margins, in a colour
+    /// or a blurred copy of the image.
     case pad(Padding)
+    /// Cut a rectangle, or the largest window of an aspect ratio placed by gravity, a focus
+    /// point or attention, out of the upright image before the resize.
+    case crop(Crop)
+    /// Remove borders of one colour (the top-left pixel's, within a threshold) before the resize.
+    case trim(Trim)
+    /// Composite a PNG or JPEG watermark on the output.
+    case overlay(Overlay)
 
     enum CodingKeys: String, CodingKey { case op, degrees, axis, background, sigma }
 
     /// Whether the step works on the output-sized pixels (after resize, orientation and colour).
     public var isFilter: Bool {
         switch self {
-        case .sharpen, .blur, .adjust, .pad: return true
+        case .sharpen, .blur, .adjust, .pad, .overlay: return true
+        default: return false
+        }
+    }
+
+    /// Whether the step chooses the region from the pixels themselves (the image is analysed
+    /// at the decode scale before it is resized).
+    var needsAnalysis: Bool {
+        switch self {
+        case .trim: return true
+        case .crop(let c): return c.aspect != nil && c.gravity == .attention && c.focus == nil
+        case .resize(let r): return r.mode == .fill && r.gravity == .attention && r.focus == nil
         default: return false
         }
     }
@@ -206,9 +242,12 @@ public enum RecipeOperation: Codable, Sendable, Equatable {
         case "blur": self = .blur(sigma: try c.decode(Double.self, forKey: .sigma))
         case "adjust": self = .adjust(try ColourAdjustment(from: decoder))
         case "pad": self = .pad(try Padding(from: decoder))
+        case "crop": self = .crop(try Crop(from: decoder))
+        case "trim": self = .trim(try Trim(from: decoder))
+        case "overlay": self = .overlay(try Overlay(from: decoder))
         default:
             throw DecodingError.dataCorruptedError(forKey: .op, in: c,
-                debugDescription: "unknown operation \"\(op)\" (expected resize, rotate, flip, flatten, sharpen, blur, adjust or pad)")
+                debugDescription: "unknown operation \"\(op)\" (expected \(RecipeOperation.names.joined(separator: ", ")))")
         }
     }
 
@@ -239,7 +278,164 @@ public enum RecipeOperation: Codable, Sendable, Equatable {
         case .pad(let p):
             try c.encode("pad", forKey: .op)
             try p.encode(to: encoder)
+        case .crop(let v):
+            try c.encode("crop", forKey: .op)
+            try v.encode(to: encoder)
+        case .trim(let v):
+            try c.encode("trim", forKey: .op)
+            try v.encode(to: encoder)
+        case .overlay(let v):
+            try c.encode("overlay", forKey: .op)
+            try v.encode(to: encoder)
         }
+    }
+
+    public static let names = ["resize", "crop", "trim", "rotate", "flip", "flatten", "sharpen", "blur", "adjust", "pad", "overlay"]
+}
+
+/// A crop before the resize, in the upright image (after EXIF orientation and the rotations
+/// and flips before the resize; after a `trim`, of the trimmed image): either a rectangle
+/// (`x`, `y`, `width`, `height` in `units`), or `aspect` (width ÷ height, e.g. 1.7778, or
+/// "16:9") — the largest window of that shape, placed by `focus` (fractions of the image)
+/// or `gravity` (including `attention`: where edges, saturated colour and skin tones are).
+public struct Crop: Codable, Sendable, Equatable {
+    public enum Units: String, Codable, Sendable { case pixels, fractions }
+    public var x: Double?
+    public var y: Double?
+    public var width: Double?
+    public var height: Double?
+    public var units: Units = .pixels
+    public var aspect: Double?
+    public var gravity: Gravity = .centre
+    public var focus: FocusPoint?
+
+    public init(x: Double? = nil, y: Double? = nil, width: Double? = nil, height: Double? = nil, units: Units = .pixels,
+                aspect: Double? = nil, gravity: Gravity = .centre, focus: FocusPoint? = nil) {
+        self.x = x
+        self.y = y
+        self.width = width
+        self.height = height
+        self.units = units
+        self.aspect = aspect
+        self.gravity = gravity
+        self.focus = focus
+    }
+
+    enum CodingKeys: String, CodingKey { case x, y, width, height, units, aspect, gravity, focus }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        x = try c.decodeIfPresent(Double.self, forKey: .x)
+        y = try c.decodeIfPresent(Double.self, forKey: .y)
+        width = try c.decodeIfPresent(Double.self, forKey: .width)
+        height = try c.decodeIfPresent(Double.self, forKey: .height)
+        units = try c.decodeIfPresent(Units.self, forKey: .units) ?? .pixels
+        if let text = try? c.decodeIfPresent(String.self, forKey: .aspect) {
+            guard let ratio = Crop.parseAspect(text) else {
+                throw DecodingError.dataCorruptedError(forKey: .aspect, in: c,
+                                                       debugDescription: "expected a ratio like \"16:9\" or 1.5, got \"\(text)\"")
+            }
+            aspect = ratio
+        } else {
+            aspect = try c.decodeIfPresent(Double.self, forKey: .aspect)
+        }
+        gravity = try c.decodeIfPresent(Gravity.self, forKey: .gravity) ?? .centre
+        focus = try c.decodeIfPresent(FocusPoint.self, forKey: .focus)
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encodeIfPresent(x, forKey: .x)
+        try c.encodeIfPresent(y, forKey: .y)
+        try c.encodeIfPresent(width, forKey: .width)
+        try c.encodeIfPresent(height, forKey: .height)
+        if aspect == nil { try c.encode(units, forKey: .units) }
+        try c.encodeIfPresent(aspect, forKey: .aspect)
+        if aspect != nil && gravity != .centre { try c.encode(gravity, forKey: .gravity) }
+        try c.encodeIfPresent(focus, forKey: .focus)
+    }
+
+    /// "16:9", "4/3", "1.5".
+    public static func parseAspect(_ text: String) -> Double? {
+        let parts = text.split(whereSeparator: { $0 == ":" || $0 == "/" || $0 == "x" }).map { Double($0.trimmingCharacters(in: .whitespaces)) }
+        let value: Double?
+        switch parts.count {
+        case 1: value = parts[0]
+        case 2: value = parts[0].flatMap { a in parts[1].map { a / $0 } }
+        default: value = nil
+        }
+        guard let v = value, v.isFinite, v > 0 else { return nil }
+        return v
+    }
+
+    func validate(_ bad: (String, String, Any) -> ImagingError) throws {
+        if let aspect {
+            guard x == nil, y == nil, width == nil, height == nil else {
+                throw bad("aspect", "either aspect or a rectangle (x, y, width, height)", "both")
+            }
+            guard aspect.isFinite, (0.01...100).contains(aspect) else { throw bad("aspect", "0.01...100 (width ÷ height)", aspect) }
+            if let f = focus, !(f.x.isFinite && f.y.isFinite && (0...1).contains(f.x) && (0...1).contains(f.y)) {
+                throw bad("focus", "x and y as fractions 0...1", "(\(f.x), \(f.y))")
+            }
+            return
+        }
+        guard gravity == .centre, focus == nil else { throw bad("gravity", "gravity or focus only with aspect", gravity.rawValue) }
+        guard let width, let height else { throw bad("width", "width and height (or aspect)", "missing") }
+        let limit = units == .fractions ? 1.0 : 65_500
+        for (field, v) in [("x", x ?? 0), ("y", y ?? 0)] where !(v.isFinite && (0..<limit).contains(v)) {
+            throw bad(field, units == .fractions ? "0...1 (a fraction)" : "0...65500 pixels", v)
+        }
+        for (field, v) in [("width", width), ("height", height)] where !(v.isFinite && v > 0 && v <= limit) {
+            throw bad(field, units == .fractions ? "a fraction above 0, at most 1" : "1...65500 pixels", v)
+        }
+        if units == .fractions {
+            if (x ?? 0) + width > 1 + 1e-9 { throw bad("width", "x + width ≤ 1", (x ?? 0) + width) }
+            if (y ?? 0) + height > 1 + 1e-9 { throw bad("height", "y + height ≤ 1", (y ?? 0) + height) }
+        }
+    }
+}
+
+/// Borders of one colour removed: rows and columns from each edge whose every pixel is
+/// within `threshold` (0…255, per channel) of `background` (default: the top-left pixel).
+public struct Trim: Codable, Sendable, Equatable {
+    public var threshold: Double = 10
+    public var background: RGBColor?
+    public init(threshold: Double = 10, background: RGBColor? = nil) {
+        self.threshold = threshold
+        self.background = background
+    }
+    enum CodingKeys: String, CodingKey { case threshold, background }
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        threshold = try c.decodeIfPresent(Double.self, forKey: .threshold) ?? 10
+        background = try c.decodeIfPresent(RGBColor.self, forKey: .background)
+    }
+}
+
+/// A watermark (PNG with transparency, or JPEG) composited on the output at `gravity`,
+/// `margin` pixels in from the edges, at `opacity`, `width` as a fraction of the output's
+/// width (its own size when absent). Read once per process and kept (by path).
+public struct Overlay: Codable, Sendable, Equatable {
+    public var path: String
+    public var gravity: Gravity = .southeast
+    public var margin = 0
+    public var opacity = 1.0
+    public var width: Double?
+    public init(path: String, gravity: Gravity = .southeast, margin: Int = 0, opacity: Double = 1, width: Double? = nil) {
+        self.path = path
+        self.gravity = gravity
+        self.margin = margin
+        self.opacity = opacity
+        self.width = width
+    }
+    enum CodingKeys: String, CodingKey { case path, gravity, margin, opacity, width }
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        path = try c.decode(String.self, forKey: .path)
+        gravity = try c.decodeIfPresent(Gravity.self, forKey: .gravity) ?? .southeast
+        margin = try c.decodeIfPresent(Int.self, forKey: .margin) ?? 0
+        opacity = try c.decodeIfPresent(Double.self, forKey: .opacity) ?? 1
+        width = try c.decodeIfPresent(Double.self, forKey: .width)
     }
 }
 
@@ -275,8 +471,12 @@ public struct Padding: Codable, Sendable, Equatable {
     public var left = 0
     public var gravity: Gravity = .centre
     public var background: RGBColor = .white
+    /// `blur`: the added area shows the image itself, enlarged to cover it and blurred.
+    public var fill: Fill = .colour
+    public enum Fill: String, Codable, Sendable { case colour, blur }
     public init(width: Int? = nil, height: Int? = nil, top: Int = 0, right: Int = 0, bottom: Int = 0, left: Int = 0,
-                gravity: Gravity = .centre, background: RGBColor = .white) {
+                gravity: Gravity = .centre, background: RGBColor = .white, fill: Fill = .colour) {
+        self.fill = fill
         self.width = width
         self.height = height
         self.top = top
@@ -286,7 +486,7 @@ public struct Padding: Codable, Sendable, Equatable {
         self.gravity = gravity
         self.background = background
     }
-    enum CodingKeys: String, CodingKey { case width, height, top, right, bottom, left, gravity, background }
+    enum CodingKeys: String, CodingKey { case width, height, top, right, bottom, left, gravity, background, fill }
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         width = try c.decodeIfPresent(Int.self, forKey: .width)
@@ -297,12 +497,26 @@ public struct Padding: Codable, Sendable, Equatable {
         left = try c.decodeIfPresent(Int.self, forKey: .left) ?? 0
         gravity = try c.decodeIfPresent(Gravity.self, forKey: .gravity) ?? .centre
         background = try c.decodeIfPresent(RGBColor.self, forKey: .background) ?? .white
+        fill = try c.decodeIfPresent(Fill.self, forKey: .fill) ?? .colour
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encodeIfPresent(width, forKey: .width)
+        try c.encodeIfPresent(height, forKey: .height)
+        for (key, v) in [(CodingKeys.top, top), (.right, right), (.bottom, bottom), (.left, left)] where v != 0 {
+            try c.encode(v, forKey: key)
+        }
+        try c.encode(gravity, forKey: .gravity)
+        if fill == .colour { try c.encode(background, forKey: .background) } else { try c.encode(fill, forKey: .fill) }
     }
 }
 
 /// Colour adjustments, applied in this order: exposure (stops, in linear light),
-/// brightness (added, −1…1), contrast (around mid-grey), saturation (0 = grey), gamma,
-/// sepia (0…1 mix). Identity values leave pixels unchanged.
+/// brightness (added, −1…1), contrast (around mid-grey), saturation (0 = grey; `grayscale`
+/// is saturation 0), gamma, sepia (0…1 mix), tint (the luminance in `tint`'s colour, mixed
+/// by `tintAmount`), vignette (0…1: how dark the corners get). Identity values leave pixels
+/// unchanged.
 public struct ColourAdjustment: Codable, Sendable, Equatable {
     public var exposure: Double = 0
     public var brightness: Double = 0
@@ -310,24 +524,48 @@ public struct ColourAdjustment: Codable, Sendable, Equatable {
     public var saturation: Double = 1
     public var gamma: Double = 1
     public var sepia: Double = 0
+    public var tint: RGBColor?
+    public var tintAmount: Double = 0
+    public var vignette: Double = 0
     public init(exposure: Double = 0, brightness: Double = 0, contrast: Double = 1, saturation: Double = 1,
-                gamma: Double = 1, sepia: Double = 0) {
+                gamma: Double = 1, sepia: Double = 0, tint: RGBColor? = nil, tintAmount: Double = 0, vignette: Double = 0) {
         self.exposure = exposure
         self.brightness = brightness
         self.contrast = contrast
         self.saturation = saturation
         self.gamma = gamma
         self.sepia = sepia
+        self.tint = tint
+        self.tintAmount = tint == nil ? 0 : tintAmount
+        self.vignette = vignette
     }
-    enum CodingKeys: String, CodingKey { case exposure, brightness, contrast, saturation, gamma, sepia }
+    enum CodingKeys: String, CodingKey { case exposure, brightness, contrast, saturation, gamma, sepia, grayscale, tint, tintAmount, vignette }
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         exposure = try c.decodeIfPresent(Double.self, forKey: .exposure) ?? 0
         brightness = try c.decodeIfPresent(Double.self, forKey: .brightness) ?? 0
         contrast = try c.decodeIfPresent(Double.self, forKey: .contrast) ?? 1
         saturation = try c.decodeIfPresent(Double.self, forKey: .saturation) ?? 1
+        if try c.decodeIfPresent(Bool.self, forKey: .grayscale) == true { saturation = 0 }
         gamma = try c.decodeIfPresent(Double.self, forKey: .gamma) ?? 1
         sepia = try c.decodeIfPresent(Double.self, forKey: .sepia) ?? 0
+        tint = try c.decodeIfPresent(RGBColor.self, forKey: .tint)
+        tintAmount = try c.decodeIfPresent(Double.self, forKey: .tintAmount) ?? (tint == nil ? 0 : 1)
+        vignette = try c.decodeIfPresent(Double.self, forKey: .vignette) ?? 0
+    }
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(exposure, forKey: .exposure)
+        try c.encode(brightness, forKey: .brightness)
+        try c.encode(contrast, forKey: .contrast)
+        try c.encode(saturation, forKey: .saturation)
+        try c.encode(gamma, forKey: .gamma)
+        try c.encode(sepia, forKey: .sepia)
+        if let tint {
+            try c.encode(tint, forKey: .tint)
+            try c.encode(tintAmount, forKey: .tintAmount)
+        }
+        if vignette != 0 { try c.encode(vignette, forKey: .vignette) }
     }
 }
 
@@ -407,6 +645,9 @@ public struct Resize: Codable, Sendable, Equatable {
 /// Where a `fill` crop sits in the image.
 public enum Gravity: String, Codable, Sendable, CaseIterable {
     case centre, north, south, east, west, northeast, northwest, southeast, southwest
+    /// Where the image holds most detail, saturated colour and skin tones (crops only; like
+    /// libvips' `attention`), found on the image at its decode scale.
+    case attention
 
     /// The crop's position as fractions of the free space (0: left/top, 1: right/bottom).
     var position: (x: Double, y: Double) {
@@ -420,6 +661,7 @@ public enum Gravity: String, Codable, Sendable, CaseIterable {
         case .northwest: return (0, 0)
         case .southeast: return (1, 1)
         case .southwest: return (0, 1)
+        case .attention: return (0.5, 0.5)  // placed from the pixels; centre until they are known
         }
     }
 }
