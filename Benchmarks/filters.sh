@@ -13,9 +13,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 count=$(find "$photos" -maxdepth 1 -type f \( -iname '*.jpg' -o -iname '*.jpeg' -o -iname '*.png' \) | wc -l)
 
-recipe() { # name box-json operation-json
-    printf '{"format":"tessera.recipe","version":2,"name":"%s","operations":[{"op":"resize",%s}%s],"output":{"format":"jpeg","quality":0.8}}' \
-        "$1" "$2" "$3" > "$work/$1.json"
+recipe() { # name box-json operations-after-resize [operations-before-resize]
+    printf '{"format":"tessera.recipe","version":2,"name":"%s","operations":[%s{"op":"resize",%s}%s],"output":{"format":"jpeg","quality":0.8}}' \
+        "$1" "${4:+$4,}" "$2" "$3" > "$work/$1.json"
 }
 best() { # recipe-file -> seconds (best of $repeats)
     local b=999 s e
@@ -35,14 +35,23 @@ for box in '"width":256,"height":256' '"width":1280,"height":720'; do
     recipe plain "$box" ""
     base=$(best "$work/plain.json")
     echo "$label plain: $(python3 -c "print(f'{1000 * $base / $count:.1f} ms/image')")"
+    # NAME:JSON after the resize; NAME:<JSON before it.
     for op in 'sharpen:{"op":"sharpen","sigma":0.8,"amount":0.6}' 'blur:{"op":"blur","sigma":1.5}' \
               'adjust:{"op":"adjust","exposure":0.3,"contrast":1.1,"saturation":1.2,"sepia":0.2}' \
+              'tint+vignette:{"op":"adjust","tint":"#ffaa5a","tintAmount":0.5,"vignette":0.4}' \
               'pad:{"op":"pad","top":16,"right":16,"bottom":16,"left":16}' \
-              'gravity:' ; do
+              'pad-blur:{"op":"pad","top":40,"bottom":40,"fill":"blur"}' \
+              "overlay:{\"op\":\"overlay\",\"path\":\"$PWD/examples/recipes/mark.png\",\"width\":0.25,\"opacity\":0.7,\"margin\":8}" \
+              'crop:<{"op":"crop","x":0.1,"y":0.1,"width":0.8,"height":0.8,"units":"fractions"}' \
+              'crop-attention:<{"op":"crop","aspect":1,"gravity":"attention"}' \
+              'trim:<{"op":"trim"}' \
+              'gravity:' 'attention:'; do
         name=${op%%:*}
         json=${op#*:}
-        if [ "$name" = gravity ]; then
-            recipe gravity "$box,\"mode\":\"fill\",\"gravity\":\"north\"" ""
+        if [ "$name" = gravity ] || [ "$name" = attention ]; then
+            recipe "$name" "$box,\"mode\":\"fill\",\"gravity\":\"$( [ "$name" = gravity ] && echo north || echo attention)\"" ""
+        elif [ "${json:0:1}" = "<" ]; then
+            recipe "$name" "$box" "" "${json:1}"
         else
             recipe "$name" "$box" ",$json"
         fi

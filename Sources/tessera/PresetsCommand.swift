@@ -28,20 +28,10 @@ struct Presets: ParsableCommand {
         }
     }
 
+    /// Every operation in order, then the output settings.
     func describe(_ r: Recipe) -> String {
-        var parts: [String] = []
-        if let z = r.resize {
-            let box: String
-            switch (z.width, z.height) {
-            case let (w?, h?): box = "\(w)x\(h)"
-            case let (w?, nil): box = "width \(w)"
-            case let (nil, h?): box = "height \(h)"
-            default: box = "?"
-            }
-            parts.append("\(z.mode.rawValue) \(box)" + (z.scale > 1 ? " @\(z.scale)x" : ""))
-        } else {
-            parts.append("no resize")
-        }
+        var parts = r.operations.map(\.summary)
+        if r.resize == nil { parts.insert("no resize", at: 0) }
         let o = r.output
         if o.formats.isEmpty {
             parts.append(o.format.rawValue)
@@ -50,9 +40,6 @@ struct Presets: ParsableCommand {
             parts.append(o.formats.map { String(format: "%@ %.2f", $0.format.rawValue, $0.quality ?? o.quality) }.joined(separator: " + "))
         }
         if let m = o.maxBytes { parts.append("< \(m + 1) bytes") }
-        if r.operations.contains(where: { if case .flatten = $0 { return true } else { return false } }) {
-            parts.append("no transparency")
-        }
         parts.append(o.keep.isEmpty ? "no metadata" : "keeps " + o.keep.map(\.rawValue).joined(separator: "+"))
         return parts.joined(separator: ", ")
     }

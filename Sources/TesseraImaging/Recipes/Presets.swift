@@ -54,10 +54,10 @@ public struct PresetCatalog: Sendable {
                 guard file.version == 1 else {
                     throw ImagingError(.invalidRecipe, "version: expected 1, got \(file.version)", file: source)
                 }
-                for (name, recipe) in file.presets { try add(name, recipe) }
+                for (name, recipe) in file.presets { try add(name, recipe.resolvingPaths(relativeTo: source)) }
                 return
             }
-            let recipe = try Recipe.decode(json: json)
+            let recipe = try Recipe.decode(json: json).resolvingPaths(relativeTo: source)
             guard let name = recipe.name else {
                 throw ImagingError(.invalidRecipe, "a recipe file used as a preset needs a \"name\"", file: source)
             }

@@ -51,6 +51,21 @@ public struct Recipe: Codable, Sendable, Equatable {
         return nil
     }
 
+    /// The recipe with relative file paths (overlay watermarks) made absolute against the
+    /// directory of `file`, the recipe or preset file it was read from.
+    public func resolvingPaths(relativeTo file: String) -> Recipe {
+        var r = self
+        let dir = (file as NSString).deletingLastPathComponent
+        r.operations = operations.map { op in
+            guard case .overlay(var o) = op, !o.path.hasPrefix("/") else { return op }
+            let base = dir.isEmpty ? FileManager.default.currentDirectoryPath : (dir.hasPrefix("/") ? dir
+                : FileManager.default.currentDirectoryPath + "/" + dir)
+            o.path = (base as NSString).appendingPathComponent(o.path)
+            return .overlay(o)
+        }
+        return r
+    }
+
     /// Checks every field once, at the boundary; the pipeline trusts a validated recipe.
     public func validate() throws {
         func bad(_ field: String, _ expected: String, _ actual: Any) -> ImagingError {
@@ -287,6 +302,54 @@ public enum RecipeOperation: Codable, Sendable, Equatable {
         case .overlay(let v):
             try c.encode("overlay", forKey: .op)
             try v.encode(to: encoder)
+        }
+    }
+
+    /// A few words for listings (`tessera presets`).
+    public var summary: String {
+        func n(_ v: Double) -> String { v == v.rounded() ? String(Int(v)) : String(format: "%g", v) }
+        switch self {
+        case .resize(let z):
+            let box: String
+            switch (z.width, z.height) {
+            case let (w?, h?): box = "\(w)x\(h)"
+            case let (w?, nil): box = "width \(w)"
+            case let (nil, h?): box = "height \(h)"
+            default: box = "?"
+            }
+            var text = "\(z.mode.rawValue) \(box)" + (z.scale > 1 ? " @\(n(z.scale))x" : "")
+            if let f = z.focus { text += " focus \(n(f.x)),\(n(f.y))" } else if z.mode == .fill && z.gravity != .centre { text += " " + z.gravity.rawValue }
+            return text
+        case .crop(let c):
+            if let a = c.aspect {
+                return "crop aspect \(n(a))" + (c.focus.map { " focus \(n($0.x)),\(n($0.y))" } ?? (c.gravity == .centre ? "" : " " + c.gravity.rawValue))
+            }
+            let unit = c.units == .fractions ? " (fractions)" : ""
+            return "crop \(n(c.x ?? 0)),\(n(c.y ?? 0)) \(n(c.width ?? 0))x\(n(c.height ?? 0))\(unit)"
+        case .trim(let t): return "trim \(n(t.threshold))"
+        case .rotate(let d): return "rotate \(d)"
+        case .flip(let a): return "flip \(a.rawValue)"
+        case .flatten(let bg): return "no transparency (\(bg))"
+        case .sharpen(let u): return "sharpen σ\(n(u.sigma)) ×\(n(u.amount))"
+        case .blur(let sigma): return "blur σ\(n(sigma))"
+        case .adjust(let a):
+            var knobs: [String] = []
+            if a.exposure != 0 { knobs.append("exposure \(n(a.exposure))") }
+            if a.brightness != 0 { knobs.append("brightness \(n(a.brightness))") }
+            if a.contrast != 1 { knobs.append("contrast \(n(a.contrast))") }
+            if a.saturation != 1 { knobs.append(a.saturation == 0 ? "grayscale" : "saturation \(n(a.saturation))") }
+            if a.gamma != 1 { knobs.append("gamma \(n(a.gamma))") }
+            if a.sepia != 0 { knobs.append("sepia \(n(a.sepia))") }
+            if let t = a.tint { knobs.append("tint \(t) \(n(a.tintAmount))") }
+            if a.vignette != 0 { knobs.append("vignette \(n(a.vignette))") }
+            return "adjust " + (knobs.isEmpty ? "none" : knobs.joined(separator: " "))
+        case .pad(let p):
+            var text = "pad"
+            if p.width != nil || p.height != nil { text += " to \(p.width.map(String.init) ?? "-")x\(p.height.map(String.init) ?? "-")" }
+            if p.top + p.right + p.bottom + p.left > 0 { text += " margins \(p.top),\(p.right),\(p.bottom),\(p.left)" }
+            return text + (p.fill == .blur ? " blur" : " \(p.background)")
+        case .overlay(let o):
+            return "overlay \((o.path as NSString).lastPathComponent) \(o.gravity.rawValue)" + (o.opacity < 1 ? " \(n(o.opacity))" : "")
         }
     }
 

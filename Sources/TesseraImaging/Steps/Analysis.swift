@@ -64,19 +64,28 @@ final class SourceAnalysis {
         let w = image.width, h = image.height, ch = image.channels
         let block = max(1, Int((Double(max(w, h)) / 128).rounded(.up)))
         let mw = (w + block - 1) / block, mh = (h + block - 1) / block
-        // Block means of R, G, B.
+        // Block means of R, G, B, from a sample of each block's pixels (every `step`-th row
+        // and column: the map is coarse, the decoded image may be millions of pixels).
+        let step = max(1, block / 4)
         var rgb = [Float](repeating: 0, count: mw * mh * 3)
         var counts = [Float](repeating: 0, count: mw * mh)
-        for y in 0..<h {
-            let row = image.row(y), my = y / block
-            for x in 0..<w {
-                let i = my * mw + x / block, p = row + x * ch
-                if ch >= 3 {
-                    rgb[i * 3] += Float(p[0]); rgb[i * 3 + 1] += Float(p[1]); rgb[i * 3 + 2] += Float(p[2])
-                } else {
-                    rgb[i * 3] += Float(p[0]); rgb[i * 3 + 1] += Float(p[0]); rgb[i * 3 + 2] += Float(p[0])
+        rgb.withUnsafeMutableBufferPointer { rgb in
+            counts.withUnsafeMutableBufferPointer { counts in
+                var y = 0
+                while y < h {
+                    let row = image.row(y), base = (y / block) * mw
+                    var x = 0
+                    while x < w {
+                        let i = base + x / block, p = row + x * ch
+                        let r = Float(p[0]), g = ch >= 3 ? Float(p[1]) : r, b = ch >= 3 ? Float(p[2]) : r
+                        rgb[i * 3] += r
+                        rgb[i * 3 + 1] += g
+                        rgb[i * 3 + 2] += b
+                        counts[i] += 1
+                        x += step
+                    }
+                    y += step
                 }
-                counts[i] += 1
             }
         }
         var luma = [Float](repeating: 0, count: mw * mh)
