@@ -350,9 +350,27 @@ public enum Renderer {
             let stride = decoded.width * source.channels
             let batch = UnsafeMutablePointer<UInt8>.allocate(capacity: stride * batchRows)
             defer { batch.deallocate() }
+            // A JPEG whose outputs all use a band of rows (crops) skips the rows above and
+            // below it: still entropy-decoded (damage is reported), never IDCT'd or converted.
+            let first = resamplers.map(\.neededRows.lowerBound).min() ?? 0
+            let last = resamplers.map(\.neededRows.upperBound).max() ?? decoded.height - 1
+            var row = 0
             var lap = clock.milliseconds
+            if source.skipsRows && first >= batchRows {
+                let n = try source.skip(rows: first)
+                for r in resamplers { r.skip(n) }
+                row = n
+            }
             while true {
+                if source.skipsRows && row > last && decoded.height - row > 1 {
+                    // All but the last row: libjpeg-turbo skips "to the end" without reading
+                    // the data, and the data to the end must be read for damage to be found.
+                    let n = try source.skip(rows: decoded.height - row - 1)
+                    for r in resamplers { r.skip(n) }
+                    row += n
+                }
                 let n = try source.read(into: batch, stride: stride, maxRows: batchRows)
+                row += n
                 let t1 = clock.milliseconds
                 timings.decode += t1 - lap
                 if n == 0 { break }

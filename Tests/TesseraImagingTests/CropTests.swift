@@ -38,6 +38,19 @@ final class CropTests: XCTestCase {
         assertColor(kept.pixel(x: 10, y: 10), [128, 128, 128], tolerance: 6)
     }
 
+    func testCroppedJPEGSkipsRowsButStillFindsDamage() throws {
+        // The rows above and below a crop are skipped (not IDCT'd): pixels stay exact...
+        let image = marked(width: 800, height: 1200, x: 300, y: 900, size: 100)
+        let jpeg = try Codec.encodeJPEG(image, quality: 95)
+        let (out, px) = try renderAndDecode(jpeg, recipe([.crop(Crop(x: 200, y: 850, width: 300, height: 200))], format: .png))
+        XCTAssertEqual(out.size, Size(width: 300, height: 200))
+        assertColor(px.pixel(x: 150, y: 100), [220, 30, 30], tolerance: 8, "the mark at (300…400, 900…1000)")
+        assertColor(px.pixel(x: 20, y: 20), [128, 128, 128], tolerance: 4)
+        // ...and a file cut short below the crop is still reported as truncated, not rendered.
+        let cut = Array(jpeg.prefix(jpeg.count * 2 / 3))
+        assertThrowsImagingError(.truncated, try Renderer.render(cut, recipes: [recipe([.crop(Crop(x: 0, y: 0, width: 800, height: 100))])]))
+    }
+
     func testAspectCropFollowsGravityAndFocus() throws {
         // Four columns of colour; a 1:1 crop of a 400×100 image keeps 100 columns.
         let image = PixelBuffer(width: 400, height: 100, layout: .rgb)

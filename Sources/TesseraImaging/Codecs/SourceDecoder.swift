@@ -300,6 +300,19 @@ final class SourceDecoder {
         }
     }
 
+    /// Whether `skip(rows:)` saves work: libjpeg streaming (it still entropy-decodes the
+    /// skipped rows, so damage there is reported, but does no IDCT, upsampling or colour
+    /// conversion for them).
+    var skipsRows: Bool { jpeg != nil && whole == nil }
+
+    /// Skips up to `rows` rows (libjpeg streaming only); returns how many were skipped.
+    func skip(rows: Int) throws -> Int {
+        guard skipsRows, let jpeg else { return 0 }
+        let n = try jpeg.skip(rows: min(rows, decodedSize.height - rowsRead))
+        rowsRead += n
+        return n
+    }
+
     /// Reads up to `maxRows` rows of `channels` bytes per pixel; 0 at the end.
     func read(into buffer: UnsafeMutablePointer<UInt8>, stride: Int, maxRows: Int) throws -> Int {
         let remaining = decodedSize.height - rowsRead

@@ -186,6 +186,15 @@ final class Resampler {
 
     var isComplete: Bool { nextOutputRow == output.height }
 
+    /// The input rows this resampler uses.
+    var neededRows: ClosedRange<Int> { firstNeededRow...max(firstNeededRow, lastNeededRow) }
+
+    /// Rows the decoder skipped (none of them needed here).
+    func skip(_ count: Int) {
+        precondition(nextInputRow + count <= firstNeededRow || nextInputRow > lastNeededRow, "skipped rows this output needs")
+        nextInputRow += count
+    }
+
     /// Feeds `count` input rows starting at the next expected row.
     func consume(_ rows: UnsafePointer<UInt8>, stride: Int, count: Int) {
         var i = 0
