@@ -71,6 +71,26 @@ final class CLITests: XCTestCase {
     }
 
     /// A vips/sharp user's `-q 85` is refused with the hint, not clamped to 1.0.
+    /// `--crop`, `--gravity attention`, `--trim` without a recipe file; bad values refused with the reason.
+    func testCropTrimAndGravityOptions() throws {
+        let aspect = try tessera(["render", dir + "/in/a.jpg", "--crop", "16:9", "--gravity", "attention", "-o", dir + "/wide"])
+        XCTAssertEqual(aspect.status, 0, aspect.stderr)
+        var info = try ImageInfo.inspect([UInt8](try Data(contentsOf: URL(fileURLWithPath: dir + "/wide/a.jpg"))))
+        XCTAssertEqual(Size(width: info.width, height: info.height), Size(width: 300, height: 169), "16:9 of the upright 300x400")
+        let rect = try tessera(["render", dir + "/in/a.jpg", "--crop", "10,20,100,50", "--trim", "-o", dir + "/rect"])
+        XCTAssertEqual(rect.status, 0, rect.stderr)
+        info = try ImageInfo.inspect([UInt8](try Data(contentsOf: URL(fileURLWithPath: dir + "/rect/a.jpg"))))
+        XCTAssertEqual(Size(width: info.width, height: info.height), Size(width: 100, height: 50), "a uniform image: trim keeps it whole")
+        for (args, message) in [(["--crop", "wide"], "--crop takes W:H or X,Y,W,H"), (["--crop", "0:9"], "--crop W:H needs two positive numbers"),
+                                (["--crop", "0,0,0,5"], "operations[0].width: expected 1...65500 pixels"),
+                                (["-s", "50", "--gravity", "attention"], "--gravity places a fill crop or an aspect crop"),
+                                (["--crop", "1:1", "--gravity", "middle"], "--gravity must be one of")] {
+            let r = try tessera(["render", dir + "/in/a.jpg"] + args + ["-o", dir + "/bad"])
+            XCTAssertEqual(r.status, 2, "\(args): \(r.stderr)")
+            XCTAssertTrue(r.stderr.contains(message), "\(args): \(r.stderr)")
+        }
+    }
+
     func testQualityAboveOneIsRefusedWithAHint() throws {
         let r = try tessera(["render", dir + "/in/a.jpg", "-s", "64", "-q", "85", "-o", dir + "/out"])
         XCTAssertEqual(r.status, 2)
