@@ -307,16 +307,16 @@ public enum JobFile {
         /// A recipe given inline (YAML mapping) or as a JSON file path.
         func inlineRecipe(_ n: Node, _ field: String) throws -> Recipe {
             let data: Data
-            var origin = absolute("job")  // relative watermark paths: against the job file's directory
+            var origin = base  // relative watermark paths: against the job file's directory
             if n.scalar != nil {
                 let path = absolute(try string(n, field))
                 guard let d = FileManager.default.contents(atPath: path) else { throw error(n, field, "cannot read \(path)") }
                 data = d
-                origin = path
+                origin = Paths.directory(of: path)
             } else {
                 data = try JSONSerialization.data(withJSONObject: jsonObject(n))
             }
-            do { return try Recipe.decode(json: data).resolvingPaths(relativeTo: origin) } catch let e as ImagingError {
+            do { return try Recipe.decode(json: data).resolvingPaths(in: origin) } catch let e as ImagingError {
                 throw error(n, field, e.reason.hasPrefix("recipe: ") ? String(e.reason.dropFirst(8)) : e.reason)
             }
         }

@@ -121,7 +121,7 @@ struct Render: ParsableCommand {
         }
         for file in recipe {
             var r: Recipe
-            do { r = try Recipe.decode(json: try readFile(file)).resolvingPaths(relativeTo: file) } catch let e as ImagingError {
+            do { r = try Recipe.decode(json: try readFile(file)).resolvingPaths(in: Paths.directory(of: file)) } catch let e as ImagingError {
                 throw ValidationError(e.naming(file).description)
             }
             let name = r.name ?? ((file as NSString).lastPathComponent as NSString).deletingPathExtension

@@ -99,6 +99,21 @@ final class JobFileTests: XCTestCase {
             .contains("options.maxAttempts: expected 1...100"))
     }
 
+    /// A watermark named by a relative path is found beside the job file (or the recipe file).
+    func testOverlayPathsAreRelativeToTheJobFile() throws {
+        let spec = try parse("""
+        name: marked
+        inputs: [in]
+        output: out
+        outputs:
+          - recipe: {name: m, operations: [{op: overlay, path: marks/logo.png, opacity: 0.5}, {op: overlay, path: /abs/logo.png}]}
+        """)
+        let paths = spec.outputs[0].recipe.operations.compactMap { op -> String? in
+            if case .overlay(let o) = op { return o.path } else { return nil }
+        }
+        XCTAssertEqual(paths, ["/base/marks/logo.png", "/abs/logo.png"])
+    }
+
     func testStripJobNeedsNoOutputs() throws {
         let spec = try parse("name: s\nkind: strip\ninputs: [p]\noutput: o\nstrip: {keepICC: false, orientation: transform}\n")
         XCTAssertEqual(spec.kind, .strip)

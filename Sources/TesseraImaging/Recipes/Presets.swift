@@ -49,15 +49,17 @@ public struct PresetCatalog: Sendable {
             var version: Int
             var presets: [String: Recipe]
         }
+        // Watermark paths are relative to the preset file.
+        let directory = source.lastIndex(of: "/").map { String(source[..<$0]) }.map { $0.isEmpty ? "/" : $0 } ?? ""
         do {
             if let file = try? JSONDecoder().decode(File.self, from: json), file.format == "tessera.presets" {
                 guard file.version == 1 else {
                     throw ImagingError(.invalidRecipe, "version: expected 1, got \(file.version)", file: source)
                 }
-                for (name, recipe) in file.presets { try add(name, recipe.resolvingPaths(relativeTo: source)) }
+                for (name, recipe) in file.presets { try add(name, recipe.resolvingPaths(in: directory)) }
                 return
             }
-            let recipe = try Recipe.decode(json: json).resolvingPaths(relativeTo: source)
+            let recipe = try Recipe.decode(json: json).resolvingPaths(in: directory)
             guard let name = recipe.name else {
                 throw ImagingError(.invalidRecipe, "a recipe file used as a preset needs a \"name\"", file: source)
             }

@@ -51,16 +51,16 @@ public struct Recipe: Codable, Sendable, Equatable {
         return nil
     }
 
-    /// The recipe with relative file paths (overlay watermarks) made absolute against the
-    /// directory of `file`, the recipe or preset file it was read from.
-    public func resolvingPaths(relativeTo file: String) -> Recipe {
+    /// The recipe with relative file paths (overlay watermarks) made absolute against
+    /// `directory` (that of the recipe, preset or job file that names them; relative to the
+    /// working directory itself when relative).
+    public func resolvingPaths(in directory: String) -> Recipe {
         var r = self
-        let dir = (file as NSString).deletingLastPathComponent
+        let cwd = FileManager.default.currentDirectoryPath
+        let base = directory.isEmpty ? cwd : directory.hasPrefix("/") ? directory : cwd + "/" + directory
         r.operations = operations.map { op in
             guard case .overlay(var o) = op, !o.path.hasPrefix("/") else { return op }
-            let base = dir.isEmpty ? FileManager.default.currentDirectoryPath : (dir.hasPrefix("/") ? dir
-                : FileManager.default.currentDirectoryPath + "/" + dir)
-            o.path = (base as NSString).appendingPathComponent(o.path)
+            o.path = ((base as NSString).appendingPathComponent(o.path) as NSString).standardizingPath
             return .overlay(o)
         }
         return r
