@@ -644,7 +644,12 @@ public final class Coordinator: @unchecked Sendable {
                 var record = r.record
                 if !r.inlineOutputs.isEmpty {
                     do {
-                        record = try writeInline(job, r, record: record)
+                        record = try writeInline(job, r, input: input, record: record)
+                    } catch let e as JobError where e.code == .unsafeOutputPath {
+                        refuse("report", from: identity, reason: e.reason)
+                        scheduler.fail(job, i, retryable: true, code: "forbidden",
+                                       message: "\(input.path): the worker's report named files that are not this task's (\(e.reason))", record: nil, now: now)
+                        continue
                     } catch {
                         scheduler.fail(job, i, retryable: true, code: "write-failed",
                                        message: "\(input.path): writing inline outputs: \(error)", record: nil, now: now)
@@ -826,7 +831,11 @@ public final class Coordinator: @unchecked Sendable {
 
     /// Writes outputs that came back inline under the job's root; returns the record
     /// with their absolute paths.
-    func writeInline(_ job: ActiveJob, _ r: TaskReport, record: [UInt8]) throws -> [UInt8] {
+    func writeInline(_ job: ActiveJob, _ r: TaskReport, input: InputFile, record: [UInt8]) throws -> [UInt8] {
+        // A task writes only its own outputs: a report naming another input's file is refused whole.
+        for o in r.inlineOutputs where !job.executable.owns(o.path, input: input) {
+            throw JobError(.unsafeOutputPath, "\(o.path) is not an output of \(input.path)", file: input.path)
+        }
         var written: [String] = []
         do {
             for o in r.inlineOutputs {
@@ -839,6 +848,7 @@ public final class Coordinator: @unchecked Sendable {
             throw error
         }
         guard var rec = try? JSONDecoder().decode(TaskRecord.self, from: Data(record)) else { return record }
+        rec.input = input.path  // the task's, whatever the report says
         for k in rec.outputs.indices where !rec.outputs[k].path.hasPrefix("/") {
             rec.outputs[k].path = job.spec.output + "/" + rec.outputs[k].path
         }

@@ -91,6 +91,8 @@ package final class ActiveJob {
     /// The body of the `job` message that tells a worker how to run this job's tasks
     /// (its `ExecutableJob`), encoded once.
     package let announcement: [UInt8]
+    /// What workers are told to run (output names: what a task may write).
+    package let executable: ExecutableJob
     package let recipeHash: UInt64
     package let firstTask: UInt64
     package let total: Int
@@ -124,6 +126,7 @@ package final class ActiveJob {
         let e = JSONEncoder()
         e.outputFormatting = [.sortedKeys]
         announcement = Array((try? e.encode(JobAnnouncement(job: id, spec: executable))) ?? Data())
+        self.executable = executable
         recipeHash = executable.recipeHash
         self.firstTask = firstTask
         self.total = total

@@ -344,6 +344,30 @@ public struct ExecutableJob: Codable, Sendable, Equatable {
         OutputNaming(root: outputRoot, template: output?.path ?? OutputNaming.single)
     }
 
+    /// Whether a file at `relative` (under the output root) can be one of `input`'s outputs:
+    /// an output's name in any format Tessera writes, the strip output, or a file of the
+    /// input's pyramid. What a worker sends back inline is held to this — a task writes its
+    /// own files, never another task's.
+    public func owns(_ relative: String, input: InputFile) -> Bool {
+        guard let path = try? OutputNaming.normalise(relative) else { return false }
+        let formats = ImageFormat.allCases.filter(\.isWritable)
+        switch kind {
+        case .thumbnail, .recompress:
+            return outputs.contains { spec in
+                formats.contains { (try? naming(spec).relativePath(for: input, preset: spec.name, format: $0)) == path }
+            }
+        case .strip:
+            let exts = [input.fileExtension] + formats.map(\.fileExtension) + ["jpeg"]
+            return exts.contains { (try? naming(outputs.first).relativePath(for: input, preset: "strip", ext: $0)) == path }
+        case .tiles:
+            let name = input.pyramidName
+            guard path.count > name.count, path.hasPrefix(name) else { return false }
+            return ["_", ".", "/"].contains(path[path.index(path.startIndex, offsetBy: name.count)])
+        case .noop:
+            return false
+        }
+    }
+
     /// A stable hash of everything that shapes the outputs (recipes, templates, kind,
     /// strip options, limits) and the renderer version: the "recipe version" of
     /// incremental reruns.

@@ -158,6 +158,33 @@ final class TaskExecutorTests: XCTestCase {
     }
 }
 
+/// What a task may write: its own outputs in any format, the strip output, its pyramid — never another input's.
+final class OutputOwnershipTests: XCTestCase {
+    func testATaskOwnsOnlyItsOwnFiles() {
+        let a = InputFile(path: "/in/sub/a.jpg", root: "/in")
+        var spec = JobSpec(name: "n", inputs: [.path("/in", patterns: ["*.jpg"], recursive: true)], output: "/out")
+        spec.outputs = [OutputSpec(name: "thumb", recipe: Recipe(name: "thumb"), path: "{dir}/{stem}-{preset}.{ext}")]
+        let render = spec.executable
+        XCTAssertTrue(render.owns("sub/a-thumb.jpg", input: a))
+        XCTAssertTrue(render.owns("sub/a-thumb.webp", input: a), "any format the recipe may pick")
+        XCTAssertTrue(render.owns("./sub//a-thumb.jpg", input: a), "compared normalised")
+        XCTAssertFalse(render.owns("sub/b-thumb.jpg", input: a), "another input's output")
+        XCTAssertFalse(render.owns("sub/a-other.jpg", input: a))
+        XCTAssertFalse(render.owns("../sub/a-thumb.jpg", input: a))
+        spec.kind = .strip
+        spec.outputs = []
+        let strip = spec.executable
+        XCTAssertTrue(strip.owns("sub/a.jpg", input: a))
+        XCTAssertFalse(strip.owns("sub/b.jpg", input: a))
+        spec.kind = .tiles
+        let tiles = spec.executable
+        XCTAssertTrue(tiles.owns("sub/a_files/0/0_0.jpg", input: a))
+        XCTAssertTrue(tiles.owns("sub/a.dzi", input: a))
+        XCTAssertFalse(tiles.owns("sub/ab_files/0/0_0.jpg", input: a), "a sibling whose name starts the same")
+        XCTAssertFalse(tiles.owns("sub/b.dzi", input: a))
+    }
+}
+
 final class JobPlannerTests: XCTestCase {
     func testSymlinkLoopsAreWalkedOnce() throws {
         let tmp = TemporaryDirectory()

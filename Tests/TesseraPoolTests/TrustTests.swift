@@ -128,6 +128,9 @@ final class TrustTests: XCTestCase {
         let other = TaskRef(task: held.ref.task == firstTask ? firstTask + 1 : firstTask, attempt: held.ref.attempt)
         try evil.send(Self.forged(other, path: "img0001-favicon.jpg"))
         try evil.send(Self.forged(TaskRef(task: held.ref.task, attempt: held.ref.attempt + 7), path: "img0001-favicon.jpg"))
+        // Its own task and attempt, but a file of another task's name: refused whole.
+        let otherStem = held.input.stem == "img0001" ? "img0002" : "img0001"
+        try evil.send(Self.forged(held.ref, path: "\(otherStem)-favicon.jpg"))
         _ = try evil.receive(for: 1)
         XCTAssertEqual(try alice.status(job: job).jobs[0].done, 0, "no forged result counted")
         XCTAssertEqual(outputs(), [], "no forged file written")
@@ -161,6 +164,7 @@ final class TrustTests: XCTestCase {
         let log = try String(contentsOfFile: c.dir + "/coordinator.log", encoding: .utf8)
         XCTAssertTrue(log.contains("refused report"), log)
         XCTAssertTrue(log.contains("refused hello"), log)
+        XCTAssertTrue(log.contains("is not an output of"), log)
     }
 
     /// Without CURVE (a local ipc socket): a peer that never said hello cannot report.
