@@ -470,6 +470,14 @@ public final class Coordinator: @unchecked Sendable {
         return peer
     }
 
+    /// A routing id for the log: as text when it is printable (a worker's), else in hex
+    /// (ZeroMQ's own 5-byte ids of clients).
+    static func printable(_ identity: [UInt8]) -> String {
+        let head = identity.prefix(64)
+        if !head.isEmpty, head.allSatisfy({ (0x21...0x7E).contains($0) }) { return String(decoding: head, as: UTF8.self) }
+        return "0x" + head.map { String(format: "%02x", $0) }.joined()
+    }
+
     /// Logs a refused message (at most once a second per reason, so a misbehaving peer
     /// cannot flood the log) and counts it.
     func refuse(_ what: String, from identity: [UInt8], reason: String) {
@@ -477,7 +485,7 @@ public final class Coordinator: @unchecked Sendable {
         let now = Monotonic.seconds()
         if now - (lastRefusalLog[reason] ?? 0) >= 1 {
             lastRefusalLog[reason] = now
-            logger.warning("refused \(what) from \(String(decoding: identity.prefix(64), as: UTF8.self)): \(reason)")
+            logger.warning("refused \(what) from \(Self.printable(identity)): \(reason)")
         }
     }
 

@@ -92,6 +92,11 @@ public struct WorkerConfig: Sendable {
 /// core on `concurrency` threads, and reports every one (resending until acknowledged).
 public final class Worker: @unchecked Sendable {
     let config: WorkerConfig
+    /// The DEALER's routing id: the worker id and a random suffix drawn once per process.
+    /// Other peers see the worker id (records, results), never this: a peer that could name
+    /// it would take the worker's connection over (the coordinator's ROUTER hands a routing
+    /// id to whoever connects with it last, so that a worker can reconnect).
+    let routingID = "\(UInt64.random(in: 0...UInt64.max) | 1 << 63)"
     let logger: Logger
     private let context = ZMQContext()
     private let host = ProcessInfo.processInfo.hostName
@@ -207,7 +212,7 @@ public final class Worker: @unchecked Sendable {
                                           serverKey: curve.serverKey)
                 monitor = try ZMQMonitor(worker.context, watching: dealer, events: [.handshakeFailed, .handshakeSucceeded])
             }
-            try dealer.setRoutingID(config.id)
+            try dealer.setRoutingID(config.id + "." + worker.routingID)
             try dealer.setReconnect(initialMilliseconds: 100, maximumMilliseconds: 5000)
             try dealer.setHighWaterMarks(send: 10_000, receive: 10_000)
             // A cut link shows as a silent connection: ZMTP heartbeats notice and reconnect.

@@ -222,6 +222,32 @@ final class TrustTests: XCTestCase {
         XCTAssertTrue(try String(contentsOfFile: c.dir + "/coordinator.log", encoding: .utf8).contains("its key was removed from the allow-list"))
     }
 
+    /// A peer that connects with a worker's id as its routing id takes nothing over: the
+    /// worker's routing id carries a random suffix no one else sees; its tasks keep coming.
+    func testAWorkersIdCannotBeUsedToTakeItsConnection() throws {
+        let cc = try curveCluster()
+        let c = cc.c
+        let inputs = try StopTests.makeInputs(c, count: 60)
+        let alice = try cc.client("alice")
+        c.workers.append(try Cluster.spawn(["worker", "--connect", cc.endpoint, "--id", "victim", "--curve-secret",
+                                            cc.keys + "/good.secret", "--server-key", cc.keys + "/coordinator.pub"],
+                                           log: c.dir + "/victim.log"))
+        let job = try alice.submit(try c.job(presets: ["thumbnail"])).job
+        let deadline = Date().addingTimeInterval(60)
+        while (try? alice.status(job: job).jobs[0].done) ?? 0 < 3 && Date() < deadline { usleep(50_000) }
+        // The id is in every record; a client connects under it (and under the old form).
+        let thief = try RawPeer(endpoint: cc.endpoint, keys: try cc.pair("alice"), serverKey: cc.serverKey, identity: "victim")
+        try thief.send(Envelope(MessageType.status, json: JobQuery(job: nil)))
+        let got = try thief.receive(for: 2)
+        XCTAssertTrue(got.allSatisfy { $0.type == MessageType.status }, "the thief gets its own reply only: \(got.map(\.type))")
+        let end = try alice.wait(job: job)
+        XCTAssertEqual(end.succeeded, inputs.count)
+        let records = try alice.results(job: job).map { try JSONDecoder().decode(TaskRecord.self, from: Data($0)) }
+        try c.assertExactlyOnce(records, inputs: inputs)
+        let log = try String(contentsOfFile: c.dir + "/coordinator.log", encoding: .utf8)
+        XCTAssertFalse(log.contains("lost"), "the worker was never lost:\n" + log)
+    }
+
     /// The first task id of a job, from the journal.
     static func firstTask(_ journal: String, job: String) throws -> UInt64? {
         UInt64(try sqliteValue(journal, "select first_task from jobs where id=?", [job]))
