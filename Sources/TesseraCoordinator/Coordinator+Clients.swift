@@ -9,7 +9,7 @@ extension Coordinator {
     func submit(_ identity: [UInt8], _ e: Envelope, owner: String, now: Double) throws {
         let request: SubmitRequest
         do { request = try JSONDecoder().decode(SubmitRequest.self, from: Data(e.body)) } catch let error as DecodingError {
-            throw ErrorReply(code: "invalid-job", message: "submit: \(describeDecoding(error))")
+            throw ErrorReply(code: "invalid-job", message: "submit: \(describeDecoding(error, data: Data(e.body)))")
         } catch let error as JobError {
             throw ErrorReply(code: "invalid-job", message: "submit: job: \(error.reason)")
         }

@@ -425,6 +425,9 @@ extension JobSpec {
         func bad(_ field: String, _ message: String) -> JobError { JobError(.invalidJob, "\(field): \(message)") }
         guard !name.isEmpty else { throw bad("name", "must not be empty") }
         guard (-1_000_000...1_000_000).contains(priority) else { throw bad("priority", "expected -1000000...1000000, got \(priority)") }
+        guard !output.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+            throw bad("output", "must not contain NUL or control characters")
+        }
         switch Location(output) {
         case .local(let path):
             guard path.hasPrefix("/") else { throw bad("output", "must be an absolute path or s3://bucket/prefix, got \"\(output)\"") }

@@ -66,6 +66,13 @@ struct LogOptions: ParsableArguments {
     @Option(help: "Log level: trace, debug, info, notice, warning, error.")
     var logLevel: String = "info"
 
+    func validate() throws {
+        let names = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
+        guard names.contains(logLevel) else {
+            throw ValidationError("--log-level must be one of \(names.joined(separator: ", ")), got \"\(logLevel)\"" + suggestion(logLevel, names))
+        }
+    }
+
     func logger(_ label: String) -> Logger {
         var l = Logger(label: label) { StreamLogHandler.standardError(label: $0) }
         l.logLevel = Logger.Level(rawValue: logLevel) ?? .info
@@ -251,6 +258,7 @@ struct WorkerCommand: ParsableCommand {
     @OptionGroup var log: LogOptions
 
     func validate() throws {
+        guard (1...256).contains(concurrency) else { throw ValidationError("--concurrency must be 1...256, got \(concurrency)") }
         guard (0...64).contains(transfers) else { throw ValidationError("--transfers must be 0...64, got \(transfers)") }
         guard cacheSize >= 16 else { throw ValidationError("--cache-size must be at least 16 (MB), got \(cacheSize)") }
     }
@@ -264,7 +272,9 @@ struct WorkerCommand: ParsableCommand {
         config.metricsPort = metricsPort
         config.metricsAddress = metricsAddress
         if let memoryLimit {
-            guard memoryLimit >= 64 else { throw ValidationError("--memory-limit must be at least 64 (MB), got \(memoryLimit)") }
+            guard (64...16_777_216).contains(memoryLimit) else {
+                throw ValidationError("--memory-limit must be 64...16777216 (MB), got \(memoryLimit)")
+            }
             config.memoryLimit = memoryLimit << 20
         } else {
             config.memoryLimit = WorkerConfig.cgroupMemoryLimit()

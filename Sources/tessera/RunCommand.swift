@@ -59,7 +59,8 @@ struct Run: ParsableCommand {
     @OptionGroup var log: LogOptions
 
     func validate() throws {
-        guard workers >= 1 else { throw ValidationError("--workers must be at least 1") }
+        guard (1...256).contains(workers) else { throw ValidationError("--workers must be 1...256, got \(workers)") }
+        guard (1...256).contains(concurrency) else { throw ValidationError("--concurrency must be 1...256, got \(concurrency)") }
     }
 
     func run() throws {

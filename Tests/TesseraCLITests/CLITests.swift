@@ -91,6 +91,27 @@ final class CLITests: XCTestCase {
         }
     }
 
+    /// Numbers out of range and files that are not JSON: exit 2 with the field, the range and the value — never a trap.
+    func testNumbersAndFilesAreCheckedAtTheBoundary() throws {
+        try Data(#"{"operations":[{"op":"resize","width":1.5}]}"#.utf8).write(to: URL(fileURLWithPath: dir + "/frac.json"))
+        try Data("name: x\ninputs: [a]\n".utf8).write(to: URL(fileURLWithPath: dir + "/job.yaml"))
+        let a = dir + "/in/a.jpg"
+        for (args, message) in [(["render", a, "-s", "64", "--max-megapixels", "1e300"], "--max-megapixels must be 0.01...4295 megapixels, got 1e+300"),
+                                (["render", a, "-s", "64", "--max-megapixels", "nan"], "got nan"),
+                                (["render", a, "-s", "64", "--max-input-mb", "99999999999999"], "--max-input-mb must be 1...65536 MB"),
+                                (["tiles", a, "--memory-budget", "99999999999999"], "tiles.memoryBudgetMB: expected 32...1048576"),
+                                (["worker", "--connect", "tcp://127.0.0.1:1", "--concurrency", "0"], "--concurrency must be 1...256, got 0"),
+                                (["worker", "--connect", "tcp://127.0.0.1:1", "--memory-limit", "99999999999999"], "--memory-limit must be 64...16777216"),
+                                (["run", dir + "/job.yaml", "--log-level", "loud"], "--log-level must be one of"),
+                                (["render", a, "-r", dir + "/frac.json"], "operations[0].width: expected a whole number, got 1.5"),
+                                (["render", a, "-r", dir + "/job.yaml"], "not JSON (it looks like YAML"),
+                                (["render", a, "-s", "64", "-q", "1.5"], "--quality must be 0...1, got 1.5")] {
+            let r = try tessera(args + ["-o", dir + "/bad"].filter { _ in args[0] != "worker" && args[0] != "run" })
+            XCTAssertEqual(r.status, 2, "\(args): \(r.stderr)")
+            XCTAssertTrue(r.stderr.contains(message), "\(args): \(r.stderr)")
+        }
+    }
+
     func testQualityAboveOneIsRefusedWithAHint() throws {
         let r = try tessera(["render", dir + "/in/a.jpg", "-s", "64", "-q", "85", "-o", dir + "/out"])
         XCTAssertEqual(r.status, 2)

@@ -114,6 +114,13 @@ final class JobFileTests: XCTestCase {
         XCTAssertEqual(paths, ["/base/marks/logo.png", "/abs/logo.png"])
     }
 
+    func testControlCharactersInTheOutputRootAreRefused() {
+        for root in ["/out/nul\u{0}evil", "/out/line\nbreak"] {
+            let spec = JobSpec(name: "n", inputs: [.path("/in", patterns: ["*.jpg"], recursive: false)], output: root)
+            XCTAssertThrowsError(try spec.validate()) { XCTAssertTrue("\($0)".contains("output: must not contain NUL or control characters"), "\($0)") }
+        }
+    }
+
     func testStripJobNeedsNoOutputs() throws {
         let spec = try parse("name: s\nkind: strip\ninputs: [p]\noutput: o\nstrip: {keepICC: false, orientation: transform}\n")
         XCTAssertEqual(spec.kind, .strip)

@@ -67,7 +67,7 @@ public struct PresetCatalog: Sendable {
         } catch let error as ImagingError {
             throw error.file == nil ? error.naming(source) : error
         } catch let error as DecodingError {
-            throw ImagingError(.invalidRecipe, describeDecoding(error), file: source)
+            throw ImagingError(.invalidRecipe, describeDecoding(error, data: json), file: source)
         }
     }
 

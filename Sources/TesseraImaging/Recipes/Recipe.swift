@@ -169,7 +169,7 @@ public struct Recipe: Codable, Sendable, Equatable {
 
     /// Quality is a fraction: a vips, sharp or ImageMagick user writing 85 is told so.
     public static func qualityHint(_ q: Double) -> String {
-        q > 1 && q <= 100 ? " (a fraction, not a percentage: \(q) means \(formatFraction(q / 100)))" : ""
+        q >= 2 && q <= 100 ? " (a fraction, not a percentage: \(q) means \(formatFraction(q / 100)))" : ""
     }
 
     private static func formatFraction(_ v: Double) -> String {
@@ -192,7 +192,7 @@ public struct Recipe: Codable, Sendable, Equatable {
         do {
             recipe = try JSONDecoder().decode(Recipe.self, from: json)
         } catch let error as DecodingError {
-            throw ImagingError(.invalidRecipe, "recipe: \(describeDecoding(error))")
+            throw ImagingError(.invalidRecipe, "recipe: \(describeDecoding(error, data: json))")
         }
         try recipe.validate()
         return recipe
@@ -903,6 +903,44 @@ public struct RGBColor: Codable, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { String(format: "#%02x%02x%02x", r, g, b) }
 }
+
+/// A one-line account of a `DecodingError`: the field path and what was wrong. Foundation
+/// says only "The given data was not valid JSON." both for text that is not JSON and for a
+/// number that does not fit its field (1.5 or 1e300 where a whole number goes): given the
+/// `data`, the account says which.
+public func describeDecoding(_ error: DecodingError, data: Data) -> String {
+    guard case .dataCorrupted(let ctx) = error, ctx.codingPath.isEmpty else { return describeDecoding(error) }
+    let object: Any
+    do {
+        object = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
+    } catch {
+        let text = String(decoding: data.prefix(4096), as: UTF8.self)
+        let yaml = text.split(separator: "\n").contains { $0.contains(": ") && !$0.contains("\"") }
+        return "not JSON" + (yaml ? " (it looks like YAML: a job file goes to tessera run or submit)" : "")
+    }
+    // Whole-number fields holding a fraction or a number beyond 64 bits.
+    var found: String?
+    func walk(_ v: Any, _ path: String, key: String) {
+        if found != nil { return }
+        if let d = v as? [String: Any] {
+            for k in d.keys.sorted() { walk(d[k]!, path.isEmpty ? k : path + "." + k, key: k) }
+        } else if let a = v as? [Any] {
+            for (i, e) in a.enumerated() { walk(e, path + "[\(i)]", key: key) }
+        } else if !(v is Bool), let n = v as? NSNumber {
+            let x = n.doubleValue
+            let whole = x.isFinite && x == x.rounded() && abs(x) < 9.2e18
+            if !whole && wholeNumberFields.contains(key) { found = "\(path): expected a whole number, got \(n)" }
+        }
+    }
+    walk(object, "", key: "")
+    return found ?? "a value does not fit its field (a fraction, or a number too large, where a whole number goes)"
+}
+
+/// Fields of recipes, presets and jobs that take whole numbers.
+let wholeNumberFields: Set<String> = [
+    "width", "height", "maxBytes", "pngCompression", "webpMethod", "avifSpeed", "degrees", "top", "right", "bottom", "left",
+    "margin", "tileSize", "overlap", "memoryBudgetMB", "maxInputMB", "maxAttempts", "priority", "version", "multipartMB",
+]
 
 /// A one-line account of a `DecodingError`: the field path and what was wrong.
 public func describeDecoding(_ error: DecodingError) -> String {

@@ -73,8 +73,8 @@ public struct TileSettings: Sendable, Codable, Equatable {
         guard background.count == 3 else {
             throw ImagingError(.invalidRecipe, "tiles.background must be 3 values (RGB)")
         }
-        guard memoryBudgetMB >= 32 else {
-            throw ImagingError(.invalidRecipe, "tiles.memoryBudgetMB must be at least 32")
+        guard (32...1_048_576).contains(memoryBudgetMB) else {
+            throw ImagingError(.invalidRecipe, "tiles.memoryBudgetMB: expected 32...1048576 (MB), got \(memoryBudgetMB)")
         }
     }
 
