@@ -144,7 +144,7 @@ public struct RunSummary: Codable, Sendable {
                 seeks[t.decode.seek, default: 0] += 1
             }
             let tiles = tileRecords.reduce(0) { $0 + $1.1.tilesWritten }
-            pyramids = PyramidSummary(sources: Set(tileRecords.map { $0.0.input }).count, tasks: tileRecords.count,
+            pyramids = PyramidSummary(sources: Set(records.map(\.input)).count, tasks: tileRecords.count,
                                       tiles: tiles, tilesSkipped: tileRecords.reduce(0) { $0 + $1.1.tilesSkipped },
                                       bytes: tileRecords.reduce(0) { $0 + $1.1.bytes }, scales: scales, seeks: seeks,
                                       tilesPerSecond: seconds > 0 ? Double(tiles) / seconds : 0)

@@ -242,8 +242,9 @@ struct Run: ParsableCommand {
     func printSummary(_ s: RunSummary, job: JobStatus, planMilliseconds: Double) {
         let tiles = job.kind == .tiles
         let unit = tiles ? "parts" : "images"
-        var what = tiles ? "\(s.tasks) parts of \(s.pyramids?.sources ?? 0) pyramid\(s.pyramids?.sources == 1 ? "" : "s")"
-            : "\(s.tasks) images"
+        // A rerun that skipped every part made no tiles: it knows parts, not pyramids.
+        var what = !tiles ? "\(s.tasks) images"
+            : s.pyramids.map { "\(s.tasks) parts of \($0.sources) pyramid\($0.sources == 1 ? "" : "s")" } ?? "\(s.tasks) parts"
         if let before = s.resumedTasks { what += " (\(before) done by an earlier run)" }
         print(String(format: "%@ (%@): %@ in %.2f s, %.1f %@/s — %d ok, %d skipped (unchanged), %d failed%@",
                      job.name, job.id, what, s.elapsedSeconds, s.tasksPerSecond, unit, s.succeeded, s.skipped, s.failed,
