@@ -270,7 +270,7 @@ public final class Coordinator: @unchecked Sendable {
         readerWake = wake
         var bound: [String] = []
         for e in config.endpoints {
-            try router.bind(e)
+            do { try router.bind(e) } catch { throw CoordinatorStartError(endpoint: e, reason: "\(error)") }
             bound.append(router.lastEndpoint)
         }
         boundCondition.lock()
@@ -871,4 +871,11 @@ public final class Coordinator: @unchecked Sendable {
     private func shutdownWorkers() {
         for w in workers.values { send(w.identity, Envelope(MessageType.drain)) }
     }
+}
+
+/// An endpoint the coordinator could not bind (in use, no such interface, no permission).
+public struct CoordinatorStartError: Error, CustomStringConvertible {
+    public let endpoint: String
+    public let reason: String
+    public var description: String { "\(endpoint): \(reason)" }
 }

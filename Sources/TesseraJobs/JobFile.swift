@@ -325,15 +325,6 @@ public enum JobFile {
             guard !s.hasPrefix("/") else { throw error(n, field, "must be relative to the output root, got \"\(s)\"") }
             if let problem = OutputNaming.templateProblem(s) { throw error(n, field, problem) }
             guard !s.split(separator: "/").contains("..") else { throw error(n, field, "must not contain \"..\"") }
-            var rest = Substring(s)
-            while let open = rest.firstIndex(of: "{") {
-                guard let close = rest[open...].firstIndex(of: "}") else { throw error(n, field, "unclosed \"{\"") }
-                let token = rest[rest.index(after: open)..<close]
-                guard ["dir", "stem", "ext", "preset"].contains(token) else {
-                    throw error(n, field, "unknown token {\(token)}; expected {dir}, {stem}, {ext} or {preset}")
-                }
-                rest = rest[rest.index(after: close)...]
-            }
             guard s.contains("{stem}") else { throw error(n, field, "must contain {stem}, or every input writes the same file") }
         }
 

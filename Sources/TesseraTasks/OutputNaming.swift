@@ -46,6 +46,16 @@ public struct OutputNaming: Sendable, Codable {
         if template.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
             return "contains a control character (NUL, newline, ...)"
         }
+        // Every {token} is one Tessera fills in: a typo would be a literal part of every name.
+        var rest = Substring(template)
+        while let open = rest.firstIndex(of: "{") {
+            guard let close = rest[open...].firstIndex(of: "}") else { return "unclosed \"{\"" }
+            let token = rest[open...close]
+            if !["{dir}", "{stem}", "{ext}", "{preset}"].contains(token) {
+                return "unknown token \(token); expected {dir}, {stem}, {ext} or {preset}"
+            }
+            rest = rest[rest.index(after: close)...]
+        }
         return nil
     }
 

@@ -141,7 +141,7 @@ struct CoordinatorCommand: ParsableCommand {
     @Option(help: "The coordinator's key pair (.secret from `tessera keygen`): turns CURVE on.")
     var curveSecret: String?
 
-    @Option(help: "Public keys allowed to connect: a directory of .pub files or a file of keys (re-read every 3 s).")
+    @Option(help: "Public keys allowed to connect, by role: a directory with workers/, clients/ and admins/ folders of .pub files, or a file of \"ROLE KEY\" lines (re-read every 3 s).")
     var allow: String?
 
     @Flag(help: "Bind non-loopback TCP without CURVE (anyone who can reach the port can submit and take work).")
@@ -199,10 +199,20 @@ struct CoordinatorCommand: ParsableCommand {
         if insecure && config.curve == nil && bind.contains(where: { !EndpointPolicy.isLocal($0) }) {
             warn("WARNING: --insecure: \(bind.joined(separator: ", ")) accepts anyone, unauthenticated and unencrypted")
         }
-        let coordinator = try Coordinator(config: config, logger: log.logger("tessera.coordinator"))
+        let coordinator: Coordinator
+        do {
+            coordinator = try Coordinator(config: config, logger: log.logger("tessera.coordinator"))
+        } catch {
+            // The journal, the endpoints, the allow-list: what it could not start with.
+            warn("error: cannot start (journal \(journal), bind \(bind.joined(separator: ", "))): \(error)")
+            throw Exit.usage
+        }
         let signals = StopSignals(first: { _ in coordinator.stop() })
         defer { _ = signals }
-        try coordinator.run()
+        do { try coordinator.run() } catch let e as CoordinatorStartError {
+            warn("error: cannot listen on \(e)")
+            throw Exit.usage
+        }
     }
 }
 
@@ -301,8 +311,9 @@ struct Keygen: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Write a CURVE key pair: NAME.pub (share it) and NAME.secret (mode 0600, keep it).",
         discussion: """
-            The coordinator runs with --curve-secret coordinator.secret --allow DIR, where DIR holds
-            the .pub files of the workers and clients it accepts. Workers and clients run with
+            The coordinator runs with --curve-secret coordinator.secret --allow DIR, where a key's \
+            role is the folder its .pub file is in: DIR/workers/, DIR/clients/ or DIR/admins/ (or \
+            DIR is a file of "ROLE KEY" lines). Workers and clients run with \
             --curve-secret NAME.secret --server-key coordinator.pub.
             """)
 

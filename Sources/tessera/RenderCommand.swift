@@ -9,10 +9,10 @@ struct Render: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Render images to a size, presets or recipes, in this process.",
         discussion: """
-            Inputs are files or directories (searched recursively for JPEG, PNG, WebP,
-            HEIC/HEIF and AVIF by extension, any case), or - for standard input. Each input
-            is decoded once for all of its outputs. Outputs are written
-            atomically under OUTDIR (or to standard output with -o -), named by --template:
+            Inputs are files or directories (searched recursively for JPEG, PNG, WebP, \
+            HEIC/HEIF and AVIF by extension, any case), or - for standard input. Each input \
+            is decoded once for all of its outputs. Outputs are written \
+            atomically under OUTDIR (or to standard output with -o -), named by --template: \
             {dir} (relative to the input directory), {stem}, {ext}, {preset}.
 
             Examples:
@@ -286,6 +286,9 @@ struct Render: ParsableCommand {
         }
         if !toStdout { try OutputRoot.prepare(output) }  // a bucket: credentials proved by listing one key
         // The same job a pool worker runs, with this command's options.
+        if let template, let problem = OutputNaming.templateProblem(template) {
+            throw ValidationError("--template \(problem)")
+        }
         let pathTemplate = template ?? (outputs.count == 1 ? OutputNaming.single : OutputNaming.perPreset)
         var jobOptions = JobOptions()
         jobOptions.strict = !lenient

@@ -12,8 +12,8 @@ struct Run: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run a job file on this machine: a coordinator and N worker processes in one command.",
         discussion: """
-            The journal (default: OUTPUT/.tessera/journal.sqlite) makes reruns incremental: inputs
-            whose content and recipe are unchanged, and whose outputs exist, are skipped. Ends with
+            The journal (default: OUTPUT/.tessera/journal.sqlite) makes reruns incremental: inputs \
+            whose content and recipe are unchanged, and whose outputs exist, are skipped. Ends with \
             a summary; --report writes the per-task records as JSON lines and CSV.
             """)
 

@@ -9,9 +9,9 @@ struct Strip: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Remove metadata (EXIF incl. GPS, XMP, IPTC, comments) without re-encoding.",
         discussion: """
-            The compressed image data is copied byte for byte. The output still displays
-            upright: a minimal EXIF with only the Orientation tag is kept, or with
-            --orientation transform the pixels are rotated losslessly when the image is a
+            The compressed image data is copied byte for byte. The output still displays \
+            upright: a minimal EXIF with only the Orientation tag is kept, or with \
+            --orientation transform the pixels are rotated losslessly when the image is a \
             whole number of MCUs. The ICC profile is kept unless --drop-icc.
             """)
 

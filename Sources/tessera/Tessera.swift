@@ -8,9 +8,9 @@ struct Tessera: ParsableCommand {
         commandName: "tessera",
         abstract: "Batch image rendering: thumbnails, metadata stripping, recompression, tile pyramids.",
         discussion: """
-            Exit codes: 0 every task succeeded (or was unchanged), 1 some tasks failed, 2 usage or
-            configuration error, 3 the coordinator failed or did not answer, 4 refused by the
-            coordinator's CURVE authentication, 130/143 stopped by SIGINT/SIGTERM (a rerun resumes).
+            Exit codes: 0 every task succeeded (or was unchanged), 1 some tasks failed, 2 usage or \
+            configuration error, 3 the coordinator failed or did not answer, 4 refused by the \
+            coordinator's CURVE authentication, 130/143 stopped by SIGINT/SIGTERM (a rerun resumes). \
             Shell completion: tessera --generate-completion-script bash|zsh|fish.
             """,
         version: TesseraVersion.string,
@@ -42,7 +42,12 @@ struct Tessera: ParsableCommand {
                 warn("error: " + message(for: error))
                 Foundation.exit(Exit.usage.rawValue)
             }
-            exit(withError: error)
+            // Exit codes thrown on purpose, help and version requests: as argument-parser does.
+            if error is ExitCode || exitCode(for: error) != .failure { exit(withError: error) }
+            // Anything else stopped the command before it could do its work: one error
+            // style, and the configuration exit code.
+            warn("error: \(error)")
+            Foundation.exit(Exit.usage.rawValue)
         }
     }
 }

@@ -10,12 +10,12 @@ struct Tiles: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Make tile pyramids (Deep Zoom or IIIF) of large images with local worker processes.",
         discussion: """
-            The same as `tessera run` with a job of kind tiles: each source's pyramid is split into
-            bands over the workers. Deep Zoom writes OUTPUT/NAME.dzi, OUTPUT/NAME_files/ and
+            The same as `tessera run` with a job of kind tiles: each source's pyramid is split into \
+            bands over the workers. Deep Zoom writes OUTPUT/NAME.dzi, OUTPUT/NAME_files/ and \
             OUTPUT/NAME.html (a viewer); IIIF writes OUTPUT/NAME/info.json and its tiles.
             """)
 
-    @Argument(help: "JPEG or PNG sources, or directories of them.")
+    @Argument(help: "JPEG, PNG, HEIC, AVIF or WebP sources, or directories of them.")
     var sources: [String]
 
     @Option(name: .shortAndLong, help: "Output directory.")

@@ -105,7 +105,9 @@ final class CLITests: XCTestCase {
                                 (["run", dir + "/job.yaml", "--log-level", "loud"], "--log-level must be one of"),
                                 (["render", a, "-r", dir + "/frac.json"], "operations[0].width: expected a whole number, got 1.5"),
                                 (["render", a, "-r", dir + "/job.yaml"], "not JSON (it looks like YAML"),
-                                (["render", a, "-s", "64", "-q", "1.5"], "--quality must be 0...1, got 1.5")] {
+                                (["render", a, "-s", "64", "-q", "1.5"], "--quality must be 0...1, got 1.5"),
+                                (["render", a, "-s", "64", "--template", "{foo}.jpg"], "--template unknown token {foo}"),
+                                (["render", a, "-s", "64", "--template", "{stem}\n.{ext}"], "--template contains a control character")] {
             let r = try tessera(args + ["-o", dir + "/bad"].filter { _ in args[0] != "worker" && args[0] != "run" })
             XCTAssertEqual(r.status, 2, "\(args): \(r.stderr)")
             XCTAssertTrue(r.stderr.contains(message), "\(args): \(r.stderr)")
