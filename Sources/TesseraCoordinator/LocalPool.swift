@@ -77,6 +77,10 @@ public final class LocalPool: @unchecked Sendable {
     /// Drains the workers, waits for them (terminating stragglers), stops the coordinator.
     public func shutdown(timeout: Double = 30) {
         if isRunning { try? CoordinatorClient(endpoint: endpoint, timeout: 5).shutdown() }
+        // A worker still starting (a job that ended before it connected) gets no drain
+        // message; SIGTERM drains it the same way, and it was waited out and killed with a
+        // warning before.
+        for p in workers where p.isRunning { kill(p.processIdentifier, SIGTERM) }
         waitForWorkers(until: Date().addingTimeInterval(timeout))
         stopCoordinator()
     }
