@@ -18,6 +18,7 @@ public final class Prefetcher: @unchecked Sendable {
         for n in 0..<max(1, threads) {
             let t = Thread { [self] in loop() }
             t.name = "transfer-\(n)"
+            t.stackSize = 1 << 20  // waits on curl: small stacks (address space is a budget too)
             t.start()
         }
     }

@@ -5,6 +5,7 @@ import TesseraExecution
 import TesseraImaging
 import TesseraTasks
 import TesseraService
+import TesseraShim
 import TesseraStorage
 import TesseraWire
 
@@ -163,6 +164,11 @@ public final class Worker: @unchecked Sendable {
     ]
 
     public init(config: WorkerConfig, logger: Logger = Logger(label: "tessera.worker")) throws {
+        // glibc gives each thread that allocates its own malloc arena, reserving 64 MB of
+        // address space apiece: under an address-space limit (ulimit -v, prlimit --as) the
+        // executors' threads could not even be created. Two arenas serve a worker's few
+        // threads (most memory is pixel buffers, allocated once per task).
+        _ = ts_limit_malloc_arenas(2)
         self.config = config
         self.logger = logger
         stores = RemoteStores(cache: try config.cacheDirectory.map { try SourceCache(directory: $0, capacity: config.cacheBytes) })
@@ -259,7 +265,7 @@ public final class Worker: @unchecked Sendable {
             results.close()
             http?.stop()
         }
-        startExecutors()
+        try startExecutors()
         defer {
             lock.lock()
             stopping = true
@@ -370,13 +376,23 @@ public final class Worker: @unchecked Sendable {
         ])
     }
 
-    /// One thread per unit of concurrency, running `executorLoop` until `stopping`.
-    private func startExecutors() {
+    /// One thread per unit of concurrency, running `executorLoop` until `stopping`. A thread
+    /// that cannot be created (Foundation's `Thread.start` says nothing) is an error, not
+    /// a worker that takes tasks and never runs them.
+    private func startExecutors() throws {
+        let started = DispatchSemaphore(value: 0)
         for n in 0..<config.concurrency {
-            let t = Thread { [self] in executorLoop() }
+            let t = Thread { [self] in
+                started.signal()
+                executorLoop()
+            }
             t.name = "executor-\(n)"
             t.stackSize = 8 << 20
             t.start()
+        }
+        for n in 0..<config.concurrency where started.wait(timeout: .now() + 5) == .timedOut {
+            throw WorkerStartError(reason: "could start only \(n) of \(config.concurrency) executor threads "
+                                   + "(thread creation failed: is the address-space limit, ulimit -v or prlimit --as, too low?)")
         }
     }
 
@@ -688,4 +704,8 @@ public final class Worker: @unchecked Sendable {
     }
 }
 
-
+/// The worker could not start (threads, endpoint).
+public struct WorkerStartError: Error, CustomStringConvertible {
+    public let reason: String
+    public var description: String { reason }
+}

@@ -53,6 +53,26 @@ final class MemoryTests: XCTestCase {
         checkOutcome(try submit(c, job), worker: worker, expect: "cannot allocate")
     }
 
+    /// A worker started under a 400 MB address-space limit runs its tasks (its threads used
+    /// to fail to start — glibc reserves 64 MB per thread's malloc arena — and it took tasks
+    /// and never ran them); the 24 MP bitmap still fails typed, the small photo succeeds.
+    func testWorkerStartedUnderAnAddressSpaceLimitRunsItsTasks() throws {
+        let c = try Cluster()
+        let job = try prepare(c)
+        try c.startCoordinator()
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
+        p.arguments = ["--as=400000000", Cluster.binary.path, "worker", "--connect", c.endpoint, "--concurrency", "2"]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        c.workers.append(p)
+        let records = try submit(c, job)
+        XCTAssertEqual(records.first { $0.input.hasSuffix("small.jpg") }?.status, .succeeded, c.logs())
+        XCTAssertEqual(records.first { $0.input.hasSuffix("big.jpg") }?.error?.code, "out-of-memory")
+        XCTAssertTrue(p.isRunning)
+    }
+
     /// `--memory-limit`: the task's planned peak is over its share; refused before decoding.
     func testMemoryBudgetRefusesBeforeDecoding() throws {
         let c = try Cluster()

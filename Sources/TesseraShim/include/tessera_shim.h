@@ -215,6 +215,9 @@ void ts_http_response_free(ts_http_response *response);
 /// (prctl(PR_SET_PDEATHSIG)); returns 0 or -1 with errno set.
 int ts_set_parent_death_signal(int sig);
 
+/// At most `arenas` glibc malloc arenas (mallopt(M_ARENA_MAX)); returns 1 on success.
+int ts_limit_malloc_arenas(int arenas);
+
 #ifdef __cplusplus
 }
 #endif
