@@ -133,6 +133,10 @@ public final class Worker: @unchecked Sendable {
     private var lastHeard = 0.0
     private var lastSent = 0.0
     private var lastHeartbeat = 0.0
+    /// While the coordinator refuses this worker's key (`forbidden`: revoked, or a client
+    /// key), heartbeats wait until then, backing off up to a minute (and say so once each).
+    private var refusedUntil = 0.0
+    private var refusedBackoff = 0.0
     private var completedCount = 0
     /// The highest task peak this worker reported.
     public private(set) var peakMemory: PeakMemory?
@@ -309,7 +313,7 @@ public final class Worker: @unchecked Sendable {
             if let started = drainStarted, drained(link.dealer, since: started, now: now) { return }
             // One heartbeat a second even while reports flow: it carries what runs and the
             // worker's memory and CPU (the coordinator's view of it, the dashboard's sparklines).
-            if now - lastHeartbeat >= config.heartbeatInterval {
+            if now - lastHeartbeat >= config.heartbeatInterval && now >= refusedUntil {
                 lastHeartbeat = now
                 heartbeat(link.dealer, now: now)
             }
@@ -451,6 +455,7 @@ public final class Worker: @unchecked Sendable {
         switch e.type {
         case MessageType.welcome:
             helloAwaitingWelcome = nil
+            refusedBackoff = 0
         case MessageType.heartbeat:
             break
         case MessageType.reregister:
@@ -499,7 +504,14 @@ public final class Worker: @unchecked Sendable {
             return .drain
         case MessageType.error:
             let err = try? e.decode(ErrorReply.self)
-            logger.error("coordinator error: \(err?.description ?? "?")")
+            if err?.code == "forbidden" {
+                guard now >= refusedUntil else { break }  // replies to what was sent before the pause
+                refusedBackoff = min(60, max(2, refusedBackoff * 2))
+                refusedUntil = now + refusedBackoff
+                logger.error("coordinator error: \(err?.description ?? "?"); trying again in \(Int(refusedBackoff)) s")
+            } else {
+                logger.error("coordinator error: \(err?.description ?? "?")")
+            }
         default:
             logger.warning("ignoring \(e.type)")
         }

@@ -220,6 +220,10 @@ final class TrustTests: XCTestCase {
         try c.assertExactlyOnce(records, inputs: inputs)
         XCTAssertEqual(records.filter { $0.worker?.hasPrefix("evil@") == true }.count, doneByEvil, "no task done by the revoked key after the revocation")
         XCTAssertTrue(try String(contentsOfFile: c.dir + "/coordinator.log", encoding: .utf8).contains("its key was removed from the allow-list"))
+        // The refused worker backs off (2, 4, 8… s) instead of being refused every second.
+        let evilLog = try String(contentsOfFile: c.dir + "/evil.log", encoding: .utf8)
+        let refusals = evilLog.components(separatedBy: "coordinator error").count - 1
+        XCTAssertLessThanOrEqual(refusals, 5, "\(Date().timeIntervalSince(revoked)) s after revocation:\n" + evilLog.suffix(2000))
     }
 
     /// A peer that connects with a worker's id as its routing id takes nothing over: the
