@@ -72,7 +72,7 @@ struct Submit: ParsableCommand {
     @Option(help: "Preset file (JSON) adding presets (repeatable).")
     var presets: [String] = []
 
-    @Flag(help: "Print {\"job\": ID, \"tasks\": N} as JSON.")
+    @Flag(help: "Print {\"type\": \"submitted\", \"version\": 1, \"job\": ID, \"tasks\": N, \"planMilliseconds\": MS} (with --wait, then the job's final status; docs/JSON.md).")
     var json = false
 
     @Flag(help: "Wait for the job to end (exit 1 if any task failed).")
@@ -99,7 +99,7 @@ struct Status: ParsableCommand {
     @Argument(help: "Job id.")
     var id: String?
 
-    @Flag(help: "JSON.")
+    @Flag(help: "Jobs and workers as JSON (docs/JSON.md).")
     var json = false
 
     @OptionGroup var target: CoordinatorOption
@@ -122,7 +122,7 @@ struct Wait: ParsableCommand {
     @Argument(help: "Job id.")
     var id: String
 
-    @Flag(help: "JSON.")
+    @Flag(help: "The job's final status as JSON (docs/JSON.md).")
     var json = false
 
     @OptionGroup var target: CoordinatorOption
