@@ -375,6 +375,9 @@ public struct ExecutableJob: Codable, Sendable, Equatable {
         struct Key: Encodable {
             var renderer = Renderer.version
             var kind: JobKind
+            /// The same recipes written under another root are other work (a rerun with a
+            /// new `--output` must not be skipped because the old root has the files).
+            var root: String
             var outputs: [OutputSpec]
             var strip: StripOptions
             var tiles: TileSettings?
@@ -383,7 +386,7 @@ public struct ExecutableJob: Codable, Sendable, Equatable {
         }
         let e = JSONEncoder()
         e.outputFormatting = [.sortedKeys]
-        let data = (try? e.encode(Key(kind: kind, outputs: outputs, strip: strip, tiles: tiles,
+        let data = (try? e.encode(Key(kind: kind, root: outputRoot, outputs: outputs, strip: strip, tiles: tiles,
                                       strict: options.strict, fast: options.fast))) ?? Data()
         return XXH64.hash(Array(data))
     }

@@ -183,6 +183,16 @@ final class OutputOwnershipTests: XCTestCase {
         XCTAssertFalse(tiles.owns("sub/ab_files/0/0_0.jpg", input: a), "a sibling whose name starts the same")
         XCTAssertFalse(tiles.owns("sub/b.dzi", input: a))
     }
+
+    /// The same job written under another root is other work: a shared coordinator must not
+    /// skip it because the first root has the files (reruns key on this hash).
+    func testTheOutputRootIsPartOfTheRenditionKey() {
+        let a = JobSpec(name: "n", inputs: [.path("/in", patterns: ["*.jpg"], recursive: true)], output: "/out/a")
+        var b = a
+        XCTAssertEqual(a.executable.recipeHash, b.executable.recipeHash)
+        b.output = "/out/b"
+        XCTAssertNotEqual(a.executable.recipeHash, b.executable.recipeHash)
+    }
 }
 
 final class JobPlannerTests: XCTestCase {
