@@ -408,14 +408,19 @@ extension JobOptions {
     public func problem() -> (field: String, message: String)? {
         let values: [String: Double] = ["maxMegapixels": maxMegapixels, "maxInputMB": Double(maxInputMB),
                                         "maxAttempts": Double(maxAttempts), "timeout": timeout]
-        for (field, range, unit) in Self.ranges {
-            let v = values[field]!
-            guard v.isFinite, range.contains(v) else {
-                func show(_ x: Double) -> String { x == x.rounded() && abs(x) < 1e15 ? String(Int(x)) : "\(x)" }
-                return ("options.\(field)", "expected \(show(range.lowerBound))...\(show(range.upperBound)) \(unit), got \(show(v))")
-            }
+        for (field, _, _) in Self.ranges {
+            if let message = Self.rangeProblem(field, values[field]!) { return ("options.\(field)", message) }
         }
         return nil
+    }
+
+    /// "expected 1...65536 MB, got 99999999999999" when `value` is outside `field`'s range
+    /// (the command line's limits use it too), else nil.
+    public static func rangeProblem(_ field: String, _ value: Double) -> String? {
+        guard let (_, range, unit) = ranges.first(where: { $0.field == field }) else { return nil }
+        if value.isFinite && range.contains(value) { return nil }
+        func show(_ x: Double) -> String { x == x.rounded() && abs(x) < 1e15 ? String(Int(x)) : "\(x)" }
+        return "expected \(show(range.lowerBound))...\(show(range.upperBound)) \(unit), got \(show(value))"
     }
 }
 

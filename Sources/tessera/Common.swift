@@ -17,10 +17,7 @@ struct LimitOptions: ParsableArguments {
     /// The same ranges as a job file's `options` (`JobOptions.ranges`).
     func validate() throws {
         for (flag, field, value) in [("--max-megapixels", "maxMegapixels", maxMegapixels), ("--max-input-mb", "maxInputMB", Double(maxInputMB))] {
-            guard let range = JobOptions.ranges.first(where: { $0.field == field }), value.isFinite, range.range.contains(value) else {
-                let r = JobOptions.ranges.first { $0.field == field }!
-                throw ValidationError("\(flag) must be \(r.range.lowerBound.clean)...\(r.range.upperBound.clean) \(r.unit), got \(value.clean)")
-            }
+            if let problem = JobOptions.rangeProblem(field, value) { throw ValidationError("\(flag): \(problem)") }
         }
     }
 
@@ -178,9 +175,4 @@ func suggestion(_ value: String, _ valid: [String]) -> String {
     guard let best = valid.min(by: { distance(v, Array($0.lowercased())) < distance(v, Array($1.lowercased())) }),
           distance(v, Array(best.lowercased())) <= max(2, best.count / 3) else { return "" }
     return " (did you mean \"\(best)\"?)"
-}
-
-extension Double {
-    /// 4295 rather than 4295.0; other values as Swift prints them.
-    var clean: String { self == rounded() && abs(self) < 1e15 ? String(Int(self)) : "\(self)" }
 }

@@ -96,9 +96,9 @@ final class CLITests: XCTestCase {
         try Data(#"{"operations":[{"op":"resize","width":1.5}]}"#.utf8).write(to: URL(fileURLWithPath: dir + "/frac.json"))
         try Data("name: x\ninputs: [a]\n".utf8).write(to: URL(fileURLWithPath: dir + "/job.yaml"))
         let a = dir + "/in/a.jpg"
-        for (args, message) in [(["render", a, "-s", "64", "--max-megapixels", "1e300"], "--max-megapixels must be 0.01...4295 megapixels, got 1e+300"),
+        for (args, message) in [(["render", a, "-s", "64", "--max-megapixels", "1e300"], "--max-megapixels: expected 0.01...4295 megapixels, got 1e+300"),
                                 (["render", a, "-s", "64", "--max-megapixels", "nan"], "got nan"),
-                                (["render", a, "-s", "64", "--max-input-mb", "99999999999999"], "--max-input-mb must be 1...65536 MB"),
+                                (["render", a, "-s", "64", "--max-input-mb", "99999999999999"], "--max-input-mb: expected 1...65536 MB"),
                                 (["tiles", a, "--memory-budget", "99999999999999"], "tiles.memoryBudgetMB: expected 32...1048576"),
                                 (["worker", "--connect", "tcp://127.0.0.1:1", "--concurrency", "0"], "--concurrency must be 1...256, got 0"),
                                 (["worker", "--connect", "tcp://127.0.0.1:1", "--memory-limit", "99999999999999"], "--memory-limit must be 64...16777216"),
