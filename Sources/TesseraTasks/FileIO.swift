@@ -69,6 +69,10 @@ public enum FileIO {
         defer { close(fd) }
         guard size > 0 else { return MappedFile(base: nil, count: 0) }
         guard let p = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), p != MAP_FAILED else {
+            // No address space left for the file (an address-space limit): memory, not I/O.
+            if errno == ENOMEM {
+                throw JobError(.outOfMemory, "cannot map the \(size >> 20) MB file: no address space left (\(String(cString: strerror(errno))))", file: path)
+            }
             throw JobError(.readFailed, String(cString: strerror(errno)), file: path)
         }
         return MappedFile(base: p, count: size)

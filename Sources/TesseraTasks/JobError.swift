@@ -12,6 +12,8 @@ public struct JobError: Error, Equatable, Sendable, CustomStringConvertible {
         /// An I/O error reading an input that exists (may pass on retry, e.g. on network storage).
         public static let readFailed = Code(rawValue: "read-failed")
         public static let inputTooLarge = Code(rawValue: "input-too-large")
+        /// Memory ran out before the image could be decoded (the same code as `ImagingError`'s).
+        public static let outOfMemory = Code(rawValue: "out-of-memory")
         public static let writeFailed = Code(rawValue: "write-failed")
         public static let unsafeOutputPath = Code(rawValue: "unsafe-output-path")
         public static let outputCollision = Code(rawValue: "output-collision")
