@@ -532,14 +532,15 @@ package final class Scheduler {
 
     /// Gives a worker up: requeue what it held, charging tasks it was running.
     package func lose(_ w: WorkerConn, reason: String, charge: Bool = true, keep: Set<TaskRef> = []) {
-        // Charged: what it said was running, and — for executors it had not said were busy —
-        // the first tasks it held but had not said it started (what those executors would
-        // have taken), so a task that kills its worker on arrival still meets the poison
-        // rule. Not "sent after the worker was last heard from": a heartbeat already in
-        // flight when the task was sent would make its death nobody's.
+        // Charged: what it said was running, and — when it died before saying anything about
+        // the tasks it was sent last — the first of those (what its executors would have
+        // started), so a task that kills its worker on arrival still meets the poison rule.
+        // Tasks it had already mentioned as queued are not charged (one queued behind the
+        // killer is innocent); a heartbeat in flight when a task was sent can leave a death
+        // charged to nobody (the rule then needs one death more).
         var charged = w.running
         func sentAt(_ ref: TaskRef, _ job: ActiveJob) -> Double { job.live[ref.task]?.dispatchedAt ?? 0 }
-        let silent = w.held.filter { ref, _ in !w.running.contains(ref) }
+        let silent = w.held.filter { ref, job in !w.running.contains(ref) && sentAt(ref, job) >= w.lastSeen }
             .sorted { (sentAt($0.key, $0.value), $0.key.task) < (sentAt($1.key, $1.value), $1.key.task) }
         for (ref, _) in silent.prefix(max(0, w.concurrency - w.running.count)) { charged.insert(ref) }
         for (ref, job) in w.held where !keep.contains(ref) {

@@ -70,7 +70,9 @@ final class HardeningTests: XCTestCase {
         let s = try XCTUnwrap(end, "job ended\n" + c.logs().suffix(3000))
         XCTAssertEqual(s.succeeded, 4)
         XCTAssertEqual(s.failed, 2)
-        XCTAssertLessThanOrEqual(deaths, 6, "at most three deaths per poison task")
+        // Three charged deaths per poison task; a heartbeat in flight when a task was sent can
+        // leave one death uncharged (Scheduler.lose), seen on a loaded machine.
+        XCTAssertLessThanOrEqual(deaths, 8, "at most three charged deaths per poison task, and one uncharged")
         let records = try c.records(job)
         try c.assertExactlyOnce(records, inputs: inputs)
         for r in records where r.status == .failed {
