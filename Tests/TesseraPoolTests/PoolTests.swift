@@ -151,7 +151,9 @@ final class PoolTests: XCTestCase {
         // Count the dead, not the started: the third death can end the job before the
         // supervisor loop above sees it and starts a replacement.
         for _ in 0..<40 where c.workers.filter({ !$0.isRunning }).count < 3 { usleep(50_000) }  // the last one reaped
-        XCTAssertEqual(c.workers.filter { !$0.isRunning }.count, 3, "three workers died on it")
+        // Three charged deaths; a heartbeat in flight can leave one uncharged (Scheduler.lose).
+        let dead = c.workers.filter { !$0.isRunning }.count
+        XCTAssertTrue((3...4).contains(dead), "three workers died on it (and at most one uncharged): \(dead)")
     }
 
     /// SIGTERM: the worker hands back what it has queued, finishes what it runs, exits 0.
