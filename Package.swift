@@ -12,8 +12,6 @@ let dependencies: [Package.Dependency] = [
     // Metrics API in the libraries, Prometheus exposition at the edge.
     .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
     .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.1.0"),
-    // HTTP for probes and metrics (docs/decisions/010-http-server.md).
-    .package(url: "https://github.com/swhitty/FlyingFox", from: "0.20.0"),
 ]
 
 // MARK: - C libraries (system-library targets: module map + one shim header)
@@ -66,7 +64,6 @@ let libraries: [Target] = [
     .target(name: "TesseraWire", dependencies: ["CZMQ", "TesseraTasks"]),
     // What a long-running process serves: HTTP probes, metrics (swift-metrics → Prometheus), process metrics.
     .target(name: "TesseraService", dependencies: [
-        .product(name: "FlyingFox", package: "FlyingFox"),
         .product(name: "CoreMetrics", package: "swift-metrics"),
         .product(name: "Prometheus", package: "swift-prometheus"),
     ]),
@@ -117,7 +114,7 @@ let tests: [Target] = [
     .testTarget(name: "TesseraStorageTests", dependencies: ["TesseraStorage", "TesseraTasks", "TesseraTestSupport"]),
     .testTarget(name: "TesseraWireTests", dependencies: ["TesseraWire", "TesseraTasks"]),
     .testTarget(name: "TesseraCoordinatorTests", dependencies: ["TesseraCoordinator", "TesseraImaging", "TesseraTasks", "TesseraJobs", "TesseraWire", .product(name: "Logging", package: "swift-log")]),
-    .testTarget(name: "TesseraPoolTests", dependencies: ["tessera", "TesseraTestSupport", "TesseraImaging", "TesseraTasks", "TesseraJobs", "TesseraExecution", "TesseraStorage", "TesseraWire"]),
+    .testTarget(name: "TesseraPoolTests", dependencies: ["tessera", "TesseraTestSupport", "TesseraService", "TesseraImaging", "TesseraTasks", "TesseraJobs", "TesseraExecution", "TesseraStorage", "TesseraWire"]),
 ]
 
 let package = Package(
@@ -127,6 +124,8 @@ let package = Package(
         .executable(name: "tessera", targets: ["tessera"]),
         .library(name: "TesseraImaging", targets: ["TesseraImaging"]),
         .library(name: "TesseraJobs", targets: ["TesseraTasks", "TesseraJobs", "TesseraExecution"]),
+        // The message codec, for the fuzz targets (Fuzz/) and tools that speak the protocol.
+        .library(name: "TesseraWire", targets: ["TesseraWire"]),
     ],
     dependencies: dependencies,
     targets: cTargets + libraries + executables + tests,

@@ -1,6 +1,7 @@
 // swift-tools-version:5.9
 // Coverage-guided fuzz targets (libFuzzer through Swift's -sanitize=fuzzer), built apart
-// from the main package: Benchmarks/fuzz.sh builds and runs them.
+// from the main package: Benchmarks/fuzz.sh builds and runs them. One executable holds
+// every target; FUZZ_TARGET chooses (Sources/FuzzTargets/Targets.swift).
 import Foundation
 import PackageDescription
 
@@ -11,7 +12,10 @@ let package = Package(
     name: "TesseraFuzz",
     dependencies: [.package(path: "..")],
     targets: [
-        .executableTarget(name: "FuzzRender", dependencies: [.product(name: "TesseraImaging", package: root)],
+        .executableTarget(name: "FuzzTargets",
+                          dependencies: [.product(name: "TesseraImaging", package: root),
+                                         .product(name: "TesseraJobs", package: root),
+                                         .product(name: "TesseraWire", package: root)],
                           swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
     ]
 )

@@ -1,5 +1,3 @@
-import FlyingFox
-import FlyingSocks
 import Foundation
 
 /// What a route answers.
@@ -26,8 +24,8 @@ public struct HTTPServiceError: Error, CustomStringConvertible {
 }
 
 /// The HTTP side of a long-running process: `/metrics`, `/healthz`, `/readyz` (and
-/// whatever else a caller routes), served by FlyingFox on an epoll socket pool, so a
-/// slow or idle connection never delays another (docs/decisions/010-http-server.md).
+/// whatever else a caller routes), served by `PollHTTPServer` on its own thread, so a
+/// slow, idle or oversized client never delays another (docs/decisions/010-http-server.md).
 ///
 /// Handlers run on Swift's concurrency pool: they must only read state (under a lock),
 /// never wait on the caller's event loop.
@@ -42,166 +40,41 @@ public final class HTTPService: @unchecked Sendable {
     /// The port served (the one chosen when asked for port 0).
     public let port: Int
     public let address: String
-    private let server: HTTPServer
-    private let task: Task<Void, Error>
+    private let server: PollHTTPServer
 
     /// Binds `address:port` (IPv4 or IPv6 literal; port 0: any free port) and serves
-    /// `routes` (exact paths, GET and HEAD) until `stop()`.
+    /// `routes` (exact paths, GET and HEAD), `events` (GET) and `actions` (POST) until `stop()`.
     public init(address: String, port: Int, routes: [String: Handler], events: [String: EventSource] = [:],
                 actions: [String: Action] = [:]) throws {
         guard (0...65535).contains(port) else { throw HTTPServiceError(description: "HTTP port \(port) is not in 0...65535") }
-        let socketAddress: any SocketAddress
-        do {
-            socketAddress = address.contains(":")
-                ? try sockaddr_in6.inet6(ip6: address, port: UInt16(port))
-                : try sockaddr_in.inet(ip4: address, port: UInt16(port))
-        } catch {
-            throw HTTPServiceError(description: "HTTP address \"\(address)\" is not an IPv4 or IPv6 address")
-        }
-        let server = HTTPServer(address: socketAddress, timeout: 15, logger: .disabled)
         let paths = (Array(routes.keys) + Array(events.keys)).sorted().joined(separator: ", ")
-        let table = routes, streams = events, posts = actions
-        let started = DispatchSemaphore(value: 0)
-        let box = StartBox()
-        let handler: @Sendable (HTTPRequest) async throws -> HTTPResponse = { request in
-            if request.method == .POST, let action = posts[request.path] {
-                var query: [String: String] = [:]
-                for item in request.query { query[item.name] = item.value }
-                var headers: [String: String] = [:]
-                for (name, value) in request.headers { headers[name.rawValue.lowercased()] = value }
-                let reply = await action(query, headers)
-                return HTTPResponse(statusCode: HTTPStatusCode(reply.status, phrase: HTTPService.phrase(reply.status)),
-                                    headers: [.contentType: reply.contentType, HTTPHeader("Cache-Control"): "no-store"],
-                                    body: Data(reply.body))
+        server = try PollHTTPServer(address: address, port: port) { request in
+            if request.method == "POST", let action = actions[request.path] {
+                return .reply(await action(request.query, request.headers))
             }
-            guard request.method == .GET || request.method == .HEAD else {
-                return HTTPResponse(statusCode: HTTPStatusCode(405, phrase: "Method Not Allowed"),
-                                    headers: [HTTPHeader("Allow"): "GET, HEAD"], body: Data("only GET\n".utf8))
+            guard request.method == "GET" || request.method == "HEAD" else {
+                return .reply(.text("only GET and HEAD\n", status: 405), extraHeaders: [("Allow", "GET, HEAD")])
             }
-            if let source = streams[request.path] {
-                var query: [String: String] = [:]
-                for item in request.query { query[item.name] = item.value }
-                return HTTPResponse(statusCode: .ok,
-                                    headers: [.contentType: "text/event-stream", HTTPHeader("Cache-Control"): "no-store"],
-                                    body: HTTPBodySequence(from: EventBytes(next: source(query))))
+            if let source = events[request.path], request.method == "GET" {
+                return .events(source(request.query))
             }
-            guard let handler = table[request.path] else {
-                return HTTPResponse(statusCode: .notFound, body: Data("not found; see \(paths)\n".utf8))
+            guard let handler = routes[request.path] else {
+                return .reply(.text("not found; see \(paths)\n", status: 404), omitBody: request.method == "HEAD")
             }
-            var query: [String: String] = [:]
-            for item in request.query { query[item.name] = item.value }
-            let reply = await handler(request.path, query)
-            return HTTPResponse(statusCode: HTTPStatusCode(reply.status, phrase: HTTPService.phrase(reply.status)),
-                                headers: [.contentType: reply.contentType, HTTPHeader("Cache-Control"): "no-store"],
-                                body: request.method == .HEAD ? Data() : Data(reply.body))
+            return .reply(await handler(request.path, request.query), omitBody: request.method == "HEAD")
         }
-        // The server runs until stopped; a failure to bind ends it at once (reported here).
-        task = Task {
-            await server.appendRoute("*", handler: handler)
-            do { try await server.run() } catch {
-                box.finish(port: nil, error: error)
-                started.signal()
-                throw error
-            }
-        }
-        Task {
-            for _ in 0..<1000 {
-                if box.isFinished { return }
-                if let address = await server.listeningAddress {
-                    switch address {
-                    case let .ip4(_, port), let .ip6(_, port): box.finish(port: Int(port), error: nil)
-                    case .unix: box.finish(port: 0, error: nil)
-                    }
-                    started.signal()
-                    return
-                }
-                try? await Task.sleep(nanoseconds: 5_000_000)
-            }
-        }
-        if started.wait(timeout: .now() + 10) == .timedOut {
-            task.cancel()
-            throw HTTPServiceError(description: "HTTP on \(address):\(port) did not start within 10 s")
-        }
-        if let error = box.error {
-            throw HTTPServiceError(description: "cannot serve HTTP on \(address):\(port): \(HTTPService.describe(error))")
-        }
-        self.server = server
         self.address = address
-        self.port = box.port ?? 0
+        self.port = server.port
     }
 
     /// Stops listening and closes the connections.
     public func stop() {
-        let done = DispatchSemaphore(value: 0)
-        let server = self.server, task = self.task
-        Task {
-            await server.stop(timeout: 0.5)
-            task.cancel()
-            done.signal()
-        }
-        _ = done.wait(timeout: .now() + 2)
+        server.stop()
     }
 
     static func phrase(_ status: Int) -> String {
         [200: "OK", 204: "No Content", 400: "Bad Request", 403: "Forbidden", 404: "Not Found",
-         405: "Method Not Allowed", 500: "Internal Server Error", 503: "Service Unavailable"][status] ?? "Status"
-    }
-
-    static func describe(_ error: Error) -> String {
-        if let e = error as? SocketError, case let .failed(type, errno, message) = e {
-            return "\(type): \(message) (errno \(errno))"
-        }
-        return "\(error)"
-    }
-}
-
-private final class StartBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var done = false
-    private(set) var port: Int?
-    private(set) var error: Error?
-
-    var isFinished: Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return done
-    }
-
-    /// The first outcome wins.
-    func finish(port: Int?, error: Error?) {
-        lock.lock()
-        defer { lock.unlock() }
-        guard !done else { return }
-        done = true
-        self.port = port
-        self.error = error
-    }
-}
-
-
-/// One connection's Server-Sent Events as bytes (`data: …` blocks), sent chunked.
-struct EventBytes: AsyncBufferedSequence, Sendable {
-    typealias Element = UInt8
-    let next: @Sendable () async -> String?
-
-    func makeAsyncIterator() -> Iterator { Iterator(next: next) }
-
-    struct Iterator: AsyncBufferedIteratorProtocol {
-        let next: @Sendable () async -> String?
-        var pending: [UInt8] = []
-        var index = 0
-        init(next: @escaping @Sendable () async -> String?) { self.next = next }
-        mutating func next() async throws -> UInt8? {
-            if index >= pending.count {
-                guard let b = try await nextBuffer(suggested: 4096) else { return nil }
-                (pending, index) = (b, 0)
-            }
-            defer { index += 1 }
-            return pending[index]
-        }
-        mutating func nextBuffer(suggested count: Int) async throws -> [UInt8]? {
-            guard let data = await next() else { return nil }
-            return Array("data: \(data)\n\n".utf8)
-        }
+         405: "Method Not Allowed", 408: "Request Timeout", 411: "Length Required", 413: "Content Too Large",
+         431: "Request Header Fields Too Large", 500: "Internal Server Error", 503: "Service Unavailable"][status] ?? "Status"
     }
 }

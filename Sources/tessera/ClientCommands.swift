@@ -64,7 +64,7 @@ func describe(_ s: JobStatus) -> String {
 }
 
 struct Submit: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Submit a job file to a running coordinator; prints the job id.")
+    static let configuration = CommandConfiguration(abstract: "Submit a job file to a running coordinator; prints the job id.", discussion: Exit.help)
 
     @Argument(help: "Job file (YAML).")
     var job: String
@@ -117,7 +117,7 @@ struct Status: ParsableCommand {
 }
 
 struct Wait: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Wait for a job to end; exit 1 if any task failed.")
+    static let configuration = CommandConfiguration(abstract: "Wait for a job to end; exit 1 if any task failed.", discussion: Exit.help)
 
     @Argument(help: "Job id.")
     var id: String

@@ -8,10 +8,10 @@ import TesseraTasks
 
 /// Options every command that reads images shares.
 struct LimitOptions: ParsableArguments {
-    @Option(help: "Largest image accepted, in megapixels (checked from the header).")
+    @Option(parsing: .unconditional, help: "Largest image accepted, in megapixels (checked from the header).")
     var maxMegapixels: Double = 100
 
-    @Option(help: "Largest input file accepted, in megabytes.")
+    @Option(parsing: .unconditional, help: "Largest input file accepted, in megabytes.")
     var maxInputMB: Int = 512
 
     /// The same ranges as a job file's `options` (`JobOptions.ranges`).

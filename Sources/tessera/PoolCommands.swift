@@ -52,7 +52,7 @@ struct CoordinatorOption: ParsableArguments {
         coordinatorOption ?? ProcessInfo.processInfo.environment["TESSERA_COORDINATOR"] ?? "tcp://127.0.0.1:5555"
     }
 
-    @Option(help: "Seconds to wait for an answer.")
+    @Option(parsing: .unconditional, help: "Seconds to wait for an answer.")
     var timeout: Double = 30
 
     @OptionGroup var keys: ClientKeys
@@ -132,10 +132,10 @@ struct CoordinatorCommand: ParsableCommand {
     @Option(help: "SQLite journal (created if missing; reopened to resume unfinished jobs).")
     var journal: String
 
-    @Option(help: "Seconds without a message before a worker counts as lost.")
+    @Option(parsing: .unconditional, help: "Seconds without a message before a worker counts as lost.")
     var workerTimeout: Double = 5
 
-    @Option(help: "Fail a task as poison after it was running on this many workers that died or hung.")
+    @Option(parsing: .unconditional, help: "Fail a task as poison after it was running on this many workers that died or hung.")
     var poison: Int = 3
 
     @Option(help: "The coordinator's key pair (.secret from `tessera keygen`): turns CURVE on.")
@@ -147,7 +147,7 @@ struct CoordinatorCommand: ParsableCommand {
     @Flag(help: "Bind non-loopback TCP without CURVE (anyone who can reach the port can submit and take work).")
     var insecure = false
 
-    @Option(help: "Serve Prometheus metrics and /healthz over HTTP on this port.")
+    @Option(parsing: .unconditional, help: "Serve Prometheus metrics and /healthz over HTTP on this port.")
     var metricsPort: Int?
 
     @Option(help: "Address the HTTP port binds (0.0.0.0: every interface).")
@@ -225,10 +225,10 @@ struct WorkerCommand: ParsableCommand {
     @Option(help: "Coordinator endpoint.")
     var connect: String
 
-    @Option(help: "Tasks run at once.")
+    @Option(parsing: .unconditional, help: "Tasks run at once.")
     var concurrency: Int = 1
 
-    @Option(help: "Tasks held queued beyond --concurrency (default: --concurrency).")
+    @Option(parsing: .unconditional, help: "Tasks held queued beyond --concurrency (default: --concurrency).")
     var prefetch: Int?
 
     @Flag(help: "Receive inputs and return outputs inside messages (no shared storage).")
@@ -237,7 +237,7 @@ struct WorkerCommand: ParsableCommand {
     @Option(help: "Worker id (default: host-pid-random).")
     var id: String?
 
-    @Option(help: ArgumentHelp("Exit when this process (the parent, `tessera run`) exits.", visibility: .hidden))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Exit when this process (the parent, `tessera run`) exits.", visibility: .hidden))
     var parentPid: Int32?
 
     @Option(help: ArgumentHelp("Fault injection for tests: abort on inputs whose path contains this.", visibility: .hidden))
@@ -246,22 +246,22 @@ struct WorkerCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Fault injection for tests: abort when such a task arrives, before it starts.", visibility: .hidden))
     var crashOnReceive: String?
 
-    @Option(help: "Serve /healthz, /readyz and /metrics over HTTP on this port (for probes).")
+    @Option(parsing: .unconditional, help: "Serve /healthz, /readyz and /metrics over HTTP on this port (for probes).")
     var metricsPort: Int?
 
     @Option(help: "Address the HTTP port binds (0.0.0.0: every interface).")
     var metricsAddress: String = "127.0.0.1"
 
-    @Option(help: "Memory this worker may use, in MB (default: its cgroup's limit, if any). Tasks planned over their share fail with out-of-memory instead of the worker being killed.")
+    @Option(parsing: .unconditional, help: "Memory this worker may use, in MB (default: its cgroup's limit, if any). Tasks planned over their share fail with out-of-memory instead of the worker being killed.")
     var memoryLimit: Int?
 
-    @Option(help: "Downloads of URL inputs (s3://, https://) run ahead of the executors, at once.")
+    @Option(parsing: .unconditional, help: "Downloads of URL inputs (s3://, https://) run ahead of the executors, at once.")
     var transfers: Int = 4
 
     @Option(help: "Keep originals fetched from URLs in this directory (shared by the workers of a host), keyed by URL and ETag.")
     var cache: String?
 
-    @Option(help: "Bound of the --cache directory in MB (least recently used entries go first).")
+    @Option(parsing: .unconditional, help: "Bound of the --cache directory in MB (least recently used entries go first).")
     var cacheSize: Int = 2048
 
     @OptionGroup var keys: ClientKeys

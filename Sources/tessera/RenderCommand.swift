@@ -21,6 +21,8 @@ struct Render: ParsableCommand {
               tessera render photos/ -p thumbnail -p favicon -o out/
               tessera render - -s 64 --format png -o - < a.jpg > a.png
               tessera render phone/ -s 1280x720 --format avif,webp,jpeg -o web/   # HEIC in, three formats out
+
+            \(Exit.help)
             """)
 
     @Argument(help: "Image files or directories, or - for standard input.")
@@ -32,7 +34,7 @@ struct Render: ParsableCommand {
     @Option(help: "fit (inside the box) or fill (cover the box, centre-crop). Default: fit.")
     var fit: String?
 
-    @Option(name: .shortAndLong, help: "Quality 0...1 (0.8 unless a preset says otherwise).")
+    @Option(name: .shortAndLong, parsing: .unconditional, help: "Quality 0...1 (0.8 unless a preset says otherwise).")
     var quality: Double?
 
     @Option(help: "Output format: jpeg, png, webp, avif, original or auto (default: original); a list (avif,webp,jpeg) writes one file per format from one decode.")
@@ -56,10 +58,10 @@ struct Render: ParsableCommand {
     @Flag(help: "Remove uniform borders (the top-left pixel's colour, within 10 of 255) before resizing.")
     var trim = false
 
-    @Option(help: "Sharpen after resizing: unsharp mask of this sigma (e.g. 0.8), amount 0.6, threshold 2.")
+    @Option(parsing: .unconditional, help: "Sharpen after resizing: unsharp mask of this sigma (e.g. 0.8), amount 0.6, threshold 2.")
     var sharpen: Double?
 
-    @Option(help: "Blur after resizing: Gaussian of this sigma, in output pixels.")
+    @Option(parsing: .unconditional, help: "Blur after resizing: Gaussian of this sigma, in output pixels.")
     var blur: Double?
 
     @Option(name: .shortAndLong, help: "Preset to render (repeatable). See `tessera presets`.")
@@ -77,7 +79,7 @@ struct Render: ParsableCommand {
     @Option(help: "Output path template under OUTDIR.")
     var template: String?
 
-    @Option(name: .shortAndLong, help: "Threads (default: the core count).")
+    @Option(name: .shortAndLong, parsing: .unconditional, help: "Threads (default: the core count).")
     var threads: Int?
 
     @Flag(help: "Print one JSON record per file and a JSON summary (docs/JSON.md).")
@@ -182,6 +184,9 @@ struct Render: ParsableCommand {
         if let q = quality, !(q.isFinite && (0...1).contains(q)) {
             throw ValidationError("--quality must be 0...1\(Recipe.qualityHint(q)), got \(q)")
         }
+        // The recipe's own ranges, named by the flag that set them.
+        if let s = sharpen, !(s.isFinite && (0.3...10).contains(s)) { throw ValidationError("--sharpen must be 0.3...10, got \(s)") }
+        if let s = blur, !(s.isFinite && (0.3...100).contains(s)) { throw ValidationError("--blur must be 0.3...100, got \(s)") }
         return try outputs.map { o in
             var r = o.recipe
             if let box {

@@ -15,20 +15,22 @@ struct Run: ParsableCommand {
             The journal (default: OUTPUT/.tessera/journal.sqlite) makes reruns incremental: inputs \
             whose content and recipe are unchanged, and whose outputs exist, are skipped. Ends with \
             a summary; --report writes the per-task records as JSON lines and CSV.
+
+            \(Exit.help)
             """)
 
     @Argument(help: "Job file (YAML).")
     var job: String
 
-    @Option(name: [.customShort("w"), .customLong("workers")], help: "Worker processes (default: the core count).")
+    @Option(name: [.customShort("w"), .customLong("workers")], parsing: .unconditional, help: "Worker processes (default: the core count).")
     var workersOption: Int?
 
     var workers: Int { workersOption ?? ProcessInfo.processInfo.activeProcessorCount }
 
-    @Option(help: "Tasks each worker runs at once.")
+    @Option(parsing: .unconditional, help: "Tasks each worker runs at once.")
     var concurrency: Int = 1
 
-    @Option(help: "Tasks each worker holds queued beyond --concurrency (0: none, so no worker sits on work another could start).")
+    @Option(parsing: .unconditional, help: "Tasks each worker holds queued beyond --concurrency (0: none, so no worker sits on work another could start).")
     var prefetch: Int = 0
 
     @Option(help: "SQLite journal.")
@@ -46,7 +48,7 @@ struct Run: ParsableCommand {
     @Flag(help: "Send image bytes inside messages, as workers without shared storage do.")
     var inline = false
 
-    @Option(help: "Serve the coordinator's /metrics, /healthz and /readyz on this port while the job runs.")
+    @Option(parsing: .unconditional, help: "Serve the coordinator's /metrics, /healthz and /readyz on this port while the job runs.")
     var metricsPort: Int?
 
     @Option(help: "Address the HTTP port binds (0.0.0.0: every interface).")

@@ -13,6 +13,8 @@ struct Strip: ParsableCommand {
             upright: a minimal EXIF with only the Orientation tag is kept, or with \
             --orientation transform the pixels are rotated losslessly when the image is a \
             whole number of MCUs. The ICC profile is kept unless --drop-icc.
+
+            \(Exit.help)
             """)
 
     @Argument(help: "Image files or directories.")

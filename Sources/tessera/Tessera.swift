@@ -8,9 +8,7 @@ struct Tessera: ParsableCommand {
         commandName: "tessera",
         abstract: "Batch image rendering: thumbnails, metadata stripping, recompression, tile pyramids.",
         discussion: """
-            Exit codes: 0 every task succeeded (or was unchanged), 1 some tasks failed, 2 usage or \
-            configuration error, 3 the coordinator failed or did not answer, 4 refused by the \
-            coordinator's CURVE authentication, 130/143 stopped by SIGINT/SIGTERM (a rerun resumes). \
+            \(Exit.help) \
             Shell completion: tessera --generate-completion-script bash|zsh|fish.
             """,
         version: TesseraVersion.string,
@@ -57,6 +55,12 @@ struct Tessera: ParsableCommand {
 /// not answer, 4 refused by the coordinator's CURVE authentication; 130/143 stopped by
 /// SIGINT/SIGTERM (a rerun resumes).
 enum Exit {
+    /// For the help of every command that runs tasks.
+    static let help = """
+        Exit codes: 0 every task succeeded (or was unchanged), 1 some tasks failed, 2 usage or \
+        configuration error, 3 the coordinator failed or did not answer, 4 refused by the \
+        coordinator's CURVE authentication, 130/143 stopped by SIGINT/SIGTERM (a rerun resumes).
+        """
     static let someFailed = ExitCode(1)
     static let usage = ExitCode(2)
     static let coordinator = ExitCode(3)

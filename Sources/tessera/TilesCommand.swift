@@ -13,6 +13,8 @@ struct Tiles: ParsableCommand {
             The same as `tessera run` with a job of kind tiles: each source's pyramid is split into \
             bands over the workers. Deep Zoom writes OUTPUT/NAME.dzi, OUTPUT/NAME_files/ and \
             OUTPUT/NAME.html (a viewer); IIIF writes OUTPUT/NAME/info.json and its tiles.
+
+            \(Exit.help)
             """)
 
     @Argument(help: "JPEG, PNG, HEIC, AVIF or WebP sources, or directories of them.")
@@ -24,28 +26,28 @@ struct Tiles: ParsableCommand {
     @Option(help: "deepzoom, iiif (Image API 2) or iiif3.")
     var layout: String = "deepzoom"
 
-    @Option(help: "Tile size (default: 254 for Deep Zoom, 256 for IIIF).")
+    @Option(parsing: .unconditional, help: "Tile size (default: 254 for Deep Zoom, 256 for IIIF).")
     var tileSize: Int?
 
-    @Option(help: "Overlap in pixels (default: 1 for Deep Zoom, 0 for IIIF).")
+    @Option(parsing: .unconditional, help: "Overlap in pixels (default: 1 for Deep Zoom, 0 for IIIF).")
     var overlap: Int?
 
     @Option(help: "Tile format: jpeg or png.")
     var format: String = "jpeg"
 
-    @Option(help: "JPEG quality, 0...1 (dzsave's Q 75 is 0.75).")
+    @Option(parsing: .unconditional, help: "JPEG quality, 0...1 (dzsave's Q 75 is 0.75).")
     var quality: Double = 0.75
 
     @Option(help: "IIIF: the URL prefix of the image ids in info.json (the pyramid's name is appended).")
     var baseUri: String = TileSettings(layout: .iiif).baseURI
 
-    @Option(help: "Memory one task may use, in MB.")
+    @Option(parsing: .unconditional, help: "Memory one task may use, in MB.")
     var memoryBudget: Int = 256
 
     @Flag(help: "Do not write the NAME.html viewer (Deep Zoom).")
     var noViewer = false
 
-    @Option(name: .shortAndLong, help: "Worker processes (default: the core count).")
+    @Option(name: .shortAndLong, parsing: .unconditional, help: "Worker processes (default: the core count).")
     var workers: Int?
 
     @Option(help: "Write per-task records to FILE.jsonl and FILE.csv.")

@@ -106,6 +106,9 @@ final class CLITests: XCTestCase {
                                 (["render", a, "-r", dir + "/frac.json"], "operations[0].width: expected a whole number, got 1.5"),
                                 (["render", a, "-r", dir + "/job.yaml"], "not JSON (it looks like YAML"),
                                 (["render", a, "-s", "64", "-q", "1.5"], "--quality must be 0...1, got 1.5"),
+                                (["render", a, "-s", "64", "-q", "-1"], "--quality must be 0...1, got -1.0"),
+                                (["render", a, "-s", "64", "--sharpen", "-2"], "--sharpen must be 0.3...10, got -2.0"),
+                                (["run", dir + "/job.yaml", "-w", "-3"], "--workers must be 1...256, got -3"),
                                 (["render", a, "-s", "64", "--template", "{foo}.jpg"], "--template unknown token {foo}"),
                                 (["render", a, "-s", "64", "--template", "{stem}\n.{ext}"], "--template contains a control character")] {
             let r = try tessera(args + ["-o", dir + "/bad"].filter { _ in args[0] != "worker" && args[0] != "run" })

@@ -1,4 +1,5 @@
 import Foundation
+import TesseraService
 import TesseraWire
 import TesseraTestSupport
 import XCTest
@@ -154,6 +155,50 @@ final class ServiceEndpointTests: XCTestCase {
             XCTAssertLessThan(times[times.count / 2], 0.05, "median probe time on port \(p): \(times)")
             XCTAssertLessThan(times.last!, 1.0, "slowest probe on port \(p): \(times)")
         }
+    }
+
+    /// Clients streaming endless header lines and clients trickling a byte at a time do not
+    /// starve the probes: their requests are cut at 16 kB or at the 10 s deadline, and the
+    /// server reads them without a task per byte (with FlyingFox, five 100 kB header lines
+    /// made `/healthz` time out).
+    func testProbesAnswerWhileClientsSendEndlessHeaders() throws {
+        let c = try Cluster()
+        let port = Self.freePort()
+        c.coordinatorArguments = ["--metrics-port", "\(port)"]
+        try c.startCoordinator()
+        waitForHTTP(port)
+        let stop = Locked(false), refusals = Locked(0)
+        let chunk = Array(("X-Filler: " + String(repeating: "a", count: 100_000)).utf8)
+        let attackers = (0..<5).map { _ in
+            Thread {
+                while !stop.current {
+                    guard let fd = Self.idleConnections(port, count: 1).first else { continue }
+                    _ = Array("GET / HTTP/1.1\r\n".utf8).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                    while !stop.current, chunk.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) > 0 {}
+                    var reply = [UInt8](repeating: 0, count: 64)
+                    if read(fd, &reply, 64) > 12, String(decoding: reply[9..<12], as: UTF8.self) == "431" { refusals.update { $0 += 1 } }
+                    close(fd)
+                }
+            }
+        }
+        attackers.forEach { $0.start() }
+        let trickling = Self.idleConnections(port, count: 20)
+        defer { trickling.forEach { close($0) } }
+        let slowly = Array("GET / HTTP/1.1\r\nX-Slow: abcdefgh".utf8)
+        var times: [Double] = []
+        for i in 0..<20 {
+            var byte = slowly[min(i, slowly.count - 1)]
+            for fd in trickling { _ = send(fd, &byte, 1, Int32(MSG_NOSIGNAL)) }
+            let r = try Self.get(port, i % 2 == 0 ? "/healthz" : "/readyz")
+            XCTAssertEqual(r.status, 200)
+            times.append(r.seconds)
+            usleep(50_000)
+        }
+        stop.update { $0 = true }
+        times.sort()
+        XCTAssertLessThan(times[times.count / 2], 0.05, "median probe time: \(times)")
+        XCTAssertLessThan(times.last!, 1.0, "slowest probe: \(times)")
+        XCTAssertGreaterThan(refusals.current, 0, "oversized heads are answered 431")
     }
 
     /// HTTP binds loopback unless `--metrics-address` says otherwise.

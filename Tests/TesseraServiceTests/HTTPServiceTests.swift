@@ -1,6 +1,6 @@
 import CoreMetrics
 import Foundation
-import TesseraService
+@testable import TesseraService
 import XCTest
 
 /// The HTTP service and the metrics exporter, in process.
@@ -50,6 +50,168 @@ final class HTTPServiceTests: XCTestCase {
         let head = try get(service.port, "/hello", method: "HEAD")
         XCTAssertEqual(head.status, 200)
         XCTAssertEqual(head.body, "")
+    }
+
+    // MARK: Raw clients
+
+    func connectTo(_ port: Int) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr)
+        let ok = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard ok == 0 else { close(fd); throw POSIXError(.ECONNREFUSED) }
+        return fd
+    }
+
+    @discardableResult
+    func sendAll(_ fd: Int32, _ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 { return false }
+            sent += n
+        }
+        return true
+    }
+
+    /// Everything until the peer closes (or `until` appears, or the 5 s receive timeout).
+    func readAll(_ fd: Int32, until: String? = nil) -> String {
+        var response: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n <= 0 { break }
+            response += buffer[..<n]
+            if let until, String(decoding: response, as: UTF8.self).contains(until) { break }
+        }
+        return String(decoding: response, as: UTF8.self)
+    }
+
+    func server(_ limits: HTTPLimits = HTTPLimits()) throws -> PollHTTPServer {
+        try PollHTTPServer(address: "127.0.0.1", port: 0, limits: limits) { request in
+            .reply(.text("\(request.method) \(request.path) \(request.query.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ","))\n"))
+        }
+    }
+
+    // MARK: Hostile and unusual clients
+
+    /// Keep-alive: several requests on one connection, pipelined, answered in order; the
+    /// query is decoded; HTTP/1.0 closes after its reply.
+    func testKeepAlivePipeliningAndQueryDecoding() throws {
+        let s = try server()
+        defer { s.stop() }
+        let fd = try connectTo(s.port)
+        defer { close(fd) }
+        sendAll(fd, "GET /a?x=1&name=two+words%21 HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\nHost: x\n\nGET /c HTTP/1.1\r\nConnection: close\r\n\r\n")
+        let all = readAll(fd)
+        XCTAssertEqual(all.components(separatedBy: "HTTP/1.1 200 OK").count - 1, 3, all)
+        let a = try XCTUnwrap(all.range(of: "GET /a name=two words!,x=1\n")), b = try XCTUnwrap(all.range(of: "GET /b \n"))
+        let c = try XCTUnwrap(all.range(of: "GET /c \n"))
+        XCTAssertTrue(a.lowerBound < b.lowerBound && b.lowerBound < c.lowerBound, all)
+        let old = try connectTo(s.port)
+        defer { close(old) }
+        sendAll(old, "GET /old HTTP/1.0\r\n\r\n")
+        XCTAssertTrue(readAll(old).hasSuffix("GET /old \n"), "HTTP/1.0: the reply, then the server closes")
+    }
+
+    /// A request head past the limit is refused with 431 at once — a client streaming an
+    /// endless header line costs its bytes up to the limit, not the server's attention.
+    func testOversizedHeadsAndBodiesAreRefused() throws {
+        let s = try server()
+        defer { s.stop() }
+        let long = try connectTo(s.port)
+        defer { close(long) }
+        sendAll(long, "GET / HTTP/1.1\r\nX-Long: ")
+        for _ in 0..<40 {  // 160 kB, or until the server has answered and closed
+            guard sendAll(long, String(repeating: "a", count: 4096)) else { break }
+        }
+        let refused = readAll(long)
+        XCTAssertTrue(refused.hasPrefix("HTTP/1.1 431 "), refused)
+        XCTAssertTrue(refused.contains("limited to 16384 bytes"), refused)
+
+        func answer(_ request: String) throws -> String {
+            let fd = try connectTo(s.port)
+            defer { close(fd) }
+            sendAll(fd, request)
+            return readAll(fd)
+        }
+        XCTAssertTrue(try answer("POST /x HTTP/1.1\r\nContent-Length: 999999\r\n\r\n").hasPrefix("HTTP/1.1 413 "))
+        XCTAssertTrue(try answer("POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n").hasPrefix("HTTP/1.1 411 "))
+        XCTAssertTrue(try answer("POST /x HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd").hasPrefix("HTTP/1.1 400 "))
+        XCTAssertTrue(try answer("\u{16}\u{03}\u{01}\u{02}\u{00}\u{01}\r\n\r\n").hasPrefix("HTTP/1.1 400 "), "TLS to a plain port")
+        XCTAssertTrue(try answer("GET / HTTP/1.1\r\n bad fold\r\n\r\n").hasPrefix("HTTP/1.1 400 "))
+        XCTAssertTrue(try answer("GET / HTTP/1.1\r\n" + String(repeating: "X: y\r\n", count: 101) + "\r\n").hasPrefix("HTTP/1.1 431 "))
+        // A body within the limit is read and dropped; the next request on the connection is answered.
+        let fd = try connectTo(s.port)
+        defer { close(fd) }
+        sendAll(fd, "POST /p HTTP/1.1\r\nContent-Length: 5\r\n\r\nhelloGET /q HTTP/1.1\r\nConnection: close\r\n\r\n")
+        let both = readAll(fd)
+        XCTAssertTrue(both.contains("POST /p \n") && both.contains("GET /q \n"), both)
+    }
+
+    /// A client trickling its request gets 408 at the deadline; an idle one is closed after
+    /// the idle time; past the connection limit the idlest connection makes room, so a probe
+    /// is answered while the limit is full.
+    func testDeadlinesAndTheConnectionLimit() throws {
+        var limits = HTTPLimits()
+        (limits.requestSeconds, limits.idleSeconds, limits.maxConnections) = (0.6, 1.0, 8)
+        let s = try server(limits)
+        defer { s.stop() }
+        let slow = try connectTo(s.port)
+        defer { close(slow) }
+        let started = Date()
+        sendAll(slow, "GET / HTTP/1.1\r\nHost: x\r\n")
+        let timedOut = readAll(slow)
+        XCTAssertTrue(timedOut.hasPrefix("HTTP/1.1 408 "), timedOut)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 2.0)
+
+        let idle = (0..<8).compactMap { _ in try? connectTo(s.port) }
+        defer { idle.forEach { close($0) } }
+        XCTAssertEqual(idle.count, 8)
+        usleep(100_000)
+        let probe = try connectTo(s.port)
+        defer { close(probe) }
+        sendAll(probe, "GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n")
+        XCTAssertTrue(readAll(probe).hasPrefix("HTTP/1.1 200 "), "answered with the connection limit full")
+        var closed = 0
+        for fd in idle {
+            var byte: UInt8 = 0
+            if read(fd, &byte, 1) == 0 { closed += 1 }  // every idle one is closed by the idle deadline
+        }
+        XCTAssertEqual(closed, 8)
+    }
+
+    /// Server-Sent Events: each event as `data:` lines; a client that goes away stops the source.
+    func testEventStreamsStopWhenTheClientLeaves() throws {
+        let calls = Locked(0)
+        let service = try HTTPService(address: "127.0.0.1", port: 0, routes: [:], events: [
+            "/events": { _ in
+                { () async -> String? in
+                    let n = calls.update { $0 += 1; return $0 }
+                    try? await Task.sleep(nanoseconds: 20_000_000)
+                    return n <= 1000 ? "event \(n)" : nil
+                }
+            },
+        ])
+        defer { service.stop() }
+        let fd = try connectTo(service.port)
+        sendAll(fd, "GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+        let first = readAll(fd, until: "event 3\n\n")
+        XCTAssertTrue(first.hasPrefix("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream"), first)
+        XCTAssertTrue(first.contains("\r\n\r\ndata: event 1\n\ndata: event 2\n\n"), first)
+        close(fd)
+        usleep(300_000)
+        let after = calls.current
+        usleep(300_000)
+        XCTAssertLessThanOrEqual(calls.current, after + 1, "the source is not called after the client left")
+        XCTAssertLessThan(calls.current, 100)
     }
 
     func testPortInUseAndBadAddressAreErrors() throws {

@@ -1,0 +1,144 @@
+import Foundation
+@testable import TesseraImaging
+import TesseraJobs
+import TesseraTasks
+import TesseraWire
+
+/// The fuzz targets: each takes hostile bytes to one parser. Any typed error is fine; a
+/// crash, a hang (> 1 s), a sanitizer report or an allocation over 512 MB is a finding.
+/// `FUZZ_TARGET` names the one to run (Benchmarks/fuzz.sh sets it).
+enum Targets {
+    static let all: [String: (UnsafeRawBufferPointer) -> Void] = [
+        "render": render, "inspect": inspect, "exif": exif, "progressive": progressive,
+        "png": png, "strip": strip, "wire": wire, "job": job,
+    ]
+
+    /// Tight limits: a fuzz input may declare any size.
+    static var limits: Limits {
+        var l = Limits()
+        l.maxPixels = 4_000_000
+        l.maxInputBytes = 4 << 20
+        l.maxMemoryBytes = 256 << 20
+        l.maxDecoderMemory = 64 << 20
+        return l
+    }
+
+    /// One input rendered to a small box: format detection, JPEG segments and EXIF, the
+    /// progressive DC decoder, PNG chunks, the WebP and HEIF glue, orientation, attention
+    /// analysis, resampling and encoding.
+    static func render(_ data: UnsafeRawBufferPointer) {
+        var options = RenderOptions()
+        options.limits = limits
+        let recipe = Recipe(name: "fuzz", operations: [.resize(Resize(width: 64, height: 64, mode: .fill, gravity: .attention))],
+                            output: OutputSettings(format: .jpeg, quality: 0.7))
+        _ = try? Renderer.render(bytes: data, recipes: [recipe], options: options)
+    }
+
+    /// The JPEG marker/segment walker with EXIF, ICC and XMP reading, and the PNG chunk
+    /// walker with its text and colour chunks, as `tessera inspect` runs them.
+    static func inspect(_ data: UnsafeRawBufferPointer) {
+        _ = try? ImageInspector.inspect(Array(data))
+        _ = try? JPEGSegments(data)
+    }
+
+    /// EXIF (TIFF structure) through libexif and our reading of it: orientation, copyright,
+    /// GPS presence, the embedded thumbnail.
+    static func exif(_ data: UnsafeRawBufferPointer) {
+        _ = Exif.read(Array(data))
+    }
+
+    /// The progressive-JPEG DC decoder (our own bit reader, Huffman tables and scans), behind
+    /// libjpeg's header reading, exact and fast.
+    static func progressive(_ data: UnsafeRawBufferPointer) {
+        guard let decoder = try? JPEGDecoder(bytes: data, limits: limits) else { return }
+        let header = decoder.header
+        guard ProgressiveDC.applies(to: header), header.width * header.height <= limits.maxPixels else { return }
+        _ = try? ProgressiveDC.decode(data, header: header, exact: true)
+        _ = try? ProgressiveDC.decode(data, header: header, exact: false)
+    }
+
+    /// The PNG chunk walker.
+    static func png(_ data: UnsafeRawBufferPointer) {
+        guard let chunks = try? PNGChunks(data) else { return }
+        for c in chunks.chunks { precondition(c.range.upperBound <= data.count && c.data.upperBound <= c.range.upperBound) }
+    }
+
+    /// Lossless metadata stripping of JPEG and PNG: the output, when there is one, must
+    /// parse again.
+    static func strip(_ data: UnsafeRawBufferPointer) {
+        let input = Array(data)
+        for options in [StripOptions(), StripOptions(keepICC: false, keepCopyright: true, orientation: .transform)] {
+            guard let result = try? LosslessStrip.strip(input, options: options) else { continue }
+            precondition((try? ImageInspector.inspect(result.bytes)) != nil, "a stripped output does not parse")
+        }
+    }
+
+    /// Wire messages: frames split at "\n--\n", parsed as an envelope, then decoded as
+    /// every message type either side accepts (binary task assignments and reports, JSON
+    /// control and client messages).
+    static func wire(_ data: UnsafeRawBufferPointer) {
+        var frames: [[UInt8]] = []
+        var current: [UInt8] = []
+        let bytes = Array(data)
+        var i = 0
+        while i < bytes.count {
+            if i + 4 <= bytes.count, bytes[i] == 10, bytes[i + 1] == 45, bytes[i + 2] == 45, bytes[i + 3] == 10 {
+                frames.append(current)
+                current = []
+                i += 4
+            } else {
+                current.append(bytes[i])
+                i += 1
+            }
+        }
+        frames.append(current)
+        guard let e = try? Envelope(frames: frames) else { return }
+        _ = try? TaskAssignment.decode(e)
+        _ = try? TaskReport.decode(e)
+        _ = try? TaskRef.decode(e.body)
+        _ = try? e.decode(WorkerHello.self)
+        _ = try? e.decode(Welcome.self)
+        _ = try? e.decode(WorkerHeartbeat.self)
+        _ = try? e.decode(JobAnnouncement.self)
+        _ = try? e.decode(WorkerBye.self)
+        if let submit = try? e.decode(SubmitRequest.self) { _ = try? submit.job.validate() }
+        _ = try? e.decode(JobQuery.self)
+        _ = try? e.decode(StatusReply.self)
+        _ = try? ResultsReply(body: e.body)
+        _ = try? e.decode(ErrorReply.self)
+    }
+
+    /// Job files, YAML and JSON (JSON is YAML), through the one validation.
+    static func job(_ data: UnsafeRawBufferPointer) {
+        let text = String(decoding: data, as: UTF8.self)
+        _ = try? JobFile.parse(yaml: text, file: "fuzz.yaml", baseDirectory: "/nonexistent-fuzz-base")
+    }
+}
+
+/// libFuzzer's entry: the target chosen at start.
+nonisolated(unsafe) var selected: (UnsafeRawBufferPointer) -> Void = Targets.render
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    selected(UnsafeRawBufferPointer(start: data, count: size))
+    return 0
+}
+
+@_silgen_name("LLVMFuzzerRunDriver")
+func LLVMFuzzerRunDriver(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+                         _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt) -> CInt
+
+/// SwiftPM names an executable's entry `<Target>_main`: choose the target, then hand over
+/// to libFuzzer's driver.
+@_cdecl("FuzzTargets_main")
+public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    let name = ProcessInfo.processInfo.environment["FUZZ_TARGET"] ?? "render"
+    guard let target = Targets.all[name] else {
+        FileHandle.standardError.write(Data("unknown FUZZ_TARGET \(name): one of \(Targets.all.keys.sorted().joined(separator: ", "))\n".utf8))
+        return 2
+    }
+    selected = target
+    var argc = argc
+    var argv = argv
+    return LLVMFuzzerRunDriver(&argc, &argv) { data, size in fuzzOne(data, size) }
+}
