@@ -38,8 +38,9 @@ let cTargets: [Target] = [
     // HTTP(S) and S3 (AWS Signature V4) transfers: docs/decisions/013-object-storage.md.
     .systemLibrary(name: "CCurl", pkgConfig: "libcurl",
                    providers: [.apt(["libcurl4-openssl-dev"])]),
-    // C that Swift cannot express: the setjmp guards for libjpeg and libpng, SIMD kernels, prctl.
-    .target(name: "TesseraShim", dependencies: ["CJPEG", "CPNG", "CCurl"]),
+    // C that Swift cannot express: the setjmp guards for libjpeg and libpng, SIMD kernels, prctl,
+    // Little CMS's memory plugin.
+    .target(name: "TesseraShim", dependencies: ["CJPEG", "CPNG", "CCurl", "CLCMS2"]),
 ]
 
 // MARK: - Libraries

@@ -1,28 +1,65 @@
 #!/usr/bin/env bash
-# Runs one coverage-guided fuzz target (libFuzzer through Swift's -sanitize=fuzzer, with
-# AddressSanitizer; the C shim built with -fsanitize=fuzzer-no-link,address) for SECONDS.
-# Seeds: the small images of ../shared/corpus (if present) and examples/images; the corpus
-# it grows is kept in Fuzz/.corpus/TARGET; findings (crash-*, timeout-*, oom-*) land in
-# Fuzz/.findings/TARGET.
-# usage: Benchmarks/fuzz.sh TARGET SECONDS      (TARGET: render)
+# Coverage-guided fuzzing of the parsers of hostile bytes (libFuzzer through Swift's
+# -sanitize=fuzzer, with AddressSanitizer; the C shim built with
+# -fsanitize=fuzzer-no-link,address). One binary holds every target (Fuzz/Sources/FuzzTargets).
+#
+#   Benchmarks/fuzz.sh TARGET SECONDS   fuzz one target (render inspect exif progressive png strip wire job)
+#   Benchmarks/fuzz.sh replay           run every committed seed and regression input once (CI)
+#
+# Seeds: Fuzz/corpus/TARGET (committed, made by Fuzz/seeds.py and the binary's
+# FUZZ_WRITE_SEEDS), plus the small images of ../shared/corpus when present. The corpus a run
+# grows is kept in Fuzz/.corpus/TARGET; findings (crash-*, timeout-*, oom-*) land in
+# Fuzz/.findings/TARGET; once fixed, each becomes Fuzz/regressions/TARGET/NAME (committed).
 set -euo pipefail
 cd "$(dirname "$0")/../Fuzz"
-target=${1:-render}
-seconds=${2:-60}
-case "$target" in
-    render) product=FuzzRender ;;
-    *) echo "unknown target $target (render)" >&2; exit 2 ;;
-esac
+targets=(render inspect exif progressive png strip wire job)
+mode=${1:-render}
 # shellcheck disable=SC2054 # the commas separate sanitizers, not array elements
-flags=(-c release -Xswiftc -sanitize=fuzzer,address -Xcc -fsanitize=fuzzer-no-link,address)
-swift build "${flags[@]}" --product "$product" >&2
-bin="$(swift build "${flags[@]}" --show-bin-path)/$product"
-corpus=".corpus/$target" seeds=".seeds/$target" findings=".findings/$target"
-mkdir -p "$corpus" "$seeds" "$findings"
-find ../../shared/corpus ../examples/images -type f -size -60k \
-    \( -iname '*.jpg' -o -iname '*.jpeg' -o -iname '*.png' -o -iname '*.webp' -o -iname '*.heic' -o -iname '*.avif' \) \
-    -exec cp {} "$seeds/" \; 2>/dev/null || true
-# Limits as the issue sets them: > 1 s per input is a hang, > 512 MB an over-allocation
-# (RSS of the fuzzer process, which also holds the corpus and ASan's shadow: 1 GB).
-"$bin" "$corpus" "$seeds" -artifact_prefix="$findings/" -max_total_time="$seconds" -timeout=1 \
-    -rss_limit_mb=1024 -malloc_limit_mb=512 -max_len=65536 -print_final_stats=1
+flags=(-c release -Xswiftc -enable-testing -Xswiftc -sanitize=fuzzer,address -Xcc -fsanitize=fuzzer-no-link,address)
+swift build "${flags[@]}" --product FuzzTargets >&2
+bin="$(swift build "${flags[@]}" --show-bin-path)/FuzzTargets"
+FUZZ_WRITE_SEEDS=corpus/wire "$bin"
+
+dictionary() {  # the dictionary file of target $1 (concatenated into Fuzz/.dict/)
+    local parts
+    case "$1" in
+        render) parts="jpeg png modern" ;; inspect|strip) parts="jpeg png" ;;
+        exif|progressive) parts="jpeg" ;; png) parts="png" ;; wire) parts="wire" ;; job) parts="job" ;;
+    esac
+    mkdir -p .dict
+    for p in $parts; do cat "dict/$p.dict"; done > ".dict/$1.dict"
+    echo ".dict/$1.dict"
+}
+
+# Limits as issue 19 sets them: > 1 s per input is a hang, > 512 MB allocated at once an
+# over-allocation (RSS of the fuzzer process, which also holds the corpus and ASan's shadow: 1 GB).
+limits=(-timeout=1 -rss_limit_mb=1024 -malloc_limit_mb=512 -max_len=65536)
+
+if [ "$mode" = replay ]; then
+    for t in "${targets[@]}"; do
+        dirs=("corpus/$t")
+        [ -d "regressions/$t" ] && dirs+=("regressions/$t")
+        n=$(find "${dirs[@]}" -type f | wc -l)
+        start=$(date +%s.%N)
+        FUZZ_TARGET=$t "$bin" "${limits[@]}" -runs=0 "${dirs[@]}" > ".replay-$t.log" 2>&1 \
+            || { cat ".replay-$t.log" >&2; echo "fuzz replay: $t FAILED" >&2; exit 1; }
+        printf 'fuzz replay: %-12s %4d inputs  %.1f s\n' "$t" "$n" "$(echo "$(date +%s.%N) - $start" | bc)"
+    done
+    exit 0
+fi
+
+target=$mode
+seconds=${2:-60}
+[[ " ${targets[*]} " == *" $target "* ]] || { echo "unknown target $target (${targets[*]})" >&2; exit 2; }
+work=".corpus/$target" extra=".seeds/$target" findings=".findings/$target"
+mkdir -p "$work" "$extra" "$findings"
+case "$target" in
+    render|inspect|strip|png|progressive)
+        find ../../shared/corpus ../examples/images -type f -size -60k \
+            \( -iname '*.jpg' -o -iname '*.jpeg' -o -iname '*.png' -o -iname '*.webp' -o -iname '*.heic' -o -iname '*.avif' \) \
+            -exec cp {} "$extra/" \; 2>/dev/null || true ;;
+esac
+dirs=("$work" "corpus/$target" "$extra")
+[ -d "regressions/$target" ] && dirs+=("regressions/$target")
+FUZZ_TARGET=$target "$bin" "${dirs[@]}" -dict="$(dictionary "$target")" -artifact_prefix="$findings/" \
+    -max_total_time="$seconds" "${limits[@]}" -print_final_stats=1

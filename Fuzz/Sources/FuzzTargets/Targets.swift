@@ -37,7 +37,7 @@ enum Targets {
     /// The JPEG marker/segment walker with EXIF, ICC and XMP reading, and the PNG chunk
     /// walker with its text and colour chunks, as `tessera inspect` runs them.
     static func inspect(_ data: UnsafeRawBufferPointer) {
-        _ = try? ImageInspector.inspect(Array(data))
+        _ = try? ImageInfo.inspect(Array(data))
         _ = try? JPEGSegments(data)
     }
 
@@ -69,7 +69,7 @@ enum Targets {
         let input = Array(data)
         for options in [StripOptions(), StripOptions(keepICC: false, keepCopyright: true, orientation: .transform)] {
             guard let result = try? LosslessStrip.strip(input, options: options) else { continue }
-            precondition((try? ImageInspector.inspect(result.bytes)) != nil, "a stripped output does not parse")
+            precondition((try? ImageInfo.inspect(result.bytes)) != nil, "a stripped output does not parse")
         }
     }
 
@@ -108,10 +108,53 @@ enum Targets {
         _ = try? e.decode(ErrorReply.self)
     }
 
-    /// Job files, YAML and JSON (JSON is YAML), through the one validation.
+    /// Job files, YAML and JSON (JSON is YAML), through the one validation; recipe files.
     static func job(_ data: UnsafeRawBufferPointer) {
         let text = String(decoding: data, as: UTF8.self)
         _ = try? JobFile.parse(yaml: text, file: "fuzz.yaml", baseDirectory: "/nonexistent-fuzz-base")
+        _ = try? Recipe.decode(json: Data(data))
+    }
+}
+
+/// Seeds for the wire target, made by the real encoders: each envelope's frames joined by
+/// the target's separator.
+enum WireSeeds {
+    static func write(to directory: String) throws {
+        let refs = [TaskRef(task: 1, attempt: 1), TaskRef(task: 2, attempt: 3)]
+        let spec = try JobFile.parse(yaml: "name: seed\ninputs: [a.jpg]\noutput: out\noutputs:\n  - preset: widget\n    path: \"{dir}/{stem}.{ext}\"\n",
+                                     file: "seed.yaml", baseDirectory: "/tmp")
+        var record = TaskRecord(input: "a.jpg", status: .succeeded)
+        record.outputs = [TaskRecord.OutputRecord(name: "thumbnail", path: "out/a.jpg", format: "jpeg", width: 64, height: 48,
+                                            bytes: 1234, quality: 80)]
+        let envelopes: [String: Envelope] = [
+            "hello": Envelope(MessageType.hello, json: WorkerHello(worker: "w-1", host: "h", pid: 42, concurrency: 2, credit: 4,
+                                                                   inline: true, holding: refs)),
+            "welcome": Envelope(MessageType.welcome, json: Welcome(coordinator: "c-1", heartbeatMilliseconds: 1000)),
+            "heartbeat": Envelope(MessageType.heartbeat, json: WorkerHeartbeat(running: refs, queued: [], rssBytes: 1 << 20, cpuSeconds: 1.5)),
+            "job": Envelope(MessageType.job, json: JobAnnouncement(job: "j-1", spec: spec.executable)),
+            "tasks": TaskAssignment.envelope([
+                TaskAssignment(ref: refs[0], job: "j-1", input: InputFile(path: "/in/a.jpg", root: "/in"), leaseSeconds: 30),
+                TaskAssignment(ref: refs[1], job: "j-1", input: InputFile(path: "s3://b/k.jpg", root: "s3://b/", etag: "e"),
+                               expectedHash: 7, expectedOutputs: ["s3://b/out/k.jpg"], inlineInput: [0xFF, 0xD8, 0xFF, 0xD9],
+                               leaseSeconds: 30),
+            ]),
+            "report": TaskReport.envelope([
+                TaskReport(ref: refs[0], status: .succeeded, inputHash: 9, record: Array(try JSONEncoder().encode(record)),
+                           inlineOutputs: [(path: "out/a.jpg", bytes: [1, 2, 3])]),
+                TaskReport(ref: refs[1], status: .failed, retryable: true, errorCode: "corrupt", errorMessage: "bad"),
+            ]),
+            "commit": Envelope(MessageType.commit, body: TaskRef.encode(refs)),
+            "submit": Envelope(MessageType.submit, json: SubmitRequest(job: spec)),
+            "status": Envelope(MessageType.status, json: JobQuery(job: "j-1", after: 3, limit: 10)),
+            "results": ResultsReply(records: [Array(try JSONEncoder().encode(record))], next: 4).envelope,
+            "error": Envelope(MessageType.error, json: ErrorReply(code: "invalid-job", message: "no")),
+            "bye": Envelope(MessageType.bye, json: WorkerBye(returned: refs)),
+        ]
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        for (name, e) in envelopes {
+            let bytes = Array(e.frames.map { $0 }.joined(separator: Array("\n--\n".utf8)))
+            try Data(bytes).write(to: URL(fileURLWithPath: directory + "/" + name + ".msg"))
+        }
     }
 }
 
@@ -132,6 +175,13 @@ func LLVMFuzzerRunDriver(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutab
 /// to libFuzzer's driver.
 @_cdecl("FuzzTargets_main")
 public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    if let directory = ProcessInfo.processInfo.environment["FUZZ_WRITE_SEEDS"] {
+        do { try WireSeeds.write(to: directory) } catch {
+            FileHandle.standardError.write(Data("cannot write the wire seeds: \(error)\n".utf8))
+            return 1
+        }
+        return 0
+    }
     let name = ProcessInfo.processInfo.environment["FUZZ_TARGET"] ?? "render"
     guard let target = Targets.all[name] else {
         FileHandle.standardError.write(Data("unknown FUZZ_TARGET \(name): one of \(Targets.all.keys.sorted().joined(separator: ", "))\n".utf8))

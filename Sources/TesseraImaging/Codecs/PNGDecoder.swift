@@ -35,6 +35,7 @@ final class PNGDecoder {
         guard let base = bytes.baseAddress, bytes.count > 0 else {
             throw ImagingError(.empty, "the file is empty")
         }
+        try PNGDecoder.checkChunksBeforeImageData(bytes)
         guard let h = ts_png_dec_create(base.assumingMemoryBound(to: UInt8.self), bytes.count) else {
             throw ImagingError(.limitExceeded, "cannot allocate a PNG decoder")
         }
@@ -56,6 +57,24 @@ final class PNGDecoder {
     }
 
     deinit { ts_png_dec_destroy(handle) }
+
+    /// The chunks before the first IDAT (everything `png_read_info` reads) must lie inside
+    /// the file: libpng allocates a text chunk's declared length before reading it (a
+    /// 900-byte file declaring a 1.6 GB tEXt made it ask for 1.6 GB; found by fuzzing).
+    static func checkChunksBeforeImageData(_ bytes: UnsafeRawBufferPointer) throws {
+        var pos = 8
+        while pos + 8 <= bytes.count {
+            let length = Int(bytes[pos]) << 24 | Int(bytes[pos + 1]) << 16 | Int(bytes[pos + 2]) << 8 | Int(bytes[pos + 3])
+            let type = (bytes[pos + 4], bytes[pos + 5], bytes[pos + 6], bytes[pos + 7])
+            if type == (0x49, 0x44, 0x41, 0x54) { return }  // IDAT: truncated image data is libpng's to report
+            guard length <= bytes.count - pos - 12 else {
+                let name = String(decoding: [type.0, type.1, type.2, type.3], as: UTF8.self)
+                    .map { $0.isASCII && $0.isLetter ? $0 : "?" }
+                throw ImagingError(.truncated, "truncated PNG (\(String(name)) chunk of \(length) bytes at byte \(pos) runs past the end)")
+            }
+            pos += 12 + length
+        }
+    }
 
     /// Sets up expansion to 8-bit gray, RGB or RGBA; returns the channel count and
     /// whether the whole image must be read at once (interlaced files).

@@ -143,6 +143,8 @@ enum ProgressiveDC {
                 for k in 0..<ns {
                     let cs = bytes[p.lowerBound + 1 + 2 * k], t = bytes[p.lowerBound + 2 + 2 * k]
                     guard let c = components.first(where: { $0.id == cs }) else { throw Unsupported(reason: "SOS component") }
+                    // Table selectors are 0...3 (a damaged one indexed past the tables; found by fuzzing).
+                    guard t >> 4 < 4, t & 15 < 4 else { throw Unsupported(reason: "SOS table selector") }
                     scan.append((c, Int(t >> 4), Int(t & 15)))
                 }
                 let o = p.lowerBound + 1 + 2 * ns

@@ -1,5 +1,12 @@
 import CLCMS2
 import Foundation
+import TesseraShim
+
+/// Little CMS with its allocations capped (`ts_lcms_limit_allocations`), installed once
+/// before the first profile: every use of lcms goes through `LittleCMS.ready`.
+enum LittleCMS {
+    static let ready: Bool = ts_lcms_limit_allocations() == 1
+}
 
 /// An ICC profile opened by Little CMS. Wraps `cmsOpenProfileFromMem`.
 final class ICCProfile: @unchecked Sendable {
@@ -9,7 +16,7 @@ final class ICCProfile: @unchecked Sendable {
     let bytes: [UInt8]
 
     init?(_ bytes: [UInt8]) {
-        guard !bytes.isEmpty,
+        guard LittleCMS.ready, !bytes.isEmpty,
               let h = bytes.withUnsafeBytes({ cmsOpenProfileFromMem($0.baseAddress, UInt32($0.count)) }) else {
             return nil
         }
@@ -25,7 +32,10 @@ final class ICCProfile: @unchecked Sendable {
     deinit { cmsCloseProfile(handle) }
 
     /// The built-in sRGB profile (`cmsCreate_sRGBProfile`).
-    static let sRGB = ICCProfile(handle: cmsCreate_sRGBProfile())
+    static let sRGB: ICCProfile = {
+        _ = LittleCMS.ready
+        return ICCProfile(handle: cmsCreate_sRGBProfile())
+    }()
 
     var colorSpace: ColorSpace {
         switch cmsGetColorSpace(handle) {
@@ -108,7 +118,10 @@ final class ColorTransform: @unchecked Sendable {
 /// ICC profiles made with Little CMS: to attach to outputs, or to make fixtures.
 public enum ICCProfiles {
     /// Little CMS's sRGB profile.
-    public static var sRGB: [UInt8] { save(cmsCreate_sRGBProfile()) }
+    public static var sRGB: [UInt8] {
+        _ = LittleCMS.ready
+        return save(cmsCreate_sRGBProfile())
+    }
 
     /// Display P3: DCI-P3 primaries, D65 white, the sRGB tone curve (what phones write).
     public static var displayP3: [UInt8] {
@@ -127,6 +140,7 @@ public enum ICCProfiles {
 
     static func rgb(name: String, red: (Double, Double), green: (Double, Double), blue: (Double, Double),
                     white whitePoint: (Double, Double) = (0.3127, 0.3290), transfer: Transfer = .sRGB) -> [UInt8] {
+        _ = LittleCMS.ready
         var white = cmsCIExyY(x: whitePoint.0, y: whitePoint.1, Y: 1)
         var primaries = cmsCIExyYTRIPLE(Red: cmsCIExyY(x: red.0, y: red.1, Y: 1),
                                         Green: cmsCIExyY(x: green.0, y: green.1, Y: 1),

@@ -218,6 +218,10 @@ int ts_set_parent_death_signal(int sig);
 /// At most `arenas` glibc malloc arenas (mallopt(M_ARENA_MAX)); returns 1 on success.
 int ts_limit_malloc_arenas(int arenas);
 
+/// Caps each Little CMS allocation at 64 MB (a memory plugin in the global context);
+/// returns 1 on success. Called once, before the first profile is opened.
+int ts_lcms_limit_allocations(void);
+
 #ifdef __cplusplus
 }
 #endif

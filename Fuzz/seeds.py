@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""Writes the committed seed corpora of the fuzz targets into Fuzz/corpus/TARGET/.
+
+    python3 Fuzz/seeds.py
+
+Every seed is made here (Pillow, deterministic), small (a few kB) and covers a structure
+the parser must walk: baseline and progressive JPEGs in each subsampling, grayscale and
+CMYK, EXIF (orientation, GPS, copyright, a thumbnail), ICC and XMP segments, restart
+markers; PNGs of each colour type and bit depth with text, gamma, ICC and eXIf chunks;
+EXIF payloads on their own; job files in YAML and JSON. The wire target's seeds are written
+by the fuzz binary itself (FUZZ_WRITE_SEEDS), from the real encoders.
+"""
+import io, json, os, shutil, struct, zlib
+from PIL import Image, ImageDraw
+
+here = os.path.dirname(os.path.abspath(__file__))
+out = os.path.join(here, "corpus")
+
+
+def picture(w, h, mode="RGB"):
+    im = Image.new("RGB", (w, h), (200, 120, 40))
+    d = ImageDraw.Draw(im)
+    for i in range(0, w, 7):
+        d.line([(i, 0), (w - i, h)], fill=(i * 5 % 255, 80, 255 - i * 3 % 255))
+    d.ellipse([w // 4, h // 4, w * 3 // 4, h * 3 // 4], fill=(30, 200, 90))
+    return im.convert(mode)
+
+
+def exif_bytes(orientation=6, gps=True, copyright=True, thumbnail=False):
+    e = Image.Exif()
+    e[0x0112] = orientation
+    if copyright:
+        e[0x8298] = "(c) Tessera fuzz seed"
+    e[0x010F] = "TesseraCam"
+    if gps:
+        e[0x8825] = {1: "N", 2: (48.0, 51.0, 29.0), 3: "E", 4: (2.0, 17.0, 40.0)}
+    data = e.tobytes()
+    if thumbnail:
+        # IFD1 with a JPEG thumbnail, appended by hand (Pillow writes IFD0 only).
+        thumb = io.BytesIO()
+        picture(16, 12).save(thumb, "JPEG", quality=50)
+        t = thumb.getvalue()
+        tiff = bytearray(data[6:])  # without "Exif\0\0"
+        little = tiff[:2] == b"II"
+        fmt = "<" if little else ">"
+        ifd0 = struct.unpack(fmt + "I", tiff[4:8])[0]
+        n = struct.unpack(fmt + "H", tiff[ifd0:ifd0 + 2])[0]
+        next_ptr = ifd0 + 2 + 12 * n
+        ifd1 = len(tiff)
+        tiff[next_ptr:next_ptr + 4] = struct.pack(fmt + "I", ifd1)
+        entries = [(0x0103, 3, 1, 6), (0x0201, 4, 1, ifd1 + 2 + 12 * 3 + 4), (0x0202, 4, 1, len(t))]
+        tiff += struct.pack(fmt + "H", len(entries))
+        for tag, typ, count, value in entries:
+            if typ == 3:
+                tiff += struct.pack(fmt + "HHIHH", tag, typ, count, value, 0)
+            else:
+                tiff += struct.pack(fmt + "HHII", tag, typ, count, value)
+        tiff += struct.pack(fmt + "I", 0) + t
+        data = b"Exif\x00\x00" + bytes(tiff)
+    return data
+
+
+def icc():
+    from PIL import ImageCms
+    return ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
+
+
+def xmp_segment(jpeg):
+    """Inserts an XMP APP1 and a COM segment after SOI."""
+    xmp = b"http://ns.adobe.com/xap/1.0/\x00<x:xmpmeta xmlns:x='adobe:ns:meta/'><rdf:RDF/></x:xmpmeta>"
+    app1 = b"\xff\xe1" + struct.pack(">H", len(xmp) + 2) + xmp
+    com = b"\xff\xfe" + struct.pack(">H", 12) + b"fuzz seed!"
+    return jpeg[:2] + app1 + com + jpeg[2:]
+
+
+def jpegs():
+    seeds = {}
+    for sub, name in [(0, "444"), (1, "422"), (2, "420")]:
+        for progressive in (False, True):
+            b = io.BytesIO()
+            picture(37, 29).save(b, "JPEG", quality=70, subsampling=sub, progressive=progressive,
+                                 exif=exif_bytes(thumbnail=(sub == 2)))
+            seeds[f"{'prog' if progressive else 'base'}_{name}.jpg"] = b.getvalue()
+    for progressive in (False, True):
+        b = io.BytesIO()
+        picture(40, 24, "L").save(b, "JPEG", quality=60, progressive=progressive)
+        seeds[f"{'prog' if progressive else 'base'}_gray.jpg"] = b.getvalue()
+    b = io.BytesIO()
+    picture(24, 16, "CMYK").save(b, "JPEG", quality=60)
+    seeds["cmyk.jpg"] = b.getvalue()
+    b = io.BytesIO()
+    picture(33, 21).save(b, "JPEG", quality=80, icc_profile=icc(), progressive=True, optimize=True)
+    seeds["prog_icc_optimized.jpg"] = xmp_segment(b.getvalue())
+    b = io.BytesIO()
+    picture(64, 48).save(b, "JPEG", quality=75, exif=exif_bytes(orientation=3, gps=False))
+    seeds["base_orient3_64x48.jpg"] = b.getvalue()
+    # Restart markers every MCU row (Pillow has no option for them: insert DRI by hand is
+    # not enough, the scan must carry RSTn). Use libjpeg via Pillow's 'restart_marker_blocks'
+    # where available, else skip.
+    try:
+        b = io.BytesIO()
+        picture(48, 32).save(b, "JPEG", quality=70, restart_marker_blocks=2)
+        seeds["base_restart.jpg"] = b.getvalue()
+        b = io.BytesIO()
+        picture(48, 32).save(b, "JPEG", quality=70, restart_marker_blocks=2, progressive=True)
+        seeds["prog_restart.jpg"] = b.getvalue()
+    except (TypeError, OSError):
+        pass
+    return seeds
+
+
+def webps():
+    seeds = {}
+    try:
+        for name, kw, mode in [("lossy.webp", {"quality": 60}, "RGB"), ("lossless.webp", {"lossless": True}, "RGBA"),
+                               ("alpha.webp", {"quality": 50}, "RGBA")]:
+            b = io.BytesIO()
+            picture(21, 17, mode).save(b, "WEBP", exif=exif_bytes(), icc_profile=icc(), **kw)
+            seeds[name] = b.getvalue()
+        b = io.BytesIO()
+        frames = [picture(12, 10), picture(12, 10).rotate(90)]
+        frames[0].save(b, "WEBP", save_all=True, append_images=frames[1:], duration=100, loop=0)
+        seeds["animated.webp"] = b.getvalue()
+    except (KeyError, OSError):
+        pass  # Pillow without WebP
+    return seeds
+
+
+def png_chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+
+def pngs():
+    seeds = {}
+    for mode, name in [("RGB", "rgb8"), ("RGBA", "rgba8"), ("L", "gray8"), ("LA", "grayalpha8"), ("P", "palette8"),
+                       ("1", "gray1"), ("I;16", "gray16")]:
+        b = io.BytesIO()
+        im = picture(19, 13, "RGB")
+        im = im.convert(mode) if mode != "I;16" else im.convert("L").convert("I;16")
+        im.save(b, "PNG")
+        seeds[f"{name}.png"] = b.getvalue()
+    b = io.BytesIO()
+    p = picture(16, 16, "P")
+    p.info["transparency"] = 0
+    p.save(b, "PNG", transparency=0)
+    seeds["palette_trns.png"] = b.getvalue()
+    # Metadata chunks inserted before IDAT: gAMA, tEXt, iCCP, eXIf, pHYs.
+    base = seeds["rgb8.png"]
+    ihdr_end = 8 + 25
+    extra = (png_chunk(b"gAMA", struct.pack(">I", 45455)) + png_chunk(b"tEXt", b"Comment\x00fuzz seed")
+             + png_chunk(b"iCCP", b"sRGB\x00\x00" + zlib.compress(icc()))
+             + png_chunk(b"eXIf", exif_bytes()[6:]) + png_chunk(b"pHYs", struct.pack(">IIB", 2835, 2835, 1)))
+    seeds["rgb8_metadata.png"] = base[:ihdr_end] + extra + base[ihdr_end:]
+    return seeds
+
+
+def jobs(root):
+    seeds = {}
+    for d in ("jobs", "examples/recipes"):
+        for name in sorted(os.listdir(os.path.join(root, d))):
+            path = os.path.join(root, d, name)
+            if name.endswith((".yaml", ".json")) and os.path.getsize(path) < 8192:
+                seeds[name] = open(path, "rb").read()
+    seeds["inline.json"] = json.dumps({
+        "name": "fuzz", "inputs": ["a.jpg", "dir/"], "output": "out",
+        "outputs": [{"recipe": {"name": "r", "operations": [{"op": "resize", "width": 64, "height": 64, "mode": "fill"},
+                                                             {"op": "sharpen", "sigma": 0.8}],
+                                "output": {"format": "webp", "quality": 0.7}}, "path": "{stem}-r.{ext}"}],
+        "options": {"maxMegapixels": 50}}).encode()
+    seeds["anchors.yaml"] = b"name: &n x\ninputs: [*n, *n]\noutput: out\noutputs:\n  - &o {preset: thumbnail}\n  - {preset: widget}\n"
+    return seeds
+
+
+def write(target, seeds):
+    d = os.path.join(out, target)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    for name, data in seeds.items():
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(data)
+    print(f"{target:12} {len(seeds):3} seeds, {sum(map(len, seeds.values())):7} bytes")
+
+
+root = os.path.dirname(here)
+j, p = jpegs(), pngs()
+images = {**j, **p}
+write("render", {**images, **webps()})
+write("inspect", images)
+write("strip", images)
+write("progressive", {k: v for k, v in j.items() if k.startswith("prog")})
+write("png", p)
+write("exif", {"gps_orient6.exif": exif_bytes(), "thumbnail.exif": exif_bytes(thumbnail=True),
+               "plain.exif": exif_bytes(orientation=1, gps=False, copyright=False)})
+write("job", jobs(root))

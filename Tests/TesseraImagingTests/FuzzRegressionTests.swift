@@ -1,0 +1,95 @@
+import Foundation
+@testable import TesseraImaging
+import XCTest
+
+/// What coverage-guided fuzzing found (Fuzz/regressions/TARGET/, Benchmarks/fuzz.sh), replayed
+/// in the ordinary debug build: each input gets its typed error (or renders) instead of the
+/// crash or runaway allocation it caused. The sanitizer build replays them too (`fuzz.sh replay`).
+final class FuzzRegressionTests: XCTestCase {
+    static let fuzz = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("Fuzz")
+
+    func input(_ target: String, _ name: String) throws -> [UInt8] {
+        Array(try Data(contentsOf: Self.fuzz.appendingPathComponent("regressions/\(target)/\(name)")))
+    }
+
+    var limits: Limits {
+        var l = Limits()
+        l.maxPixels = 4_000_000
+        l.maxMemoryBytes = 256 << 20
+        return l
+    }
+
+    func render(_ bytes: [UInt8]) throws -> RenderResult {
+        var options = RenderOptions()
+        options.limits = limits
+        let recipe = Recipe(name: "fuzz", operations: [.resize(Resize(width: 64, height: 64, mode: .fill, gravity: .attention))],
+                            output: OutputSettings(format: .jpeg, quality: 0.7))
+        return try bytes.withUnsafeBytes { try Renderer.render(bytes: $0, recipes: [recipe], options: options) }
+    }
+
+    /// A 900-byte PNG whose tEXt chunk declares 1.6 GB: libpng allocated the declared length
+    /// before reading it. Now the chunks before the image data are checked against the file.
+    func testPNGChunkLongerThanTheFileIsTruncatedWithoutAllocating() throws {
+        let bytes = try input("inspect", "png-text-length-91c4dd6e.png")
+        XCTAssertThrowsError(try render(bytes)) {
+            XCTAssertEqual(($0 as? ImagingError)?.code, .truncated, "\($0)")
+            XCTAssertTrue("\($0)".contains("tEXt chunk of 1650786321 bytes"), "\($0)")
+        }
+        XCTAssertThrowsError(try ImageInfo.inspect(bytes), "inspect (the target that found it) too") {
+            XCTAssertEqual(($0 as? ImagingError)?.code, .truncated, "\($0)")
+        }
+    }
+
+    /// A 1.8 kB JPEG whose ICC profile's description tag declares 400 MB: Little CMS
+    /// allocated it (its own ceiling is 512 MB). Now each lcms allocation is capped at 64 MB:
+    /// the description is unreadable, the memory is never asked for.
+    func testICCDescriptionDeclaringHundredsOfMegabytesIsNotAllocated() throws {
+        let bytes = try input("inspect", "icc-desc-400mb-6b78db7c.jpg")
+        // The peak resident size, reset first (/proc/self/clear_refs: 5), then read (VmHWM).
+        func peakKB() -> Int {
+            let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+            let line = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") } ?? ""
+            return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+        }
+        try "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
+        let before = peakKB()
+        let info = try ImageInfo.inspect(bytes)
+        XCTAssertEqual(info.iccProfile, "unnamed")
+        XCTAssertEqual(info.iccBytes, 588)
+        XCTAssertLessThan(peakKB() - before, 100 << 10, "the peak grew by the declared 400 MB")
+    }
+
+    /// The progressive DC decoder on a damaged 48x32 progressive JPEG.
+    func testProgressiveDCOnADamagedScan() throws {
+        let bytes = try input("progressive", "dc-crash-025e88b3.jpg")
+        try bytes.withUnsafeBytes { raw in
+            let decoder = try JPEGDecoder(bytes: raw, limits: limits)
+            XCTAssertTrue(ProgressiveDC.applies(to: decoder.header))
+            // The fast path skips the AC scans and reached a DC scan whose table selector was 15.
+            for exact in [true, false] {
+                XCTAssertThrowsError(try ProgressiveDC.decode(raw, header: decoder.header, exact: exact)) {
+                    XCTAssertTrue($0 is ProgressiveDC.Unsupported, "falls back to libjpeg: \($0)")
+                }
+            }
+        }
+    }
+
+    /// Every committed seed and regression input goes through the whole render without a
+    /// crash: an image or a typed error.
+    func testEveryFuzzInputRendersOrFailsTyped() throws {
+        var count = 0
+        for dir in ["corpus/render", "corpus/progressive", "corpus/png", "regressions/progressive", "regressions/inspect",
+                    "regressions/render", "regressions/strip"] {
+            let url = Self.fuzz.appendingPathComponent(dir)
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? [] {
+                let bytes = Array(try Data(contentsOf: url.appendingPathComponent(name)))
+                do { _ = try render(bytes) } catch is ImagingError {} catch {
+                    XCTFail("\(dir)/\(name): untyped error \(error)")
+                }
+                count += 1
+            }
+        }
+        XCTAssertGreaterThan(count, 30)
+    }
+}
