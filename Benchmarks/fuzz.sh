@@ -5,6 +5,7 @@
 #
 #   Benchmarks/fuzz.sh TARGET SECONDS   fuzz one target (render inspect exif progressive png strip wire job)
 #   Benchmarks/fuzz.sh replay           run every committed seed and regression input once (CI)
+#   FUZZ_KEEP_GOING=1 Benchmarks/fuzz.sh TARGET SECONDS   record findings and go on (long unattended runs)
 #
 # Seeds: Fuzz/corpus/TARGET (committed, made by Fuzz/seeds.py and the binary's
 # FUZZ_WRITE_SEEDS), plus the small images of ../shared/corpus when present. The corpus a run
@@ -61,5 +62,7 @@ case "$target" in
 esac
 dirs=("$work" "corpus/$target" "$extra")
 [ -d "regressions/$target" ] && dirs+=("regressions/$target")
+keep_going=()
+[ "${FUZZ_KEEP_GOING:-0}" = 1 ] && keep_going=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
 FUZZ_TARGET=$target "$bin" "${dirs[@]}" -dict="$(dictionary "$target")" -artifact_prefix="$findings/" \
-    -max_total_time="$seconds" "${limits[@]}" -print_final_stats=1
+    -max_total_time="$seconds" "${limits[@]}" -print_final_stats=1 "${keep_going[@]}"

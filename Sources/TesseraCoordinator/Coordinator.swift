@@ -677,6 +677,12 @@ public final class Coordinator: @unchecked Sendable {
                                record: r.record, now: now)
             }
         }
+        // A draining worker whose last task is reported has left, whether or not its final
+        // `bye` arrives (it exits right after sending it; the Slurm test saw one lost).
+        if w.draining, w.held.isEmpty, workers[identity] === w {
+            workers.removeValue(forKey: identity)
+            logger.info("worker \(w.id) left")
+        }
     }
 
     /// Fencing: a worker asks to publish the outputs of attempts it staged. Only the current

@@ -421,6 +421,7 @@ public final class Worker: @unchecked Sendable {
         lock.unlock()
         guard (!busy && unacked.isEmpty) || now - started > config.drainTimeout else { return false }
         if !unacked.isEmpty { logger.warning("exiting with \(unacked.count) unacknowledged reports") }
+        try? dealer.setLinger(milliseconds: 500)  // the last word is sent as the socket closes, not dropped
         _ = try? dealer.send(Envelope(MessageType.bye, json: WorkerBye(returned: [])).frames, dontWait: true)
         logger.info("drained after \(completedCount) tasks")
         return true
@@ -460,6 +461,10 @@ public final class Worker: @unchecked Sendable {
             break
         case MessageType.reregister:
             if let sent = helloAwaitingWelcome, now - sent < 5 { break }  // the hello is on its way
+            lock.lock()
+            let leaving = drainRequested
+            lock.unlock()
+            if leaving { break }  // a draining worker has said goodbye: it does not come back
             // The coordinator does not know this worker (it restarted, or gave this worker up
             // and requeued its tasks): queued tasks are dropped, not run; then hello again
             // with what is still running, and ask again for the commits still waiting (a

@@ -75,6 +75,23 @@ final class FuzzRegressionTests: XCTestCase {
         }
     }
 
+    /// A 3.6 kB progressive JPEG whose header says 48x32 and whose second SOF2 says far more:
+    /// the DC decoder sized its coefficient planes from the second one (a 2 GB allocation).
+    /// Now only the frame libjpeg read (and the limits checked) is accepted.
+    func testProgressiveDCTakesOnlyTheHeadersFrame() throws {
+        let bytes = try input("progressive", "dc-second-frame-2gb-25b537cb.jpg")
+        try bytes.withUnsafeBytes { raw in
+            let decoder = try JPEGDecoder(bytes: raw, limits: limits)
+            XCTAssertEqual([decoder.header.width, decoder.header.height], [48, 32])
+            XCTAssertThrowsError(try ProgressiveDC.decode(raw, header: decoder.header, exact: false)) {
+                XCTAssertTrue("\($0)".contains("a frame other than the one in the header"), "\($0)")
+            }
+        }
+        XCTAssertThrowsError(try render(bytes), "libjpeg, the fallback, reports the damage") {
+            XCTAssertTrue($0 is ImagingError, "\($0)")
+        }
+    }
+
     /// Every committed seed and regression input goes through the whole render without a
     /// crash: an image or a typed error.
     func testEveryFuzzInputRendersOrFailsTyped() throws {

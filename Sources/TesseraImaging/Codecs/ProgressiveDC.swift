@@ -111,6 +111,11 @@ enum ProgressiveDC {
                 guard n == header.components, p.count >= 6 + 3 * n, width > 0, height > 0 else {
                     throw Unsupported(reason: "SOF")
                 }
+                // The frame libjpeg read (and the limits were checked against), and only one:
+                // a second SOF2 declaring 60000x60000 made this allocate 2 GB (found by fuzzing).
+                guard components.isEmpty, width == header.width, height == header.height else {
+                    throw Unsupported(reason: "a frame other than the one in the header")
+                }
                 for c in 0..<n {
                     let o = p.lowerBound + 6 + 3 * c
                     let hv = bytes[o + 1]

@@ -72,6 +72,11 @@ public enum LosslessStrip {
         }
         return try bytes.withUnsafeBytes { raw in
             let parsed = try JPEGSegments(raw)
+            // Only images are copied: what `inspect` cannot read is refused, not passed on
+            // (fuzzing found outputs of segment soup without a frame).
+            guard let sof = parsed.frame, sof.payload.count >= 6 else {
+                throw ImagingError(.corrupt, "JPEG has no frame header (SOF)")
+            }
             var out: [UInt8] = []
             out.reserveCapacity(raw.count)
             var removed: [String] = []
@@ -113,6 +118,9 @@ public enum LosslessStrip {
     private static func stripPNG(_ input: [UInt8], _ options: StripOptions) throws -> StripResult {
         try input.withUnsafeBytes { raw in
             let parsed = try PNGChunks(raw)
+            // The chunks libpng reads before the image data (IHDR, PLTE, tRNS, iCCP... and
+            // their CRCs) must be readable, as for `inspect`: damage is refused, not copied.
+            _ = try PNGDecoder(bytes: raw, limits: Limits())
             var orientation = 1
             var copyright: String?
             if let exif = parsed.chunks.first(where: { $0.type == "eXIf" }), let s = Exif.read(Array(raw[exif.data])) {
