@@ -19,7 +19,7 @@ mode=${1:-render}
 flags=(-c release -Xswiftc -enable-testing -Xswiftc -sanitize=fuzzer,address -Xcc -fsanitize=fuzzer-no-link,address)
 swift build "${flags[@]}" --product FuzzTargets >&2
 bin="$(swift build "${flags[@]}" --show-bin-path)/FuzzTargets"
-FUZZ_WRITE_SEEDS=corpus/wire "$bin"
+[ -d corpus/wire ] || FUZZ_WRITE_SEEDS=corpus/wire "$bin"  # committed once; the record has a timestamp
 
 dictionary() {  # the dictionary file of target $1 (concatenated into Fuzz/.dict/)
     local parts

@@ -2,13 +2,15 @@
 # The test suite: the Swift tests (release build; the multi-host test needs root for
 # network namespaces and is reported as skipped without it), the imaging tests again under
 # AddressSanitizer and UndefinedBehaviorSanitizer, a replay of every fuzz target's seeds and
-# regression inputs in the sanitizer-instrumented fuzz build, then the offline checks of
-# deploy/ (Kubernetes schemas, systemd-analyze, shellcheck, hadolint).
+# regression inputs in the sanitizer-instrumented fuzz build, the container image built from
+# Debian packages and run (root only), then the offline checks of deploy/ (Kubernetes
+# schemas, systemd-analyze, shellcheck, hadolint).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 swift test -c release "$@"
 if [ $# -eq 0 ]; then  # the whole suite (scripts/test.sh --filter X runs only X)
     scripts/sanitize.sh
     Benchmarks/fuzz.sh replay
+    scripts/test-container.sh
 fi
 scripts/validate-deploy.sh
