@@ -791,7 +791,7 @@ fi
 
 # ---------------------------------------------------------------------------- summary
 echo
-echo "not checked here: building the image (no Docker engine), applying to a cluster, KEDA/Prometheus at run time, starting the units under systemd, submitting to Slurm"
+echo "checked elsewhere: the image built from Debian packages and run (scripts/test-container.sh), Slurm (SlurmTests); not checked here: docker build itself (no Docker engine), applying to a cluster, KEDA/Prometheus at run time, starting the units under systemd"
 if ((failed)); then
     printf 'failed: %s\n' "${failures[@]}"
 fi
