@@ -161,9 +161,7 @@ final class SlurmTests: XCTestCase {
         }
         XCTAssertTrue(up, c.logs())
 
-        // Enough tasks that the second array task, starting a second after the first, takes part.
         let first = try c.makeImages(60)
-        let job1 = try client.submit(try c.job(name: "slurm-1")).job
 
         // The script as users submit it; the command line sizes it for this node.
         let started = Date()
@@ -178,6 +176,14 @@ final class SlurmTests: XCTestCase {
         let arrayJob = submitted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
 
         func status(_ job: String) -> JobStatus? { try? client.status(job: job).jobs.first }
+        // Both array tasks connected (one may start a second after the other: a job handed to
+        // the first alone would be done before the second arrives).
+        var connected: Double?
+        while connected == nil && Date().timeIntervalSince(started) < 60 {
+            if let n = try? client.status().workers, n == 2 { connected = Date().timeIntervalSince(started) } else { usleep(20_000) }
+        }
+        XCTAssertNotNil(connected, "both workers of the array connected\n\(slurm.logs())")
+        let job1 = try client.submit(try c.job(name: "slurm-1")).job
         var firstDone: Double?
         let deadline = Date().addingTimeInterval(120)
         var end: JobStatus?
@@ -201,7 +207,7 @@ final class SlurmTests: XCTestCase {
         XCTAssertEqual(perWorker.count, 2, "both array tasks worked: \(perWorker)\n\(workerOutputs().joined(separator: "\n--\n"))\n\(c.logs().suffix(3000))")
 
         // A longer job; once the workers are busy with it, cancel the array.
-        let second = try c.makeImages(90, width: 1600, height: 1200).filter { !first.contains($0) }
+        let second = try c.makeImages(64, width: 1600, height: 1200).filter { !first.contains($0) }
         let job2 = try client.submit(try c.job(name: "slurm-2", presets: ["favicon", "compressedThumbnail", "web"])).job
         let busy = Date().addingTimeInterval(60)
         while Date() < busy, (status(job2)?.succeeded ?? 0) < 4 { usleep(20_000) }
@@ -239,7 +245,8 @@ final class SlurmTests: XCTestCase {
         let records2 = try client.results(job: job2).map { try JSONDecoder().decode(TaskRecord.self, from: Data($0)) }
         try c.assertExactlyOnce(records2, inputs: first + second)
         print("""
-            slurm: sbatch to first completed task \(String(format: "%.2f", firstDone ?? -1)) s, job of 60 done in \
+            slurm: sbatch to both workers connected \(String(format: "%.2f", connected ?? -1)) s, to the first completed \
+            task \(String(format: "%.2f", firstDone ?? -1)) s, all 60 done at \
             \(String(format: "%.2f", jobSeconds)) s, tasks per worker \(perWorker.values.sorted()); scancel with \
             \(after.succeeded)/\(after.total) done: array gone in \(String(format: "%.2f", drainSeconds)) s, \
             \(after.pending) handed back, none lost
