@@ -111,7 +111,7 @@ let tests: [Target] = [
     .testTarget(name: "TesseraImagingTests", dependencies: ["TesseraImaging"]),
     .testTarget(name: "TesseraJobsTests", dependencies: ["TesseraTasks", "TesseraJobs", "TesseraExecution"]),
     .testTarget(name: "TesseraCLITests", dependencies: ["tessera", "TesseraImaging", "TesseraTestSupport"]),
-    .testTarget(name: "TesseraServiceTests", dependencies: ["TesseraService"]),
+    .testTarget(name: "TesseraServiceTests", dependencies: ["TesseraService", "TesseraTestSupport"]),
     .testTarget(name: "TesseraStorageTests", dependencies: ["TesseraStorage", "TesseraTasks", "TesseraTestSupport"]),
     .testTarget(name: "TesseraWireTests", dependencies: ["TesseraWire", "TesseraTasks"]),
     .testTarget(name: "TesseraCoordinatorTests", dependencies: ["TesseraCoordinator", "TesseraImaging", "TesseraTasks", "TesseraJobs", "TesseraWire", .product(name: "Logging", package: "swift-log")]),

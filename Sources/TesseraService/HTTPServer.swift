@@ -332,8 +332,10 @@ final class PollHTTPServer: @unchecked Sendable {
         }
     }
 
+    /// The poll thread's read buffer (one, reused: reads happen on that thread only).
+    private var chunk = [UInt8](repeating: 0, count: 16 << 10)
+
     private func receive(_ c: Connection, now: Double) {
-        var chunk = [UInt8](repeating: 0, count: 16 << 10)
         let n = chunk.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, 0) }
         if n == 0 { return drop(c) }
         if n < 0 {

@@ -40,18 +40,7 @@ final class ServiceEndpointTests: XCTestCase {
 
     /// Opens `count` TCP connections that never send a byte.
     static func idleConnections(_ port: Int, count: Int) -> [Int32] {
-        (0..<count).compactMap { _ in
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var addr = sockaddr_in()
-            addr.sin_family = sa_family_t(AF_INET)
-            addr.sin_port = in_port_t(UInt16(port).bigEndian)
-            inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr)
-            let ok = withUnsafePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            if ok != 0 { close(fd); return nil }
-            return fd
-        }
+        (0..<count).compactMap { _ in loopbackConnection(port, receiveTimeout: 0) }
     }
 
     static func freePort() -> Int {

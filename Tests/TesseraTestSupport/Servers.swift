@@ -256,3 +256,23 @@ public final class HTTPFileServer {
 
     deinit { server.stop() }
 }
+
+/// A TCP connection to 127.0.0.1:`port` (reads time out after `receiveTimeout` seconds;
+/// 0: never), or nil when nothing listens. The caller closes it.
+public func loopbackConnection(_ port: Int, receiveTimeout: Int = 5) -> Int32? {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return nil }
+    if receiveTimeout > 0 {
+        var timeout = timeval(tv_sec: receiveTimeout, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_port = in_port_t(UInt16(port).bigEndian)
+    inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr)
+    let ok = withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    if ok != 0 { close(fd); return nil }
+    return fd
+}
