@@ -92,6 +92,39 @@ final class FuzzRegressionTests: XCTestCase {
         }
     }
 
+    /// A JPEG with "FF 00" and RST markers between segments (libjpeg skips them): copied
+    /// after a scan once the APPn between them was dropped, they read as part of the scan and
+    /// the COM behind swallowed the rest of the file, so the stripped output did not parse.
+    /// Now stray markers are dropped and every output is walked again before it is returned.
+    func testStripDropsStrayBytesBetweenSegments() throws {
+        let bytes = try input("strip", "jpeg-ff00-between-segments-1e360446.jpg")
+        for options in [StripOptions(), StripOptions(keepICC: false, keepCopyright: true, orientation: .transform)] {
+            let result = try LosslessStrip.strip(bytes, options: options)
+            XCTAssertTrue(result.removed.contains("stray markers"), "\(result.removed)")
+            let info = try ImageInfo.inspect(result.bytes)
+            XCTAssertEqual(Set([info.width, info.height]), [29, 37])
+        }
+    }
+
+    /// Every strip seed and regression input is stripped to an output `inspect` reads, or
+    /// refused with a typed error.
+    func testEveryStripInputGivesAReadableOutputOrATypedError() throws {
+        var outputs = 0, refused = 0
+        for dir in ["corpus/strip", "regressions/strip"] {
+            let url = Self.fuzz.appendingPathComponent(dir)
+            for name in try FileManager.default.contentsOfDirectory(atPath: url.path) {
+                let bytes = Array(try Data(contentsOf: url.appendingPathComponent(name)))
+                do {
+                    let result = try LosslessStrip.strip(bytes)
+                    XCTAssertNoThrow(try ImageInfo.inspect(result.bytes), "\(dir)/\(name)")
+                    outputs += 1
+                } catch is ImagingError { refused += 1 }
+            }
+        }
+        XCTAssertGreaterThan(outputs, 10)
+        XCTAssertGreaterThan(refused, 1)
+    }
+
     /// Every committed seed and regression input goes through the whole render without a
     /// crash: an image or a typed error.
     func testEveryFuzzInputRendersOrFailsTyped() throws {

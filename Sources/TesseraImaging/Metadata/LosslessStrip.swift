@@ -84,6 +84,7 @@ public enum LosslessStrip {
             let newExif: [UInt8]? = (orientation != 1 || copyright != nil)
                 ? Exif.build(orientation: orientation != 1 ? orientation : nil, copyright: copyright) : nil
             var exifWritten = false
+            var kept = 0
             func writeExif() {
                 guard let e = newExif, !exifWritten, e.count + 2 <= 0xFFFF else { return }
                 exifWritten = true
@@ -94,6 +95,11 @@ public enum LosslessStrip {
                 let kind = JPEGSegments.kind(of: s, in: raw)
                 let keep: Bool
                 switch kind {
+                case .other where s.marker == 0x00 || s.marker == 0x01 || (0xD0...0xD7).contains(s.marker):
+                    // Outside scan data, 0xFF00 is garbage and RSTn/TEM carry nothing (libjpeg
+                    // skips them); copied after a scan they would read as part of it and swallow
+                    // the segments behind them.
+                    keep = false; removed.append("stray markers")
                 case .jfif, .adobe, .frame, .scan, .tables, .restartInterval, .other: keep = true
                 case .icc: keep = options.keepICC
                 case .exif: keep = false; removed.append("EXIF")
@@ -107,7 +113,15 @@ public enum LosslessStrip {
                 if !keep && kind == .icc { removed.append("ICC") }
                 // EXIF goes right after SOI (and JFIF, which must come first when present).
                 if s.marker != 0xD8 && kind != .jfif { writeExif() }
-                if keep { out += raw[s.range] }
+                if keep { out += raw[s.range]; kept += 1 }
+            }
+            if newExif != nil && exifWritten { kept += 1 }
+            // The output must walk as the same segments: a kept segment's bytes must not
+            // change meaning next to its new neighbours (what `inspect` cannot read is refused).
+            let reparsed = try? out.withUnsafeBytes { try JPEGSegments($0).segments.count }
+            guard reparsed == kept else {
+                throw ImagingError(.corrupt, "JPEG's segments cannot be copied without changing how they read "
+                                   + "(\(reparsed.map { "\($0)" } ?? "unreadable") segments instead of \(kept))")
             }
             if !parsed.trailingBytes.isEmpty { removed.append("trailer (\(parsed.trailingBytes.count) bytes)") }
             return StripResult(bytes: out, format: .jpeg, removed: unique(removed), orientation: orientation,
