@@ -733,7 +733,7 @@ def dockerfile():
     builder, final = stages[0], stages[-1]
     def run_text(stage):
         return " ".join(a for i, a in stage["lines"] if i == "RUN")
-    btxt, ftxt = run_text(builder), run_text(final)
+    btxt = run_text(builder)
     assert "swift build -c release --static-swift-stdlib --product tessera" in btxt, "static-stdlib release build"
     pkg = open("Package.swift").read()
     dev = set(re.findall(r'\.apt\(\["([^"]+)"\]\)', pkg)) | {"libsqlite3-dev"}  # + GRDB's system SQLite
@@ -746,14 +746,25 @@ def dockerfile():
                   "libcurl4-openssl-dev": "libcurl4"}
     unknown = dev - runtime_of.keys()
     assert not unknown, f"no runtime library known for {sorted(unknown)}: add it here and to the Dockerfile"
-    rmissing = {lib for p in dev for lib in runtime_of[p].split() if not re.search(rf"(^|\s){re.escape(lib)}(\s|$)", ftxt)}
-    assert not rmissing, f"runtime stage lacks {sorted(rmissing)}"
-    assert "-dev" not in ftxt, "no -dev packages in the runtime stage"
-    for t in (btxt, ftxt):
+    runtime = {l.strip() for l in open("deploy/docker/runtime-packages") if l.strip() and not l.lstrip().startswith("#")}
+    rmissing = {lib for p in dev for lib in runtime_of[p].split() if lib not in runtime}
+    assert not rmissing, f"deploy/docker/runtime-packages lacks {sorted(rmissing)}"
+    assert not any(p.endswith("-dev") for p in runtime), "no -dev packages in the runtime image"
+    # The runtime image is the root filesystem build-rootfs.sh extracts from those packages
+    # (the script the container test builds and runs), on no base image.
+    rootfs = next((s for s in stages if s["from"].endswith(" AS rootfs")), None)
+    assert rootfs, "a rootfs stage"
+    rtxt = run_text(rootfs)
+    assert any(i == "COPY" and "deploy/docker/build-rootfs.sh" in a and "deploy/docker/runtime-packages" in a
+               for i, a in rootfs["lines"]), "the rootfs stage copies build-rootfs.sh and runtime-packages"
+    assert re.search(r"build-rootfs\.sh /out -(\s|$)", rtxt), "the rootfs stage runs build-rootfs.sh without a binary"
+    assert final["from"] == "scratch AS runtime", f"runtime stage FROM scratch, not {final['from']}"
+    assert any(i == "COPY" and a.startswith("--from=rootfs /out/rootfs/ /") for i, a in final["lines"])
+    for t in (btxt, rtxt):
         assert "--no-install-recommends" in t and "rm -rf /var/lib/apt/lists/*" in t, "apt hygiene"
-    assert "bookworm-slim" in final["from"] or "RUNTIME_IMAGE" in final["from"]
     arg_defaults = dict(re.findall(r"^ARG (\w+)=(\S+)", open("deploy/docker/Dockerfile").read(), re.M))
     assert arg_defaults.get("RUNTIME_IMAGE") == "debian:bookworm-slim" and arg_defaults.get("SWIFT_IMAGE", "").startswith("swift:6")
+    assert "RUNTIME_IMAGE" in rootfs["from"]
     users = [a for i, a in final["lines"] if i == "USER"]
     assert users and users[-1].split(":")[0] not in ("root", "0"), "final stage runs as non-root"
     assert users[-1].split(":")[0] == "10001", "USER 10001 (the manifests' runAsUser)"
@@ -764,9 +775,13 @@ def dockerfile():
     assert any(i == "COPY" and "--from=builder" in a and "/usr/local/bin/tessera" in a for i, a in final["lines"])
     ignore = open(".dockerignore").read().split()
     assert ".build" in ignore and ".git" in ignore, ".dockerignore keeps .build and .git out"
+    if "deploy" in ignore:
+        assert {"!deploy/docker/build-rootfs.sh", "!deploy/docker/runtime-packages"} <= set(ignore), \
+            ".dockerignore lets the rootfs stage's two files in"
     return [f"stages: {', '.join(s['from'] for s in stages)}; runtime libs: {', '.join(sorted(l for p in dev for l in runtime_of[p].split()))}",
+            "the rootfs stage's script and packages are built and run by scripts/test-container.sh",
             "not built (no Docker engine here): base image tags and apt package availability are unverified"]
-check("Dockerfile structure: stages, Package.swift's -dev packages, runtime libs, USER 10001, ENTRYPOINT, EXPOSE", dockerfile)
+check("Dockerfile structure: stages, Package.swift's -dev packages, runtime-packages, rootfs on scratch, USER 10001, ENTRYPOINT, EXPOSE", dockerfile)
 
 for ok, name, detail in results:
     print(f"{'ok  ' if ok else 'FAIL'} {name}")
