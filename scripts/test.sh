@@ -12,5 +12,6 @@ if [ $# -eq 0 ]; then  # the whole suite (scripts/test.sh --filter X runs only X
     scripts/sanitize.sh
     Benchmarks/fuzz.sh replay
     scripts/test-container.sh
+    scripts/test-systemd.sh
 fi
 scripts/validate-deploy.sh

@@ -806,7 +806,7 @@ fi
 
 # ---------------------------------------------------------------------------- summary
 echo
-echo "checked elsewhere: the image built from Debian packages and run (scripts/test-container.sh), Slurm (SlurmTests); not checked here: docker build itself (no Docker engine), applying to a cluster, KEDA/Prometheus at run time, starting the units under systemd"
+echo "checked elsewhere: the image built from Debian packages and run (scripts/test-container.sh), the units booted under systemd (scripts/test-systemd.sh), Slurm (SlurmTests); not checked here: docker build itself (no Docker engine), applying to a cluster, KEDA/Prometheus at run time"
 if ((failed)); then
     printf 'failed: %s\n' "${failures[@]}"
 fi
