@@ -665,8 +665,11 @@ def systemd_units():
                      "PrivateDevices": "yes", "ProtectKernelTunables": "yes", "ProtectKernelModules": "yes",
                      "ProtectControlGroups": "yes", "LockPersonality": "yes", "MemoryDenyWriteExecute": "yes",
                      "RestrictRealtime": "yes", "SystemCallArchitectures": "native",
-                     "RestrictAddressFamilies": "AF_INET AF_INET6 AF_UNIX", "User": "tessera"}.items():
+                     "User": "tessera"}.items():
             assert kv.get(k) == [v], f"{unit}: {k}={v} expected, found {kv.get(k)}"
+        # The coordinator binds: libzmq resolves bind addresses through getifaddrs (netlink).
+        families = "AF_INET AF_INET6 AF_UNIX" + (" AF_NETLINK" if sub == "coordinator" else "")
+        assert kv.get("RestrictAddressFamilies") == [families], f"{unit}: RestrictAddressFamilies={families}"
         assert kv.get("ProtectHome", [""])[0] in ("yes", "read-only"), f"{unit}: ProtectHome"
         assert any(e.startswith("/etc/tessera/tessera.env") for e in kv["EnvironmentFile"]), f"{unit}: EnvironmentFile"
         if sub == "coordinator":
