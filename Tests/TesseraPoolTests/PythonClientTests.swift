@@ -57,7 +57,7 @@ final class PythonClientTests: XCTestCase {
             try CurveKeyPair.generate().write(name: name, directory: keys)
         }
         try Cluster.allow(allow, keys: keys, workers: ["worker"], clients: ["alice"])
-        let port = ServiceEndpointTests.freePort()
+        let port = freePort()
         let endpoint = "tcp://127.0.0.1:\(port)"
         c.coordinator = try Cluster.spawn(["coordinator", "--bind", endpoint, "--journal", c.journal,
                                            "--curve-secret", keys + "/coordinator.secret", "--allow", allow],

@@ -7,62 +7,15 @@ import XCTest
 /// The HTTP side of the coordinator and the worker: probes that answer under idle
 /// connections, Prometheus metrics that promtool accepts, loopback unless told otherwise.
 final class ServiceEndpointTests: XCTestCase {
-    /// One HTTP/1.1 GET over a fresh TCP connection: (status, body, seconds taken).
-    static func get(_ port: Int, _ path: String, host: String = "127.0.0.1") throws -> (status: Int, body: String, seconds: Double) {
-        let start = Date()
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw POSIXError(.EMFILE) }
-        defer { close(fd) }
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        inet_pton(AF_INET, host, &addr.sin_addr)
-        let connected = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .ECONNREFUSED) }
-        let request = Array("GET \(path) HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n".utf8)
-        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
-        var response: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n <= 0 { break }
-            response += buffer[..<n]
-        }
-        let text = String(decoding: response, as: UTF8.self)
-        let status = text.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
-        let body = text.range(of: "\r\n\r\n").map { String(text[$0.upperBound...]) } ?? ""
-        return (status, body, Date().timeIntervalSince(start))
-    }
-
     /// Opens `count` TCP connections that never send a byte.
     static func idleConnections(_ port: Int, count: Int) -> [Int32] {
         (0..<count).compactMap { _ in loopbackConnection(port, receiveTimeout: 0) }
     }
 
-    static func freePort() -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr)
-        _ = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
-        }
-        return Int(UInt16(bigEndian: addr.sin_port))
-    }
-
     func waitForHTTP(_ port: Int, timeout: Double = 20) {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
-            if (try? Self.get(port, "/healthz"))?.status == 200 { return }
+            if (try? httpRequest(port, "/healthz"))?.status == 200 { return }
             usleep(50_000)
         }
         XCTFail("no HTTP on port \(port)")
@@ -84,18 +37,18 @@ final class ServiceEndpointTests: XCTestCase {
     func testMetricsShowTheQueueAndPassPromtool() throws {
         let c = try Cluster()
         _ = try c.makeImages(30, width: 800, height: 600)
-        let port = Self.freePort(), workerPort = Self.freePort()
+        let port = freePort(), workerPort = freePort()
         c.coordinatorArguments = ["--metrics-port", "\(port)"]
         try c.startCoordinator()
         let job = try c.client.submit(try c.job(presets: ["thumbnail"])).job
         usleep(700_000)
-        let before = try Self.get(port, "/metrics").body
+        let before = try httpRequest(port, "/metrics").body
         XCTAssertTrue(before.contains("\ntessera_queue_depth 30"), before)
         XCTAssertTrue(before.contains("tessera_job_queue_depth{job_id=\"\(job)\",job_name=\"test\",priority=\"0\"} 30"), before)
         try c.startWorker(["--metrics-port", "\(workerPort)"])
         _ = try c.client.wait(job: job)
         usleep(700_000)
-        let after = try Self.get(port, "/metrics").body
+        let after = try httpRequest(port, "/metrics").body
         XCTAssertTrue(after.contains("\ntessera_queue_depth 0"), after)
         XCTAssertFalse(after.contains("tessera_job_queue_depth{"), "a finished job's series is gone\n" + after)
         XCTAssertTrue(after.contains("tessera_tasks_completed_total{status=\"succeeded\"} 30"), after)
@@ -109,13 +62,13 @@ final class ServiceEndpointTests: XCTestCase {
             let name = line.split(separator: " ")[2]
             XCTAssertTrue(after.contains("# HELP \(name) "), "no help for \(name)")
         }
-        let worker = try Self.get(workerPort, "/metrics").body
+        let worker = try httpRequest(workerPort, "/metrics").body
         XCTAssertTrue(worker.contains("tessera_worker_tasks_total{status=\"succeeded\"} 30"), worker)
         XCTAssertTrue(worker.contains("tessera_worker_task_duration_seconds_count 30"), worker)
-        XCTAssertEqual(try Self.get(port, "/healthz").status, 200)
-        XCTAssertEqual(try Self.get(port, "/readyz").status, 200)
-        XCTAssertEqual(try Self.get(workerPort, "/readyz").status, 200)
-        XCTAssertEqual(try Self.get(port, "/nope").status, 404)
+        XCTAssertEqual(try httpRequest(port, "/healthz").status, 200)
+        XCTAssertEqual(try httpRequest(port, "/readyz").status, 200)
+        XCTAssertEqual(try httpRequest(workerPort, "/readyz").status, 200)
+        XCTAssertEqual(try httpRequest(port, "/nope").status, 404)
         try promtool(after)
         try promtool(worker)
     }
@@ -124,7 +77,7 @@ final class ServiceEndpointTests: XCTestCase {
     /// timeout is 1 s; the old one-connection-at-a-time endpoint took 2 s per idle peer).
     func testProbesAnswerWithAHundredIdleConnections() throws {
         let c = try Cluster()
-        let port = Self.freePort(), workerPort = Self.freePort()
+        let port = freePort(), workerPort = freePort()
         c.coordinatorArguments = ["--metrics-port", "\(port)"]
         try c.startCoordinator()
         try c.startWorker(["--metrics-port", "\(workerPort)"])
@@ -136,7 +89,7 @@ final class ServiceEndpointTests: XCTestCase {
             usleep(200_000)
             var times: [Double] = []
             for path in ["/healthz", "/readyz", "/metrics", "/healthz", "/healthz"] {
-                let r = try Self.get(p, path)
+                let r = try httpRequest(p, path)
                 XCTAssertEqual(r.status, 200, "\(path): \(r.body)")
                 times.append(r.seconds)
             }
@@ -152,7 +105,7 @@ final class ServiceEndpointTests: XCTestCase {
     /// made `/healthz` time out).
     func testProbesAnswerWhileClientsSendEndlessHeaders() throws {
         let c = try Cluster()
-        let port = Self.freePort()
+        let port = freePort()
         c.coordinatorArguments = ["--metrics-port", "\(port)"]
         try c.startCoordinator()
         waitForHTTP(port)
@@ -178,7 +131,7 @@ final class ServiceEndpointTests: XCTestCase {
         for i in 0..<20 {
             var byte = slowly[min(i, slowly.count - 1)]
             for fd in trickling { _ = send(fd, &byte, 1, Int32(MSG_NOSIGNAL)) }
-            let r = try Self.get(port, i % 2 == 0 ? "/healthz" : "/readyz")
+            let r = try httpRequest(port, i % 2 == 0 ? "/healthz" : "/readyz")
             XCTAssertEqual(r.status, 200)
             times.append(r.seconds)
             usleep(50_000)
@@ -193,7 +146,7 @@ final class ServiceEndpointTests: XCTestCase {
     /// HTTP binds loopback unless `--metrics-address` says otherwise.
     func testHTTPBindsLoopbackByDefault() throws {
         let c = try Cluster()
-        let port = Self.freePort()
+        let port = freePort()
         c.coordinatorArguments = ["--metrics-port", "\(port)"]
         try c.startCoordinator()
         waitForHTTP(port)

@@ -4,6 +4,7 @@ import TesseraExecution
 import TesseraJobs
 import TesseraTasks
 import TesseraWire
+import TesseraTestSupport
 import XCTest
 
 /// Trust nothing that arrives: roles for keys, reports only from the current attempt,
@@ -77,7 +78,7 @@ final class TrustTests: XCTestCase {
             try CurveKeyPair.generate().write(name: name, directory: keys)
         }
         try Cluster.allow(allow, keys: keys, workers: ["good", "evil"], clients: ["alice", "bob"], admins: ["root"])
-        let endpoint = "tcp://127.0.0.1:\(ServiceEndpointTests.freePort())"
+        let endpoint = "tcp://127.0.0.1:\(freePort())"
         c.coordinator = try Cluster.spawn(["coordinator", "--bind", endpoint, "--journal", c.journal,
                                            "--curve-secret", keys + "/coordinator.secret", "--allow", allow,
                                            "--log-level", "info"] + extra, log: c.dir + "/coordinator.log")

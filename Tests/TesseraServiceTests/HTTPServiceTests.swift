@@ -6,24 +6,6 @@ import XCTest
 
 /// The HTTP service and the metrics exporter, in process.
 final class HTTPServiceTests: XCTestCase {
-    func get(_ port: Int, _ path: String, method: String = "GET") throws -> (status: Int, headers: String, body: String) {
-        let fd = try connectTo(port)
-        defer { close(fd) }
-        let request = Array("\(method) \(path) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)
-        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
-        var response: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n <= 0 { break }
-            response += buffer[..<n]
-        }
-        let text = String(decoding: response, as: UTF8.self)
-        let split = text.range(of: "\r\n\r\n")
-        let head = split.map { String(text[..<$0.lowerBound]) } ?? text
-        return (Int(head.split(separator: " ")[1]) ?? 0, head, split.map { String(text[$0.upperBound...]) } ?? "")
-    }
-
     func testRoutesStatusesAndMethods() throws {
         let service = try HTTPService(address: "127.0.0.1", port: 0, routes: [
             "/hello": { _, query in .text("hello \(query["name"] ?? "?")\n") },
@@ -31,14 +13,14 @@ final class HTTPServiceTests: XCTestCase {
         ])
         defer { service.stop() }
         XCTAssertGreaterThan(service.port, 0, "port 0 picks a free port")
-        let hello = try get(service.port, "/hello?name=tessera")
+        let hello = try httpRequest(service.port, "/hello?name=tessera")
         XCTAssertEqual(hello.status, 200)
         XCTAssertEqual(hello.body, "hello tessera\n")
         XCTAssertTrue(hello.headers.lowercased().contains("content-type: text/plain"), hello.headers)
-        XCTAssertEqual(try get(service.port, "/down").status, 503)
-        XCTAssertEqual(try get(service.port, "/nope").status, 404)
-        XCTAssertEqual(try get(service.port, "/hello", method: "POST").status, 405)
-        let head = try get(service.port, "/hello", method: "HEAD")
+        XCTAssertEqual(try httpRequest(service.port, "/down").status, 503)
+        XCTAssertEqual(try httpRequest(service.port, "/nope").status, 404)
+        XCTAssertEqual(try httpRequest(service.port, "/hello", method: "POST").status, 405)
+        let head = try httpRequest(service.port, "/hello", method: "HEAD")
         XCTAssertEqual(head.status, 200)
         XCTAssertEqual(head.body, "")
     }

@@ -276,3 +276,26 @@ public func loopbackConnection(_ port: Int, receiveTimeout: Int = 5) -> Int32? {
     if ok != 0 { close(fd); return nil }
     return fd
 }
+
+/// One HTTP/1.1 request to 127.0.0.1:`port` over a fresh connection (`Connection: close`),
+/// read to the end: the status, the head, the body and the seconds it took.
+public func httpRequest(_ port: Int, _ path: String, method: String = "GET") throws
+    -> (status: Int, headers: String, body: String, seconds: Double) {
+    let start = Date()
+    guard let fd = loopbackConnection(port) else { throw POSIXError(.ECONNREFUSED) }
+    defer { close(fd) }
+    let request = Array("\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
+    _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    var response: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n <= 0 { break }
+        response += buffer[..<n]
+    }
+    let text = String(decoding: response, as: UTF8.self)
+    let split = text.range(of: "\r\n\r\n")
+    let head = split.map { String(text[..<$0.lowerBound]) } ?? text
+    let status = head.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+    return (status, head, split.map { String(text[$0.upperBound...]) } ?? "", Date().timeIntervalSince(start))
+}
