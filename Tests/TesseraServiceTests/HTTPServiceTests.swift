@@ -44,19 +44,6 @@ final class HTTPServiceTests: XCTestCase {
         return true
     }
 
-    /// Everything until the peer closes (or `until` appears, or the 5 s receive timeout).
-    func readAll(_ fd: Int32, until: String? = nil) -> String {
-        var response: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n <= 0 { break }
-            response += buffer[..<n]
-            if let until, String(decoding: response, as: UTF8.self).contains(until) { break }
-        }
-        return String(decoding: response, as: UTF8.self)
-    }
-
     func server(_ limits: HTTPLimits = HTTPLimits()) throws -> PollHTTPServer {
         try PollHTTPServer(address: "127.0.0.1", port: 0, limits: limits) { request in
             .reply(.text("\(request.method) \(request.path) \(request.query.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ","))\n"))

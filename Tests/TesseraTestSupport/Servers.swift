@@ -286,16 +286,22 @@ public func httpRequest(_ port: Int, _ path: String, method: String = "GET") thr
     defer { close(fd) }
     let request = Array("\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
     _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    let text = readAll(fd)
+    let split = text.range(of: "\r\n\r\n")
+    let head = split.map { String(text[..<$0.lowerBound]) } ?? text
+    let status = head.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+    return (status, head, split.map { String(text[$0.upperBound...]) } ?? "", Date().timeIntervalSince(start))
+}
+
+/// What `fd` receives until the peer closes (or `until` appears, or the receive timeout).
+public func readAll(_ fd: Int32, until: String? = nil) -> String {
     var response: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 65536)
     while true {
         let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
         if n <= 0 { break }
         response += buffer[..<n]
+        if let until, String(decoding: response, as: UTF8.self).contains(until) { break }
     }
-    let text = String(decoding: response, as: UTF8.self)
-    let split = text.range(of: "\r\n\r\n")
-    let head = split.map { String(text[..<$0.lowerBound]) } ?? text
-    let status = head.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
-    return (status, head, split.map { String(text[$0.upperBound...]) } ?? "", Date().timeIntervalSince(start))
+    return String(decoding: response, as: UTF8.self)
 }
