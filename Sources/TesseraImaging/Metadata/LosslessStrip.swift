@@ -115,7 +115,7 @@ public enum LosslessStrip {
                 if s.marker != 0xD8 && kind != .jfif { writeExif() }
                 if keep { out += raw[s.range]; kept += 1 }
             }
-            if newExif != nil && exifWritten { kept += 1 }
+            if exifWritten { kept += 1 }  // the new EXIF segment
             // The output must walk as the same segments: a kept segment's bytes must not
             // change meaning next to its new neighbours (what `inspect` cannot read is refused).
             let reparsed = try? out.withUnsafeBytes { try JPEGSegments($0).segments.count }
