@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The container image, built and run: deploy/docker/build-rootfs.sh makes the root
 # filesystem (the packages of deploy/docker/runtime-packages, extracted as the Dockerfile's
-# runtime stage does, + the static release binary) and, with buildah, the OCI image; then `tessera run` runs a job on the bundled
-# sample images inside it, as the Dockerfile's user (10001), under podman when it can run
-# containers here, else in a mount+PID namespace with chroot (unshare). Checks: the job's
+# runtime stage does, + the static release binary) and, with buildah, the OCI image; then
+# `tessera run` runs a job on the bundled sample images inside it, as the Dockerfile's user
+# (10001), under podman when it can run containers here, else in a mount+PID namespace
+# with chroot (unshare). Checks: the job's
 # outputs exist and belong to 10001, every runtime package is in the image and no package
 # manager or distribution shell is, and prints the sizes (unpacked, and the OCI archive's
-# gzip layer: what a registry stores and a node pulls). Needs root and mmdebstrap; skipped with the reason otherwise.
+# gzip layer: what a registry stores and a node pulls); then builds the Dockerfile's rootfs
+# stage with buildah and checks it extracts the same packages. Needs root and mmdebstrap;
+# skipped with the reason otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 skip() { echo "container test: skipped ($1)"; exit 0; }
@@ -86,3 +89,23 @@ size=$(du -sm "$rootfs" | cut -f1)
 if [ -f "$work/image/tessera.oci.tar" ]; then gz=$(stat -c %s "$work/image/tessera.oci.tar"); else gz=$(tar -C "$rootfs" -c . | gzip -6 | wc -c); fi
 echo "container test: ok ($ran): $outputs outputs as uid 10001; image $size MB unpacked, $((gz / 1048576)) MB compressed;" \
     "$(grep -m1 'images in' "$work/run.log" || tail -1 "$work/run.log")"
+
+# The Dockerfile's own rootfs stage, built by a Dockerfile builder (buildah bud; no registry
+# here, so its debian:bookworm-slim is a stand-in made by mmdebstrap): it must extract the
+# same packages as the image above. Its builder stage (the swift image) is not built.
+if command -v buildah >/dev/null; then
+    mmdebstrap --variant=minbase bookworm "$work/slim.tar" http://deb.debian.org/debian > "$work/slim.log" 2>&1 \
+        || { tail -20 "$work/slim.log" >&2; echo "container test: the base stand-in failed" >&2; exit 1; }
+    base=$(podman import -q "$work/slim.tar" localhost/tessera-test-bookworm-slim)
+    tag=localhost/tessera-test-rootfs-stage
+    buildah bud --isolation chroot --target rootfs --build-arg RUNTIME_IMAGE=localhost/tessera-test-bookworm-slim \
+        -f deploy/docker/Dockerfile -t "$tag" . > "$work/bud.log" 2>&1 \
+        || { tail -30 "$work/bud.log" >&2; echo "container test: the Dockerfile's rootfs stage failed" >&2; exit 1; }
+    c=$(buildah from "$tag")
+    stage=$(ls "$(buildah mount "$c")/out/rootfs/var/lib/dpkg/status.d")
+    buildah umount "$c" >/dev/null && buildah rm "$c" >/dev/null
+    podman rmi -f "$tag" "$base" >/dev/null 2>&1 || true
+    [ "$stage" = "$(cat "$work/image/packages.txt")" ] \
+        || { diff <(echo "$stage") "$work/image/packages.txt" >&2; echo "container test: the Dockerfile's stage extracts other packages" >&2; exit 1; }
+    echo "container test: the Dockerfile's rootfs stage (buildah bud) extracts the same $(wc -l < "$work/image/packages.txt") packages"
+fi
