@@ -17,7 +17,12 @@ skip() { echo "container test: skipped ($1)"; exit 0; }
 command -v mmdebstrap >/dev/null || skip "mmdebstrap is not installed (apt-get install mmdebstrap)"
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+images_made=()  # podman images this test made (removed at exit, also after Ctrl-C)
+cleanup() {
+    [ ${#images_made[@]} -eq 0 ] || podman rmi -f "${images_made[@]}" >/dev/null 2>&1 || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
 deploy/docker/build-rootfs.sh "$work/image"
 rootfs="$work/image/rootfs"
 
@@ -62,12 +67,12 @@ try_podman() {  # RUNTIME "GLOBAL OPTIONS" "RUN OPTIONS"
 }
 if command -v podman >/dev/null && [ -f "$work/image/tessera.oci.tar" ]; then
     id=$(podman load -q -i "$work/image/tessera.oci.tar" 2>/dev/null | awk '{print $NF}') || id=""
+    [ -z "$id" ] || images_made+=("$id")
     if [ -n "$id" ]; then
         try_podman crun "" "" \
             || { command -v runc >/dev/null \
                  && try_podman runc "--runtime runc" "--ulimit nofile=16384:16384 --ulimit nproc=4096:4096"; } \
             || echo "container test: using unshare+chroot"
-        podman rmi -f "$id" >/dev/null 2>&1 || true
     fi
 fi
 if [ -z "$ran" ]; then
@@ -96,7 +101,8 @@ echo "container test: ok ($ran): $outputs outputs as uid 10001; image $size MB u
 if command -v buildah >/dev/null; then
     mmdebstrap --variant=minbase bookworm "$work/slim.tar" http://deb.debian.org/debian > "$work/slim.log" 2>&1 \
         || { tail -20 "$work/slim.log" >&2; echo "container test: the base stand-in failed" >&2; exit 1; }
-    base=$(podman import -q "$work/slim.tar" localhost/tessera-test-bookworm-slim)
+    images_made+=(localhost/tessera-test-bookworm-slim localhost/tessera-test-rootfs-stage)
+    podman import -q "$work/slim.tar" localhost/tessera-test-bookworm-slim >/dev/null
     tag=localhost/tessera-test-rootfs-stage
     buildah bud --isolation chroot --target rootfs --build-arg RUNTIME_IMAGE=localhost/tessera-test-bookworm-slim \
         -f deploy/docker/Dockerfile -t "$tag" . > "$work/bud.log" 2>&1 \
@@ -104,7 +110,6 @@ if command -v buildah >/dev/null; then
     c=$(buildah from "$tag")
     stage=$(ls "$(buildah mount "$c")/out/rootfs/var/lib/dpkg/status.d")
     buildah umount "$c" >/dev/null && buildah rm "$c" >/dev/null
-    podman rmi -f "$tag" "$base" >/dev/null 2>&1 || true
     [ "$stage" = "$(cat "$work/image/packages.txt")" ] \
         || { diff <(echo "$stage") "$work/image/packages.txt" >&2; echo "container test: the Dockerfile's stage extracts other packages" >&2; exit 1; }
     echo "container test: the Dockerfile's rootfs stage (buildah bud) extracts the same $(wc -l < "$work/image/packages.txt") packages"

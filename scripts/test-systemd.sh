@@ -157,9 +157,17 @@ mkdir -p "$work/result"
 images="$PWD/examples/images"
 inputs=$(find "$images" -type f \( -iname '*.jpg' -o -iname '*.png' -o -iname '*.heic' -o -iname '*.avif' -o -iname '*.webp' \) | wc -l)
 booted=$(date +%s.%N)
+# In the background and waited for, so that Ctrl-C (or SIGTERM) reaches this script at once:
+# it stops the container (nspawn powers it off on SIGTERM) and ends the test with 130.
+status=0
 timeout 900 systemd-nspawn --boot --register=no --keep-unit --quiet -D "$rootfs" \
     --bind-ro="$PWD:/src" --bind-ro="$binary:/bin/tessera-under-test" --bind-ro="$images:/srv/images" \
-    --bind="$work/result:/result" > "$work/console.log" 2>&1 || true
+    --bind="$work/result:/result" > "$work/console.log" 2>&1 &
+nspawn=$!
+trap 'kill -TERM "$nspawn" 2>/dev/null; wait "$nspawn"; echo "systemd test: interrupted" >&2; exit 130' INT TERM
+wait "$nspawn" || status=$?
+trap - INT TERM
+[ "$status" -ne 124 ] || { tail -30 "$work/console.log"; echo "systemd test: the container ran for 900 s" >&2; exit 1; }
 seconds=$(awk -v a="$booted" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
 
 fail() {
