@@ -679,10 +679,7 @@ public final class Coordinator: @unchecked Sendable {
         }
         // A draining worker whose last task is reported has left, whether or not its final
         // `bye` arrives (it exits right after sending it; the Slurm test saw one lost).
-        if w.draining, w.held.isEmpty, workers[identity] === w {
-            workers.removeValue(forKey: identity)
-            logger.info("worker \(w.id) left")
-        }
+        if w.draining, w.held.isEmpty, workers[identity] === w { left(w) }
     }
 
     /// Fencing: a worker asks to publish the outputs of attempts it staged. Only the current
@@ -761,11 +758,16 @@ public final class Coordinator: @unchecked Sendable {
             scheduler.returned(job, ref.task)
         }
         if w.held.isEmpty {
-            workers.removeValue(forKey: identity)
-            logger.info("worker \(w.id) left")
+            left(w)
         } else {
             w.draining = true  // still finishing some; lost-worker rules apply if it vanishes
         }
+    }
+
+    /// A worker that holds nothing more has gone (its goodbye, or a drain's last report).
+    private func left(_ w: WorkerConn) {
+        workers.removeValue(forKey: w.identity)
+        logger.info("worker \(w.id) left")
     }
 
     /// Gives a worker up: requeue what it held, charging tasks it was running.
