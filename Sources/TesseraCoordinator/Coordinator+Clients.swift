@@ -25,9 +25,9 @@ extension Coordinator {
         // pyramid rule starts from the plan (tiles jobs are small: parts per image).
         var parts: [(input: InputFile, finished: Bool, failed: Bool)] = []
         var seenSources = Set<String>()
-        let planned: (seq: Int, firstTask: UInt64, total: Int)
+        let planned: (seq: Int, firstTask: UInt64, total: Int, failed: [(task: UInt64, record: [UInt8])])
         do {
-            planned = try journal.insertJob(id: id, spec: spec, submitted: submitted, owner: owner) { add in
+            planned = try journal.insertJob(id: id, spec: spec, submitted: submitted, owner: owner, claims: true) { add in
                 try JobPlanner.forEachInput(of: spec) { input in
                     guard spec.kind == .tiles else { return try add(input) }
                     guard seenSources.insert(input.path).inserted else { return }
@@ -45,6 +45,8 @@ extension Coordinator {
                             submitted: submitted)
         job.owner = owner
         if spec.kind == .tiles { job.gate = PyramidGate(tasks: parts) }
+        // Tasks whose outputs collide failed at planning (journaled with the job).
+        scheduler.failedAtPlanning(job, planned.failed)
         scheduler.add(job)
         let ms = clock.milliseconds
         logger.info("job \(id) (\(spec.name)): \(planned.total) tasks planned in \(String(format: "%.0f", ms)) ms")

@@ -160,7 +160,7 @@ extension Coordinator {
             WorkerView(id: w.id, host: w.host, state: w.draining ? "draining" : w.running.isEmpty ? "idle" : "busy",
                        running: w.running.count, completed: w.completed, peakRSSBytes: w.peakMemory?.bytes ?? 0,
                        rssBytes: w.rssHistory.last,
-                       current: w.running.prefix(4).compactMap { ref in w.held[ref]?.live[ref.task].map { Paths.display($0.input.path) } },
+                       current: w.running.prefix(4).compactMap { ref in w.held[ref]?.live[ref.task].map { Paths.display($0.input.name) } },
                        rssHistory: w.rssHistory, cpuHistory: w.cpuHistory.map { ($0 * 10).rounded() / 10 })
         }
         for l in board.lost {
@@ -192,7 +192,7 @@ extension Coordinator {
             let age = now - slot.dispatchedAt
             let silent = now - w.lastSeen > 3 * config.heartbeatInterval
             guard age > limit || silent else { continue }
-            out.append(.init(task: id, input: Paths.display(slot.input.path), worker: w.id, seconds: age,
+            out.append(.init(task: id, input: Paths.display(slot.input.name), worker: w.id, seconds: age,
                              reason: silent ? "silent worker" : "slow"))
             if out.count >= 20 { break }
         }

@@ -656,11 +656,11 @@ public final class Coordinator: @unchecked Sendable {
                     } catch let e as JobError where e.code == .unsafeOutputPath {
                         refuse("report", from: identity, reason: e.reason)
                         scheduler.fail(job, i, retryable: true, code: "forbidden",
-                                       message: "\(input.path): the worker's report named files that are not this task's (\(e.reason))", record: nil, now: now)
+                                       message: "\(Paths.display(input.name)): the worker's report named files that are not this task's (\(e.reason))", record: nil, now: now)
                         continue
                     } catch {
                         scheduler.fail(job, i, retryable: true, code: "write-failed",
-                                       message: "\(input.path): writing inline outputs: \(error)", record: nil, now: now)
+                                       message: "\(Paths.display(input.name)): writing inline outputs: \(error)", record: nil, now: now)
                         continue
                     }
                 }
@@ -742,10 +742,10 @@ public final class Coordinator: @unchecked Sendable {
             pendingReads.removeValue(forKey: ref)
             guard let job = scheduler.job(of: ref.task), let slot = job.live[ref.task], slot.state == .dispatched,
                   slot.attempt == ref.attempt else { continue }
-            logger.warning("reading \(slot.input.path) took over \(Int(config.inlineReadTimeout)) s: failing the attempt")
+            logger.warning("reading \(Paths.display(slot.input.name)) took over \(Int(config.inlineReadTimeout)) s: failing the attempt")
             if let w = slot.worker { send(w.identity, Envelope(MessageType.revoke, body: TaskRef.encode([ref]))) }
             scheduler.fail(job, ref.task, retryable: true, code: JobError.Code.readFailed.rawValue,
-                           message: "\(slot.input.path): reading the input took over \(Int(config.inlineReadTimeout)) s",
+                           message: "\(Paths.display(slot.input.name)): reading the input took over \(Int(config.inlineReadTimeout)) s",
                            record: nil, now: now)
         }
     }
@@ -850,7 +850,7 @@ public final class Coordinator: @unchecked Sendable {
     func writeInline(_ job: ActiveJob, _ r: TaskReport, input: InputFile, record: [UInt8]) throws -> [UInt8] {
         // A task writes only its own outputs: a report naming another input's file is refused whole.
         for o in r.inlineOutputs where !job.executable.owns(o.path, input: input) {
-            throw JobError(.unsafeOutputPath, "\(o.path) is not an output of \(input.path)", file: input.path)
+            throw JobError(.unsafeOutputPath, "\(o.path) is not an output of \(Paths.display(input.name))", file: input.name)
         }
         var written: [String] = []
         do {
@@ -864,7 +864,7 @@ public final class Coordinator: @unchecked Sendable {
             throw error
         }
         guard var rec = try? JSONDecoder().decode(TaskRecord.self, from: Data(record)) else { return record }
-        rec.input = input.path  // the task's, whatever the report says
+        rec.input = input.name  // the task's, whatever the report says
         for k in rec.outputs.indices where !rec.outputs[k].path.hasPrefix("/") {
             rec.outputs[k].path = job.spec.output + "/" + rec.outputs[k].path
         }

@@ -121,8 +121,14 @@ package final class Journal {
     /// (a hash in memory, the text compared from the journal on a hash match). The job is
     /// `planning` until its last task is in; a coordinator killed before that forgets it
     /// at the next start (its client never got an answer). Returns the job's numbers.
+    ///
+    /// With `claims`, every task's planned outputs are checked as it comes in (`OutputClaims`):
+    /// an output that would replace an input refuses the job (the error is thrown); tasks
+    /// whose outputs collide are journaled as failed with their error, and returned.
     package func insertJob(id: String, spec: JobSpec, submitted: Double, owner: String = "", batch: Int = 20_000,
-                   plan: (_ add: (InputFile) throws -> Void) throws -> Void) throws -> (seq: Int, firstTask: UInt64, total: Int) {
+                   claims: Bool = false,
+                   plan: (_ add: (InputFile) throws -> Void) throws -> Void)
+        throws -> (seq: Int, firstTask: UInt64, total: Int, failed: [(task: UInt64, record: [UInt8])]) {
         let specJSON = try JSONEncoder().encode(spec)
         let (seq, first) = try db.write { db -> (Int, UInt64) in
             let seq = (try Int.fetchOne(db, sql: "SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs")) ?? 1
@@ -150,15 +156,19 @@ package final class Journal {
             }
             rows.removeAll(keepingCapacity: true)
         }
-        /// The key of task `task`, from this batch or the journal.
-        func key(of task: UInt64) throws -> String {
+        /// The input of task `task`, from this batch or the journal.
+        func input(of task: UInt64) throws -> InputFile? {
             let start = next - UInt64(rows.count)
-            if task >= start { return rows[Int(task - start)].key }
+            if task >= start { return task < next ? rows[Int(task - start)] : nil }
             return try db.read { db in
-                let r = try Row.fetchOne(db, sql: "SELECT path, part FROM tasks WHERE id = ?", arguments: [Int64(task)])
-                return InputFile(path: r?["path"] ?? "", root: "", part: Journal.part(r?["part"] ?? "")).key
+                try Row.fetchOne(db, sql: "SELECT path, root, part, etag FROM tasks WHERE id = ?", arguments: [Int64(task)]).map { r in
+                    let etag: String = r["etag"]
+                    return InputFile(path: r["path"], root: r["root"], part: Journal.part(r["part"]), etag: etag.isEmpty ? nil : etag)
+                }
             }
         }
+        func key(of task: UInt64) throws -> String { try input(of: task)?.key ?? "" }
+        var outputClaims = claims ? OutputClaims(job: spec.executable) { try? input(of: $0) } : nil
         var collisions: [UInt64: [UInt64]] = [:]  // the rare other tasks sharing a hash
         do {
             try plan { input in
@@ -173,18 +183,26 @@ package final class Journal {
                 }
                 rows.append(input)
                 next += 1
+                try outputClaims?.add(input, task: next - 1)
                 if rows.count >= batch { try write() }
             }
             try write()
+            // Colliding tasks fail now, each naming the other; the rest of the job runs.
+            let failed = (outputClaims?.collisions ?? [:]).sorted { $0.key < $1.key }.map { task, error in
+                let record = TaskRecord(failing: (try? input(of: task)) ?? InputFile(path: "", root: ""), with: error)
+                return (task: task, record: Array((try? JSONEncoder().encode(record)) ?? Data()))
+            }
             try db.write { db in
+                let insert = try db.cachedStatement(sql: "INSERT OR IGNORE INTO results (task, job, status, record) VALUES (?, ?, ?, ?)")
+                for f in failed { try insert.execute(arguments: [Int64(f.task), id, ResultStatus.failed.rawValue, Data(f.record)]) }
                 try db.execute(sql: "UPDATE jobs SET state = 'queued', total = ? WHERE id = ?",
                                arguments: [Int64(next - first), id])
             }
+            return (seq, first, Int(next - first), failed)
         } catch {
             try? forget(job: id, first: first)
             throw error
         }
-        return (seq, first, Int(next - first))
     }
 
     /// Removes a job that never finished planning, and its tasks.

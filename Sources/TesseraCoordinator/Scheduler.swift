@@ -309,8 +309,8 @@ package final class Scheduler {
             }
         }
         let n = try journal.cancelUnfinished(job: job.id, from: job.firstTask, end: job.end) { input in
-            var record = TaskRecord(input: input.path, status: .failed)
-            record.error = .init(code: "cancelled", message: "\(input.path): job cancelled")
+            var record = TaskRecord(input: input.name, status: .failed)
+            record.error = .init(code: "cancelled", message: "\(Paths.display(input.name)): job cancelled")
             return Array((try? JSONEncoder().encode(record)) ?? Data())
         }
         job.state = .cancelled
@@ -446,6 +446,15 @@ package final class Scheduler {
         job.enqueue(id)
     }
 
+    /// Results a job's planning gave (tasks whose outputs collide), already journaled:
+    /// counted, observed and never dispatched (paging skips finished tasks).
+    package func failedAtPlanning(_ job: ActiveJob, _ failed: [(task: UInt64, record: [UInt8])]) {
+        guard !failed.isEmpty else { return }
+        job.counts[Int(Journal.ResultStatus.failed.rawValue)] += failed.count
+        metrics.completed(.failed, count: failed.count)
+        for f in failed { resultObserver?(job, f.record) }
+    }
+
     /// A task's final result (`reported`: the attempt that reported it, if one did).
     /// Called with every final result (the dashboard's views), nil when nobody watches.
     package var resultObserver: ((ActiveJob, [UInt8]) -> Void)?
@@ -474,7 +483,7 @@ package final class Scheduler {
     }
 
     private func descriptorIncomplete(_ job: ActiveJob, _ id: UInt64, failedParts: Int) {
-        guard job.state != .cancelled, let path = job.live[id]?.input.path else { return }
+        guard job.state != .cancelled, let path = job.live[id].map({ Paths.display($0.input.name) }) else { return }
         complete(job, id, status: .failed,
                  record: failureRecord(job, id, code: "incomplete",
                                        message: "\(path): pyramid not finished (\(failedParts) part\(failedParts == 1 ? "" : "s") failed): no descriptor written"))
@@ -495,7 +504,7 @@ package final class Scheduler {
             journal.append(.retry(task: id, attempts: slot.failures, crashes: slot.crashes,
                                   notBefore: Date().timeIntervalSince1970 + delay, error: message))
             metrics.retries.increment()
-            logger.info("retrying \(slot.input.path) in \(delay) s: \(message)")
+            logger.info("retrying \(Paths.display(slot.input.name)) in \(delay) s: \(message)")
             return
         }
         let rec = record.flatMap { $0.isEmpty ? nil : $0 }
@@ -510,7 +519,7 @@ package final class Scheduler {
         if charge { slot.crashes += 1 }
         job.live[id] = slot
         if slot.crashes >= policy.poisonThreshold {
-            let message = "\(slot.input.path): poison task: \(reason) \(slot.crashes) times"
+            let message = "\(Paths.display(slot.input.name)): poison task: \(reason) \(slot.crashes) times"
             logger.warning("\(message)")
             metrics.poisoned.increment()
             complete(job, id, status: .failed, record: failureRecord(job, id, code: "poison", message: message))
@@ -525,7 +534,7 @@ package final class Scheduler {
     }
 
     package func failureRecord(_ job: ActiveJob, _ id: UInt64, code: String, message: String) -> [UInt8] {
-        var record = TaskRecord(input: job.live[id]?.input.path ?? "", status: .failed)
+        var record = TaskRecord(input: job.live[id]?.input.name ?? "", status: .failed)
         record.error = .init(code: code, message: message)
         return Array((try? JSONEncoder().encode(record)) ?? Data())
     }
@@ -561,7 +570,7 @@ package final class Scheduler {
             for (ref, job) in w.held {
                 guard let slot = job.live[ref.task], slot.state == .dispatched, slot.attempt == ref.attempt,
                       now > slot.deadline else { continue }
-                logger.warning("lease expired for \(slot.input.path) on \(w.id)")
+                logger.warning("lease expired for \(Paths.display(slot.input.name)) on \(w.id)")
                 effects.append(.revoke(worker: w.identity, refs: [ref]))
                 let started = w.running.contains(ref)
                 if started { w.revoked.insert(ref) }

@@ -125,16 +125,27 @@ public struct JobView: Codable, Sendable {
             case .failed:
                 if r.error?.code == "cancelled" { counts.cancelled += 1 } else { counts.failed += 1 }
             }
-            let first = firstAt ?? time
+            // Records come in any order, and a report's times are whatever its file says:
+            // a time that is no time (NaN, or past year 300,000) counts as the first one.
+            let time = time.isFinite && abs(time) < 1e13 ? time : (firstAt ?? 0)
+            var first = firstAt ?? time
+            // One finished before the first seen moves the origin back by whole intervals
+            // (the slots already counted keep their times).
+            if time < first {
+                while (first - time) / timelineSeconds + Double(timeline.count) > 600 { halveTimeline() }
+                let earlier = Int(((first - time) / timelineSeconds).rounded(.up))
+                timeline = [Int](repeating: 0, count: earlier) + timeline
+                first -= Double(earlier) * timelineSeconds
+            }
             firstAt = first
             lastAt = max(lastAt, time)
             // The timeline keeps at most 600 points: intervals double when it would grow past.
-            var slot = Int((time - first) / timelineSeconds)
-            while slot >= 600 {
-                timeline = stride(from: 0, to: timeline.count, by: 2).map { timeline[$0] + (($0 + 1) < timeline.count ? timeline[$0 + 1] : 0) }
-                timelineSeconds *= 2
-                slot = Int((time - first) / timelineSeconds)
+            var offset = (time - first) / timelineSeconds
+            while offset >= 600 {
+                halveTimeline()
+                offset = (time - first) / timelineSeconds
             }
+            let slot = Int(offset)
             if timeline.count <= slot { timeline += [Int](repeating: 0, count: slot + 1 - timeline.count) }
             timeline[slot] += 1
             if let e = r.error, r.status == .failed, e.code != "cancelled" {
@@ -150,7 +161,7 @@ public struct JobView: Codable, Sendable {
                 let ms = r.timings[stage]
                 if stage != .total { stageSums[stage, default: 0] += ms }
                 var h = histograms[stage] ?? Histogram<UInt64>(numberOfSignificantValueDigits: .two)
-                h.record(UInt64(max(0, ms) * 1000))
+                h.record(UInt64(min(max(0, ms), 1e12) * 1000))  // a day is 8.6e7 ms: a larger time is a bad record
                 histograms[stage] = h
             }
             let total = r.timings.total
@@ -174,6 +185,12 @@ public struct JobView: Codable, Sendable {
                 latest.insert(o.path, at: 0)
                 if latest.count > 8 { latest.removeLast() }
             }
+        }
+
+        /// Merges neighbouring timeline slots: half the points, twice the interval.
+        private func halveTimeline() {
+            timeline = stride(from: 0, to: timeline.count, by: 2).map { timeline[$0] + (($0 + 1) < timeline.count ? timeline[$0 + 1] : 0) }
+            timelineSeconds *= 2
         }
 
         /// The view now; `total`, `running` and `state` come from the scheduler (or the summary).

@@ -107,7 +107,7 @@ public struct RunSummary: Codable, Sendable {
         var histogram = Histogram<UInt64>(numberOfSignificantValueDigits: .three)
         var stages: [String: Double] = [:]
         for r in records where r.status == .succeeded {
-            _ = histogram.record(UInt64(max(1, (r.timings.total * 1000).rounded())))  // microseconds
+            _ = histogram.record(UInt64(min(max(1, (r.timings.total * 1000).rounded()), 1e15)))  // microseconds
             for stage in Stage.allCases { stages[stage.rawValue, default: 0] += r.timings[stage] }
         }
         let measured = histogram.totalCount > 0

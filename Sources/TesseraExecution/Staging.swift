@@ -72,7 +72,8 @@ final class Staging {
     }
 
     /// Renames every staged file into place under the root (all, or none left behind in
-    /// place: a failure removes what this call already published); returns the paths.
+    /// place: a failure removes what this call already published, and the staging area
+    /// with what it still held); returns the paths.
     @discardableResult
     func publish() throws -> [String] {
         var published: [String] = []
@@ -87,6 +88,7 @@ final class Staging {
             }
         } catch {
             for p in published { Paths.withCString(p) { _ = unlink($0) } }
+            discard()
             throw error
         }
         discard()

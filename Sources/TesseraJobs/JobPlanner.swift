@@ -27,7 +27,7 @@ public enum JobPlanner {
             case .path(let path, let patterns, let recursive) where Location.isRemote(path):
                 try expandRemote(path, patterns: patterns, recursive: recursive, storage: storage, body)
             case .path(let path, let patterns, let recursive):
-                for f in try expand(path, patterns: patterns, recursive: recursive) { try body(f) }
+                for f in try expand(path, patterns: patterns, recursive: recursive, outputRoot: job.output) { try body(f) }
             case .manifest(let manifest):
                 // Read like an input (never blocking on a FIFO), or fetched; lines are byte strings.
                 let remote = Location.isRemote(manifest)
@@ -115,7 +115,11 @@ public enum JobPlanner {
     /// A file, or the image files of a directory (every file matching `patterns`, or with an
     /// image extension when there are none), sorted: the one walker of render, strip, tiles
     /// and jobs.
-    public static func expand(_ path: String, patterns: [String] = [], recursive: Bool = true) throws -> [InputFile] {
+    ///
+    /// The walk never enters `outputRoot` (a folder of thumbnails inside the photos is not
+    /// read back as photos on the next run) nor hidden folders such as `.tessera`.
+    public static func expand(_ path: String, patterns: [String] = [], recursive: Bool = true,
+                              outputRoot: String? = nil) throws -> [InputFile] {
         var st = stat()
         guard Paths.withCString(path, { stat($0, &st) }) == 0 else {
             throw JobError(.inputNotFound, "no such file or directory", file: path)
@@ -123,6 +127,8 @@ public enum JobPlanner {
         guard (st.st_mode & S_IFMT) == S_IFDIR else { return [InputFile(path: path, root: Paths.directory(of: path))] }
         var found: [String] = []
         var visited: Set<[UInt64]> = [[UInt64(st.st_dev), UInt64(st.st_ino)]]
+        // Entered once each: the output root counts as entered already.
+        if let outputRoot, !Location.isRemote(outputRoot), let out = OutputClaims.identity(outputRoot) { visited.insert(out) }
         walk(path, relative: "", patterns: patterns, recursive: recursive, visited: &visited, into: &found)
         return found.sorted().map { InputFile(path: path + "/" + $0, root: path) }
     }

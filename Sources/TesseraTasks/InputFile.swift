@@ -38,6 +38,11 @@ public struct InputFile: Sendable, Hashable, Codable {
         try c.encodeIfPresent(etag, forKey: .etag)
     }
 
+    /// What records, log lines, reports and the dashboard call this input: the path, or a
+    /// URL without its query string (a presigned URL's signature is a credential; only the
+    /// journal, which must fetch it, keeps it). `Paths.display(name)` for people.
+    public var name: String { Location.withoutQuery(path) }
+
     /// What incremental reruns key on: the path, and the part when there is one.
     public var key: String { part.map { path + "#" + $0.description } ?? path }
 

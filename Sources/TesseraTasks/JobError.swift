@@ -16,7 +16,10 @@ public struct JobError: Error, Equatable, Sendable, CustomStringConvertible {
         public static let outOfMemory = Code(rawValue: "out-of-memory")
         public static let writeFailed = Code(rawValue: "write-failed")
         public static let unsafeOutputPath = Code(rawValue: "unsafe-output-path")
+        /// Two inputs' outputs would be one file (both tasks fail, each naming the other).
         public static let outputCollision = Code(rawValue: "output-collision")
+        /// An output would replace one of the job's inputs: the job is refused at planning.
+        public static let outputReplacesInput = Code(rawValue: "output-replaces-input")
         public static let invalidJob = Code(rawValue: "invalid-job")
         // Object storage and HTTP(S).
         /// The object or URL does not exist (404).

@@ -368,6 +368,55 @@ public struct ExecutableJob: Codable, Sendable, Equatable {
         }
     }
 
+    /// The files `input`'s outputs are planned to be, relative to the root, before it is
+    /// read: `expected` with formats as the input's extension predicts them (what two inputs
+    /// must not share), `possible` with every format an `original`/`auto` output may still
+    /// turn into once the content is known (what no input may be). A tiles job plans its
+    /// pyramid's name once, on the part that writes its descriptor.
+    public func plannedOutputs(for input: InputFile) -> (expected: [String], possible: [String]) {
+        let predicted = ImageFormat.byExtension[input.fileExtension]
+        switch kind {
+        case .thumbnail, .recompress:
+            var expected: [String] = [], possible: [String] = []
+            for spec in outputs {
+                let naming = self.naming(spec)
+                let choices = spec.recipe.output.formats.isEmpty ? [spec.recipe.output.format] : spec.recipe.output.formats.map(\.format)
+                for choice in choices {
+                    let formats: [ImageFormat]
+                    switch choice {
+                    case .jpeg: formats = [.jpeg]
+                    case .png: formats = [.png]
+                    case .webp: formats = [.webp]
+                    case .avif: formats = [.avif]
+                    // The source's format where it is writable, else JPEG (PNG with transparency,
+                    // or a PNG over its budget): the first is what the extension says.
+                    case .original, .auto, .jpegOrPNG:
+                        let first: ImageFormat = choice == .jpegOrPNG ? (predicted == .png ? .png : .jpeg)
+                            : predicted.map { $0.isWritable ? $0 : .jpeg } ?? .jpeg
+                        formats = [first] + [ImageFormat.jpeg, .png, .webp, .avif].filter { $0 != first }
+                    }
+                    for (k, f) in formats.enumerated() {
+                        guard let rel = try? naming.relativePath(for: input, preset: spec.name, format: f) else { continue }
+                        if k == 0 { expected.append(rel) }
+                        possible.append(rel)
+                    }
+                }
+            }
+            return (expected, possible)
+        case .strip:
+            let ext = input.fileExtension.isEmpty ? (predicted ?? .jpeg).fileExtension : input.fileExtension
+            guard let rel = try? naming(outputs.first).relativePath(for: input, preset: "strip", ext: ext) else { return ([], []) }
+            return ([rel], [rel])
+        case .tiles:
+            guard input.part == nil || input.part == .descriptor else { return ([], []) }
+            let layout = tiles?.layout ?? .deepzoom
+            let name = input.pyramidName + (layout == .deepzoom ? ".dzi" : "/info.json")
+            return ([name], [name])
+        case .noop:
+            return ([], [])
+        }
+    }
+
     /// A stable hash of everything that shapes the outputs (recipes, templates, kind,
     /// strip options, limits) and the renderer version: the "recipe version" of
     /// incremental reruns.

@@ -2,7 +2,8 @@ import Foundation
 import TesseraImaging
 
 /// Output paths from a template with `{dir}` (the input's directory relative to its
-/// root), `{stem}`, `{ext}` (of the output format) and `{preset}`. The result always
+/// root), `{stem}`, `{ext}` (of the output format), `{srcext}` (the input's own extension,
+/// which tells `x.jpg` and `x.png` apart) and `{preset}`. The result always
 /// stays inside the output root: absolute templates, `..` and symlinked directories
 /// that lead out are refused.
 public struct OutputNaming: Sendable, Codable {
@@ -36,9 +37,13 @@ public struct OutputNaming: Sendable, Codable {
         rel = rel.replacingOccurrences(of: "{dir}", with: dir)
         rel = rel.replacingOccurrences(of: "{stem}", with: input.stem)
         rel = rel.replacingOccurrences(of: "{ext}", with: ext)
+        rel = rel.replacingOccurrences(of: "{srcext}", with: input.fileExtension.isEmpty ? "noext" : input.fileExtension)
         rel = rel.replacingOccurrences(of: "{preset}", with: preset)
         return try OutputNaming.normalise(rel)
     }
+
+    /// The tokens a template may use.
+    public static let tokens: Set<String> = ["{dir}", "{stem}", "{ext}", "{srcext}", "{preset}"]
 
     /// Why a template cannot name files (NUL or control characters, which the kernel would
     /// cut or which no one can type), or nil.
@@ -51,8 +56,8 @@ public struct OutputNaming: Sendable, Codable {
         while let open = rest.firstIndex(of: "{") {
             guard let close = rest[open...].firstIndex(of: "}") else { return "unclosed \"{\"" }
             let token = rest[open...close]
-            if !["{dir}", "{stem}", "{ext}", "{preset}"].contains(token) {
-                return "unknown token \(token); expected {dir}, {stem}, {ext} or {preset}"
+            if !tokens.contains(String(token)) {
+                return "unknown token \(token); expected {dir}, {stem}, {ext}, {srcext} or {preset}"
             }
             rest = rest[rest.index(after: close)...]
         }

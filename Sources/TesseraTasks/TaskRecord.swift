@@ -122,6 +122,13 @@ public struct TaskRecord: Sendable, Codable {
         self.status = status
     }
 
+    /// The record of a task that failed before it ran (at planning), with `error`.
+    public init(failing input: InputFile, with error: JobError) {
+        self.init(input: input.name, status: .failed)
+        self.error = Failure(code: error.code.rawValue, message: error.description)
+        finishedAt = Date().timeIntervalSince1970
+    }
+
     public var input: String
     public var status: Status
     public var error: Failure?

@@ -527,7 +527,7 @@ public final class Worker: @unchecked Sendable {
     private func accept(_ t: TaskAssignment, _ dealer: ZMQSocket, now: Double) {
         guard let job = jobs[t.job] else { return }
         if let marker = config.crashOnReceiving, t.input.path.contains(marker) {
-            logger.critical("fault injection: crashing on receiving \(t.input.path)")
+            logger.critical("fault injection: crashing on receiving \(Paths.display(t.input.name))")
             abort()
         }
         let remote = Location.isRemote(t.input.path)
@@ -632,7 +632,7 @@ public final class Worker: @unchecked Sendable {
 
             let wait = Monotonic.seconds() - queuedAt
             if let marker = config.crashOnInputContaining, task.input.path.contains(marker) {
-                logger.critical("fault injection: crashing on \(task.input.path)")
+                logger.critical("fault injection: crashing on \(Paths.display(task.input.name))")
                 abort()
             }
             let ref = task.ref

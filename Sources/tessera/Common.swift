@@ -73,6 +73,21 @@ func printJSONLine<T: Encodable>(_ value: T, type: String) {
     }
 }
 
+/// `1 image`, `2 images`: a count with its noun, plural when it is not 1.
+func counted(_ n: Int, _ noun: String, plural: String? = nil) -> String {
+    "\(n) " + (n == 1 ? noun : plural ?? noun + "s")
+}
+
+/// The failures of a summary, by reason, each with its examples and how many were left
+/// out ("and 2 more (see --report)": the summary keeps five examples per reason).
+func printFailures(_ failures: [RunSummary.Failure], more: String) {
+    for f in failures {
+        print("failed (\(f.code)): \(f.count)")
+        for e in f.examples { print("  \(e)") }
+        if f.count > f.examples.count { print("  and \(f.count - f.examples.count) more (\(more))") }
+    }
+}
+
 func formatBytes(_ n: Int) -> String {
     let d = Double(n)
     if d >= 1_000_000 { return String(format: "%.1f MB", d / 1_000_000) }

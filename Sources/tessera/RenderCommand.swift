@@ -284,7 +284,7 @@ struct Render: ParsableCommand {
             stdinBytes = try Render.readStandardInput(limit: limits.limits.maxInputBytes)
             files = [InputFile(path: "stdin", root: "")]  // named stdin.EXT under OUTDIR
         } else {
-            do { files = try InputDiscovery.expand(inputs) } catch {
+            do { files = try InputDiscovery.expand(inputs, outputRoot: toStdout ? nil : output) } catch {
                 warn("error: \(error)")
                 throw Exit.usage
             }
@@ -301,6 +301,12 @@ struct Render: ParsableCommand {
         let job = ExecutableJob(kind: .thumbnail,
                                 outputs: outputs.map { OutputSpec(name: $0.name, recipe: $0.recipe, path: pathTemplate) },
                                 outputRoot: toStdout ? "." : output, options: jobOptions)
+        // Planned before anything is decoded: no output may replace an input, nor two share a file.
+        let collisions: [Int: JobError]
+        do { collisions = toStdout ? [:] : try OutputClaims.check(job, inputs: files) } catch {
+            warn("error: \(error)")
+            throw Exit.usage
+        }
         var options = RenderOptions()
         options.limits = limits.limits
         options.strict = !lenient
@@ -320,6 +326,14 @@ struct Render: ParsableCommand {
         let opts = options
         let bytes = stdinBytes
         parallelForEach(files.count, threads: threads ?? ProcessInfo.processInfo.activeProcessorCount) { i in
+            if let collision = collisions[i] {
+                lock.lock()
+                records[i] = TaskRecord(failing: files[i], with: collision)
+                warn("error: \(collision)")
+                if json { printJSONLine(records[i]!) }
+                lock.unlock()
+                return
+            }
             let outcome = TaskExecutor.run(job, input: files[i], inlineInput: bytes, returnInline: toStdout, renderOptions: opts)
             let record = outcome.record
             if toStdout, let out = outcome.inlineOutputs.first { FileHandle.standardOutput.write(Data(out.bytes)) }

@@ -245,7 +245,7 @@ struct Run: ParsableCommand {
         let tiles = job.kind == .tiles
         let unit = tiles ? "parts" : "images"
         // A rerun that skipped every part made no tiles: it knows parts, not pyramids.
-        var what = !tiles ? "\(s.tasks) images"
+        var what = !tiles ? counted(s.tasks, "image")
             : s.pyramids.map { "\(s.tasks) parts of \($0.sources) pyramid\($0.sources == 1 ? "" : "s")" } ?? "\(s.tasks) parts"
         if let before = s.resumedTasks { what += " (\(before) done by an earlier run)" }
         print(String(format: "%@ (%@): %@ in %.2f s, %.1f %@/s — %d ok, %d skipped (unchanged), %d failed%@",
@@ -270,10 +270,7 @@ struct Run: ParsableCommand {
                 .joined(separator: ", ")
                 + (peaks.contains { $0.value.isUpperBound } ? " (≤: tasks ran side by side, the process peak is an upper bound)" : ""))
         }
-        for f in s.failures {
-            print("failed (\(f.code)): \(f.count)")
-            for e in f.examples { print("  \(e)") }
-        }
+        printFailures(s.failures, more: report == nil ? "tessera results \(job.id) --failed, or --report FILE" : "see the report")
         print("outputs in \(s.outputRoot ?? "?"); journal \(s.journal ?? "?")")
     }
 }
@@ -339,7 +336,9 @@ final class Progress {
                 let filled = s.total > 0 ? width * s.done / s.total : width
                 line = "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled) + "]" + tail
             }
-            if line.count >= columns { line = String(line.prefix(columns - 1)) }
+            // Three columns stay free: a ^C echoed by the terminal must not wrap to a line
+            // that the next redraw (or the interrupt's) cannot clear.
+            if line.count >= columns - 3 { line = String(line.prefix(max(0, columns - 4))) }
             // Carriage return, the line, clear to the end: redrawn in place, never wrapping.
             FileHandle.standardError.write(Data(("\r" + line + "\u{1B}[K").utf8))
         } else if elapsed - lastLine >= 5 || s.isTerminal {

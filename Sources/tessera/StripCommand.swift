@@ -42,17 +42,9 @@ struct Strip: ParsableCommand {
     }
 
     func run() throws {
-        var files: [InputFile]
+        let files: [InputFile]
         do {
-            files = try InputDiscovery.expand(inputs)
-            // From directories, only what strips losslessly (a HEIF/AVIF named on its own gets the reason).
-            let named = Set(inputs)
-            let heif: Set<String> = ["heic", "heif", "hif", "avif"]
-            let skipped = files.filter { !named.contains($0.path) && heif.contains($0.fileExtension) }
-            if !skipped.isEmpty {
-                warn("note: skipped \(skipped.count) HEIF/AVIF file\(skipped.count == 1 ? "" : "s") (lossless stripping handles JPEG, PNG and WebP; renders never copy metadata)")
-                files.removeAll { f in skipped.contains { $0.path == f.path } }
-            }
+            files = try InputDiscovery.expand(inputs, outputRoot: output)
         } catch {
             warn("error: \(error)")
             throw Exit.usage
@@ -65,21 +57,41 @@ struct Strip: ParsableCommand {
                                 strip: StripOptions(keepICC: !dropIcc, keepCopyright: keepCopyright,
                                                     orientation: OrientationHandling(rawValue: orientation)!),
                                 options: options)
-        var failures = 0
-        for file in files {
-            let record = TaskExecutor.run(job, input: file).record
-            if let e = record.error {
-                failures += 1
-                warn("error: \(e.message)")
-            }
+        // Planned before anything is read: no output may replace an input, nor two share a file.
+        let collisions: [Int: JobError]
+        do { collisions = try OutputClaims.check(job, inputs: files) } catch {
+            warn("error: \(error)")
+            throw Exit.usage
+        }
+        let clock = Stopwatch()
+        var records: [TaskRecord] = []
+        // Every file gets a record: one whose metadata cannot be removed (HEIF/AVIF: only a
+        // re-encode could) fails with the reason, and the command exits 1.
+        for (i, file) in files.enumerated() {
+            let record = collisions[i].map { TaskRecord(failing: file, with: $0) } ?? TaskExecutor.run(job, input: file).record
+            records.append(record)
+            if let e = record.error { warn("error: \(e.message)") }
             if json {
                 printJSONLine(record)
             } else if let work = record.strip, let out = record.outputs.first {
                 let removed = work.removed.isEmpty ? "nothing" : work.removed.joined(separator: ", ")
                 let how = work.transformed ? ", rotated losslessly" : work.orientation != 1 ? ", orientation tag \(work.orientation) kept" : ""
-                print("ok   \(file.path) -> \(out.path) \(formatBytes(record.bytesIn)) -> \(formatBytes(out.bytes)); removed \(removed)\(how)")
+                print("ok   \(Paths.display(file.name)) -> \(out.path) \(formatBytes(record.bytesIn)) -> \(formatBytes(out.bytes)); removed \(removed)\(how)")
             }
         }
-        if failures > 0 { throw Exit.someFailed }
+        let summary = RunSummary(records: records, seconds: clock.seconds, outputRoot: output)
+        if json { printJSONLine(summary) } else { summary.printStripSummary() }
+        if summary.failed > 0 { throw Exit.someFailed }
+    }
+}
+
+extension RunSummary {
+    /// `tessera strip`'s last line: counts, bytes before and after, failures by reason.
+    func printStripSummary() {
+        print(String(format: "%@, %d stripped, %d failed in %.2f s; %@ in, %@ out",
+                     counted(tasks, "file"), succeeded, failed, elapsedSeconds, formatBytes(bytesIn), formatBytes(bytesOut)))
+        if !failures.isEmpty {
+            print("failures: " + failures.map { "\($0.code) \($0.count)" }.joined(separator: ", "))
+        }
     }
 }

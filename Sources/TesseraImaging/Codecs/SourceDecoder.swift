@@ -36,6 +36,13 @@ public enum ImageFormat: String, Codable, Sendable, CaseIterable {
         return nil
     }
 
+    /// What a file name's extension (lowercased, no dot) says the format is: what planning
+    /// predicts before the content is read.
+    public static let byExtension: [String: ImageFormat] = [
+        "jpg": .jpeg, "jpeg": .jpeg, "jpe": .jpeg, "jfif": .jpeg, "png": .png, "webp": .webp,
+        "heic": .heif, "heif": .heif, "hif": .heif, "avif": .avif,
+    ]
+
     public var fileExtension: String {
         switch self {
         case .jpeg: return "jpg"

@@ -51,8 +51,9 @@ public enum LosslessStrip {
         case .png: return try stripPNG(input, options)
         case .webp: return try WebPChunks.strip(input, keepICC: options.keepICC, keepCopyright: options.keepCopyright)
         case .heif, .avif:
-            throw ImagingError(.unsupportedFeature, "lossless stripping handles JPEG, PNG and WebP; render a \(format!.rawValue.uppercased()) "
-                               + "file with a recipe (metadata is never copied to renders)")
+            throw ImagingError(.unsupportedFeature, "its metadata (EXIF with GPS, XMP) cannot be removed without re-encoding: lossless "
+                               + "stripping handles JPEG, PNG and WebP; no output written. Render the \(format!.rawValue.uppercased()) "
+                               + "file instead (tessera render FILE --format original -o DIR: metadata is never copied to renders)")
         case nil: throw ImagingError(.unsupportedFormat, input.withUnsafeBytes { FormatDetection.unsupportedMessage($0) })
         }
     }
