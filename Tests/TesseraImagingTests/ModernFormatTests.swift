@@ -168,6 +168,38 @@ final class ModernFormatTests: XCTestCase {
         XCTAssertEqual(try Renderer.render(file, recipes: [recipe([fit(200, 200)])], options: options).decodePath, .heifPrimary)
     }
 
+    /// A phone's thumbnail item that decodes a pixel off its declared size is used at its
+    /// decoded size; one far off is passed over for the primary: never a failure of the file.
+    func testHEIFThumbnailOffItsDeclaredSizeStillRenders() throws {
+        let file = try heif(Fixtures.quadrants(width: 1200, height: 900), thumbnailBox: 240)
+        /// The file with the thumbnail's `ispe` (the smaller one) declaring `dw`, `dh` more.
+        func declaring(_ dw: Int, _ dh: Int) -> [UInt8] {
+            var bytes = file
+            let tag = Array("ispe".utf8)
+            var spots: [(at: Int, width: Int)] = []
+            for i in 0..<(bytes.count - 16) where Array(bytes[i..<i + 4]) == tag {
+                let w = bytes[(i + 8)..<(i + 12)].reduce(0) { $0 << 8 | Int($1) }
+                spots.append((i, w))
+            }
+            guard let thumb = spots.min(by: { $0.width < $1.width }) else { return bytes }
+            func put(_ value: Int, at offset: Int) {
+                for k in 0..<4 { bytes[offset + k] = UInt8((value >> (24 - 8 * k)) & 0xFF) }
+            }
+            let h = bytes[(thumb.at + 12)..<(thumb.at + 16)].reduce(0) { $0 << 8 | Int($1) }
+            put(thumb.width + dw, at: thumb.at + 8)
+            put(h + dh, at: thumb.at + 12)
+            return bytes
+        }
+        for (dw, dh) in [(1, 0), (0, 1), (1, 1), (-1, 0)] {
+            let r = try Renderer.render(declaring(dw, dh), recipes: [recipe([fit(200, 200)])])
+            XCTAssertEqual(r.decodePath, .heifThumbnail, "\(dw),\(dh)")
+            XCTAssertEqual(try Renderer.decode(r.outputs[0].bytes).width, 200, "\(dw),\(dh)")
+            XCTAssertEqual(try Renderer.decode(r.outputs[0].bytes).height, 150, "\(dw),\(dh)")
+        }
+        let far = try Renderer.render(declaring(40, 30), recipes: [recipe([fit(200, 200)])])
+        XCTAssertEqual(try Renderer.decode(far.outputs[0].bytes).width, 200)
+    }
+
     /// Byte budgets for WebP and AVIF: the highest quality that fits, or a clear error.
     func testByteBudgetsForWebPAndAVIF() throws {
         let source = try Codec.encodePNG(Fixtures.noise(width: 400, height: 300))

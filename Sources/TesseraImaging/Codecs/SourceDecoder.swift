@@ -283,7 +283,21 @@ final class SourceDecoder {
             scaleEighths = webp.isAnimated ? 8 : requested
             whole = image
         } else if let heif {
-            let image = try heif.decode(thumbnail: heifThumbnail)
+            var image = try heif.decode(thumbnail: heifThumbnail)
+            // Phones write thumbnail items that decode a pixel or two off their declared size
+            // (an odd half-size rounded the other way): used at their decoded size. One further
+            // off is not used: the primary image is decoded instead. Never a failure of a file
+            // whose primary image is sound.
+            if let thumbnail = heifThumbnailSize, image.size != thumbnail {
+                if abs(image.size.width - thumbnail.width) <= 2 && abs(image.size.height - thumbnail.height) <= 2
+                    && image.size.width > 0 && image.size.height > 0 {
+                    heifThumbnailSize = image.size
+                } else {
+                    heifThumbnail = nil
+                    heifThumbnailSize = nil
+                    image = try heif.decode(thumbnail: nil)
+                }
+            }
             let declared = heifThumbnailSize ?? storedSize
             guard image.size == declared else {
                 throw ImagingError(.corrupt, "HEIF image decodes to \(image.size), not the \(declared) it declares")

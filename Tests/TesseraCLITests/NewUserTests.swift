@@ -1,0 +1,126 @@
+import Foundation
+import TesseraImaging
+import TesseraTestSupport
+import XCTest
+
+/// What a new user ran into (lost originals, files silently skipped, misreported counts):
+/// each case as the user typed it, against the built binary.
+final class NewUserTests: XCTestCase {
+    var dir = ""
+
+    override func setUpWithError() throws {
+        dir = NSTemporaryDirectory() + "tessera-newuser-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir + "/in/sub", withIntermediateDirectories: true)
+        let image = PixelBuffer(width: 400, height: 300, layout: .rgb)
+        image.fill([90, 120, 150])
+        try write("in/a.jpg", try Codec.encodeJPEG(image, quality: 85))
+        try write("in/sub/b.jpg", try Codec.encodeJPEG(image, quality: 85))
+        try write("in/c.png", try Codec.encodePNG(image))
+    }
+
+    override func tearDown() {
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+
+    func write(_ relative: String, _ bytes: [UInt8]) throws {
+        let path = dir + "/" + relative
+        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+    }
+
+    func bytes(_ relative: String) -> Data? { FileManager.default.contents(atPath: dir + "/" + relative) }
+
+    /// `render DIR -s 100 -o DIR` replaced the originals with thumbnails, exit 0.
+    func testRenderingIntoTheInputFolderIsRefusedBeforeAnythingIsDecoded() throws {
+        let original = bytes("in/a.jpg")
+        let r = try tessera(["render", dir + "/in", "-s", "100", "-o", dir + "/in"])
+        XCTAssertEqual(r.status, 2, r.stdout + r.stderr)
+        XCTAssertTrue(r.stderr.contains("[output-replaces-input]"), r.stderr)
+        XCTAssertTrue(r.stderr.contains("\(dir)/in/a.jpg"), r.stderr)
+        XCTAssertEqual(bytes("in/a.jpg"), original, "the original is untouched")
+        // Through a symlinked output folder, and as a job on the pool.
+        symlink(dir + "/in", dir + "/alias")
+        XCTAssertEqual(try tessera(["render", dir + "/in", "-s", "100", "-o", dir + "/alias"]).status, 2)
+        XCTAssertEqual(try tessera(["strip", dir + "/in", "-o", dir + "/in"]).status, 2)
+        try Data("name: t\ninputs: [in]\noutput: alias\noutputs: [{preset: thumbnail, path: \"{dir}/{stem}.{ext}\"}]\n".utf8)
+            .write(to: URL(fileURLWithPath: dir + "/job.yaml"))
+        let run = try tessera(["run", dir + "/job.yaml", "-w", "1"])
+        XCTAssertEqual(run.status, 2, run.stdout + run.stderr)
+        XCTAssertTrue(run.stderr.contains("output-replaces-input"), run.stderr)
+        XCTAssertEqual(bytes("in/a.jpg"), original)
+        // Named apart, the same folder is fine.
+        let apart = try tessera(["render", dir + "/in", "-s", "100", "-o", dir + "/in", "--template", "{dir}/{stem}-small.{ext}"])
+        XCTAssertEqual(apart.status, 0, apart.stderr)
+        XCTAssertNotNil(bytes("in/a-small.jpg"))
+    }
+
+    /// `render nest -o nest/thumbs` twice made `nest/thumbs/thumbs/…`.
+    func testAnOutputFolderInsideTheInputsIsNotReadBack() throws {
+        for _ in 0..<2 {
+            let r = try tessera(["render", dir + "/in", "-s", "50", "-o", dir + "/in/thumbs"])
+            XCTAssertEqual(r.status, 0, r.stderr)
+            XCTAssertTrue(r.stdout.contains("3 images, 3 ok"), r.stdout)
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/in/thumbs/thumbs"))
+        try Data("name: t\ninputs: [in]\noutput: in/jobthumbs\noutputs: [{preset: thumbnail}]\n".utf8)
+            .write(to: URL(fileURLWithPath: dir + "/job.yaml"))
+        for _ in 0..<2 { XCTAssertEqual(try tessera(["run", dir + "/job.yaml", "-w", "1"]).status, 0) }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/in/jobthumbs/jobthumbs"))
+    }
+
+    /// `x.jpg` and `x.png` to WebP reported "2 ok" and left one `x.webp`.
+    func testInputsThatMapToOneOutputFailNamingEachOther() throws {
+        try write("coll/x.jpg", try XCTUnwrap(bytes("in/a.jpg")).map { $0 })
+        try write("coll/x.png", try XCTUnwrap(bytes("in/c.png")).map { $0 })
+        try write("coll/y.jpg", try XCTUnwrap(bytes("in/a.jpg")).map { $0 })
+        let r = try tessera(["render", dir + "/coll", "-s", "64", "--format", "webp", "-o", dir + "/out"])
+        XCTAssertEqual(r.status, 1, r.stdout + r.stderr)
+        XCTAssertTrue(r.stdout.contains("3 images, 1 ok, 2 failed"), r.stdout)
+        XCTAssertTrue(r.stderr.contains("\(dir)/coll/x.jpg: its output \(dir)/out/x.webp would also be written by \(dir)/coll/x.png"), r.stderr)
+        XCTAssertTrue(r.stderr.contains("\(dir)/coll/x.png: its output \(dir)/out/x.webp would also be written by \(dir)/coll/x.jpg"), r.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/out/x.webp"), "neither wrote it")
+        let fixed = try tessera(["render", dir + "/coll", "-s", "64", "--format", "webp", "-o", dir + "/out2",
+                                 "--template", "{dir}/{stem}.{srcext}.{ext}"])
+        XCTAssertEqual(fixed.status, 0, fixed.stderr)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir + "/out2").sorted(), ["x.jpg.webp", "x.png.webp", "y.jpg.webp"])
+        // On the pool: the colliding tasks fail at planning, the others run.
+        try Data("name: t\ninputs: [coll]\noutput: pool\noutputs: [{preset: thumbnail, formats: [webp]}]\n".utf8)
+            .write(to: URL(fileURLWithPath: dir + "/job.yaml"))
+        let run = try tessera(["run", dir + "/job.yaml", "-w", "1", "--json"])
+        XCTAssertEqual(run.status, 1, run.stdout + run.stderr)
+        XCTAssertTrue(run.stdout.contains("\"failed\":2"), run.stdout)
+        XCTAssertTrue(run.stdout.contains("\"succeeded\":1"), run.stdout)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir + "/pool").filter { !$0.hasPrefix(".") }, ["y.webp"])
+    }
+
+    /// `strip` left GPS in HEIC files with exit 0 and a note.
+    func testStripFailsAFileWhoseMetadataItCannotRemove() throws {
+        let image = PixelBuffer(width: 64, height: 48, layout: .rgb)
+        image.fill([10, 200, 30])
+        try write("phone/p.avif", try Codec.encodeHEIF(image, exif: Exif.build(orientation: 1, gps: (48.8, 2.3))))
+        try write("phone/a.jpg", try Codec.encodeJPEG(image, quality: 85, exif: Exif.build(orientation: 1, gps: (48.8, 2.3))))
+        let r = try tessera(["strip", dir + "/phone", "-o", dir + "/clean"])
+        XCTAssertEqual(r.status, 1, r.stdout + r.stderr)
+        XCTAssertTrue(r.stderr.contains("\(dir)/phone/p.avif: its metadata (EXIF with GPS, XMP) cannot be removed"), r.stderr)
+        XCTAssertTrue(r.stdout.contains("2 files, 1 stripped, 1 failed"), r.stdout)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/clean/p.avif"))
+        let json = try tessera(["strip", dir + "/phone", "-o", dir + "/clean2", "--json"])
+        XCTAssertTrue(json.stdout.contains("\"status\":\"failed\""), json.stdout)
+        XCTAssertTrue(json.stdout.contains("\"type\":\"summary\""), json.stdout)
+    }
+
+    /// "failed (unsupported-format): 7" listed 5 without saying so; "1 images".
+    func testTheSummarySaysHowManyFailuresItLeftOut() throws {
+        for i in 0..<7 { try write("bad/f\(i).jpg", Array("not an image at all".utf8)) }
+        try Data("name: t\ninputs: [bad]\noutput: out\noutputs: [{preset: thumbnail}]\n".utf8)
+            .write(to: URL(fileURLWithPath: dir + "/job.yaml"))
+        let r = try tessera(["run", dir + "/job.yaml", "-w", "1"])
+        XCTAssertEqual(r.status, 1)
+        XCTAssertTrue(r.stdout.contains("failed (unsupported-format): 7"), r.stdout)
+        XCTAssertTrue(r.stdout.contains("  and 2 more ("), r.stdout)
+        try Data("name: t\ninputs: [in/a.jpg]\noutput: one\noutputs: [{preset: thumbnail}]\n".utf8)
+            .write(to: URL(fileURLWithPath: dir + "/one.yaml"))
+        let one = try tessera(["run", dir + "/one.yaml", "-w", "1"])
+        XCTAssertTrue(one.stdout.contains("1 image in"), one.stdout)
+    }
+}
