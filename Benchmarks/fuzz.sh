@@ -32,7 +32,7 @@ dictionary() {  # the dictionary file of target $1 (concatenated into Fuzz/.dict
     echo ".dict/$1.dict"
 }
 
-# Limits as issue 19 sets them: > 1 s per input is a hang, > 512 MB allocated at once an
+# Limits: > 1 s per input is a hang, > 512 MB allocated at once an
 # over-allocation (RSS of the fuzzer process, which also holds the corpus and ASan's shadow: 1 GB).
 limits=(-timeout=1 -rss_limit_mb=1024 -malloc_limit_mb=512 -max_len=65536)
 

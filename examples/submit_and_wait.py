@@ -197,7 +197,7 @@ def main():
     ap.add_argument("--curve-secret", default=os.environ.get("TESSERA_CURVE_SECRET"),
                     help="this client's .secret file (tessera keygen)")
     ap.add_argument("--server-key", default=os.environ.get("TESSERA_SERVER_KEY"), help="the coordinator's .pub file")
-    ap.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for an answer (default 30)")
+    ap.add_argument("--timeout", type=float, default=None, help="seconds to wait for an answer (default 30; submit 120)")
     args = ap.parse_args()
     if args.job:
         try:
@@ -217,8 +217,8 @@ def main():
     ctx = zmq.Context()
     try:
         keys = load_keys(args.curve_secret, args.server_key)
-        call = lambda kind, body, timeout=args.timeout: request(ctx, args.coordinator, kind, body, timeout, keys)
-        _, submitted = call("submit", {"job": job}, timeout=max(args.timeout, 120) if keys is None else args.timeout)
+        call = lambda kind, body, timeout=args.timeout or 30.0: request(ctx, args.coordinator, kind, body, timeout, keys)
+        _, submitted = call("submit", {"job": job}, timeout=args.timeout or 120.0)
         job_id = submitted["job"]
         print(f"submitted {job_id}: {submitted['tasks']} tasks")
         # `wait` is answered when the job ends; ask again every few seconds so a

@@ -25,10 +25,11 @@ extension Coordinator {
         // pyramid rule starts from the plan (tiles jobs are small: parts per image).
         var parts: [(input: InputFile, finished: Bool, failed: Bool)] = []
         var seenSources = Set<String>()
+        let skipped = SkippedFiles()
         let planned: (seq: Int, firstTask: UInt64, total: Int, failed: [(task: UInt64, record: [UInt8])])
         do {
             planned = try journal.insertJob(id: id, spec: spec, submitted: submitted, owner: owner, claims: true) { add in
-                try JobPlanner.forEachInput(of: spec) { input in
+                try JobPlanner.forEachInput(of: spec, skipped: skipped) { input in
                     guard spec.kind == .tiles else { return try add(input) }
                     guard seenSources.insert(input.path).inserted else { return }
                     for part in TilePlanner.plan(spec, inputs: [input]) {
@@ -50,7 +51,9 @@ extension Coordinator {
         scheduler.add(job)
         let ms = clock.milliseconds
         logger.info("job \(id) (\(spec.name)): \(planned.total) tasks planned in \(String(format: "%.0f", ms)) ms")
-        reply(identity, Envelope(MessageType.submitted, json: SubmitReply(job: id, tasks: planned.total, planMilliseconds: ms)))
+        if let line = SkippedFiles.line(skipped.byExtension) { logger.info("job \(id): \(line)") }
+        reply(identity, Envelope(MessageType.submitted, json: SubmitReply(job: id, tasks: planned.total, planMilliseconds: ms,
+                                                                           skippedFiles: skipped.total > 0 ? skipped.byExtension : nil)))
     }
 
     func jobStatus(_ id: String) throws -> JobStatus? {

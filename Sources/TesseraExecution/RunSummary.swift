@@ -59,6 +59,8 @@ public struct RunSummary: Codable, Sendable {
     public var failures: [Failure]
     /// Tiles jobs: the whole pyramid(s).
     public var pyramids: PyramidSummary?
+    /// Files the directory walks passed over (not images Tessera reads), by extension.
+    public var skippedFiles: [String: Int]?
     /// Where the outputs went, and the journal that makes reruns incremental.
     public var outputRoot: String?
     public var journal: String?

@@ -12,14 +12,15 @@ public enum InputDiscovery {
     /// (listed) and HTTP(S) URLs as inputs, in order.
     /// Directory walks never enter `outputRoot`.
     public static func expand(_ paths: [String], recursive: Bool = true, storage: StorageSettings? = nil,
-                              stores: RemoteStores = RemoteStores(), outputRoot: String? = nil) throws -> [InputFile] {
+                              stores: RemoteStores = RemoteStores(), outputRoot: String? = nil,
+                              skipped: SkippedFiles? = nil) throws -> [InputFile] {
         var files: [InputFile] = []
         for raw in paths {
             if Location.isRemote(raw) {
                 try JobPlanner.expandRemote(raw, patterns: [], recursive: recursive, storage: stores.storage(storage)) { files.append($0) }
             } else {
                 files += try JobPlanner.expand(raw.count > 1 && raw.hasSuffix("/") ? String(raw.dropLast()) : raw, recursive: recursive,
-                                               outputRoot: outputRoot)
+                                               outputRoot: outputRoot, skipped: skipped)
             }
         }
         return files

@@ -8,7 +8,7 @@ import Yams
 ///
 /// ```yaml
 /// name: widget thumbnails
-/// kind: thumbnail            # thumbnail | strip | recompress | noop
+/// kind: thumbnail            # thumbnail | strip | recompress | tiles | noop
 /// priority: 0
 /// inputs:
 ///   - photos/                # a directory, searched recursively
@@ -145,12 +145,7 @@ public enum JobFile {
             return v
         }
 
-        func absolute(_ path: String) -> String {
-            if Location.isRemote(path) { return path }  // URLs are taken as written
-            let expanded = (path as NSString).expandingTildeInPath
-            let full = expanded.hasPrefix("/") ? expanded : base + "/" + expanded
-            return (full as NSString).standardizingPath
-        }
+        func absolute(_ path: String) -> String { Location.resolve(path, from: base) }
 
         mutating func job(_ root: Node) throws -> JobSpec {
             let m = try mapping(root, "", allowed: ["name", "kind", "priority", "inputs", "output", "outputs",

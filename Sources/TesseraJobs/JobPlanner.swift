@@ -19,7 +19,7 @@ public enum JobPlanner {
     /// Calls `body` with each input in order, without deduplicating (the coordinator's
     /// journal deduplicates a job's tasks as it streams them in): a manifest of a million
     /// lines is read line by line, never held as a million values.
-    public static func forEachInput(of job: JobSpec, stores: RemoteStores = RemoteStores(),
+    public static func forEachInput(of job: JobSpec, stores: RemoteStores = RemoteStores(), skipped: SkippedFiles? = nil,
                                     _ body: (InputFile) throws -> Void) throws {
         let storage = stores.storage(job.storage)
         for source in job.inputs {
@@ -27,7 +27,7 @@ public enum JobPlanner {
             case .path(let path, let patterns, let recursive) where Location.isRemote(path):
                 try expandRemote(path, patterns: patterns, recursive: recursive, storage: storage, body)
             case .path(let path, let patterns, let recursive):
-                for f in try expand(path, patterns: patterns, recursive: recursive, outputRoot: job.output) { try body(f) }
+                for f in try expand(path, patterns: patterns, recursive: recursive, outputRoot: job.output, skipped: skipped) { try body(f) }
             case .manifest(let manifest):
                 // Read like an input (never blocking on a FIFO), or fetched; lines are byte strings.
                 let remote = Location.isRemote(manifest)
@@ -118,8 +118,9 @@ public enum JobPlanner {
     ///
     /// The walk never enters `outputRoot` (a folder of thumbnails inside the photos is not
     /// read back as photos on the next run) nor hidden folders such as `.tessera`.
+    /// Without patterns, the files passed over for their extension are counted in `skipped`.
     public static func expand(_ path: String, patterns: [String] = [], recursive: Bool = true,
-                              outputRoot: String? = nil) throws -> [InputFile] {
+                              outputRoot: String? = nil, skipped: SkippedFiles? = nil) throws -> [InputFile] {
         var st = stat()
         guard Paths.withCString(path, { stat($0, &st) }) == 0 else {
             throw JobError(.inputNotFound, "no such file or directory", file: path)
@@ -129,14 +130,15 @@ public enum JobPlanner {
         var visited: Set<[UInt64]> = [[UInt64(st.st_dev), UInt64(st.st_ino)]]
         // Entered once each: the output root counts as entered already.
         if let outputRoot, !Location.isRemote(outputRoot), let out = OutputClaims.identity(outputRoot) { visited.insert(out) }
-        walk(path, relative: "", patterns: patterns, recursive: recursive, visited: &visited, into: &found)
+        walk(path, relative: "", patterns: patterns, recursive: recursive, visited: &visited, into: &found,
+             skipped: patterns.isEmpty ? skipped.map { s in { s.add(path + "/" + $0) } } : nil)
         return found.sorted().map { InputFile(path: path + "/" + $0, root: path) }
     }
 
     /// Appends paths (relative to `base`) of image files below `base`.
     /// Directories are entered once each (by device and inode), so symlink loops end.
     static func walk(_ base: String, relative: String, patterns: [String], recursive: Bool,
-                     visited: inout Set<[UInt64]>, into found: inout [String]) {
+                     visited: inout Set<[UInt64]>, into found: inout [String], skipped: ((String) -> Void)? = nil) {
         let dirPath = relative.isEmpty ? base : base + "/" + relative
         guard let dir = Paths.withCString(dirPath, { opendir($0) }) else { return }
         defer { closedir(dir) }
@@ -157,10 +159,12 @@ public enum JobPlanner {
                 if recursive { subdirectories.append(rel) }
             } else if type == UInt8(DT_REG) && matches(name: name, relative: rel, patterns: patterns) {
                 found.append(rel)
+            } else if type == UInt8(DT_REG) {
+                skipped?(rel)
             }
         }
         for sub in subdirectories {
-            walk(base, relative: sub, patterns: patterns, recursive: recursive, visited: &visited, into: &found)
+            walk(base, relative: sub, patterns: patterns, recursive: recursive, visited: &visited, into: &found, skipped: skipped)
         }
     }
 

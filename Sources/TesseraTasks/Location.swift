@@ -29,6 +29,16 @@ public enum Location: Equatable, Sendable {
 
     public static func isRemote(_ string: String) -> Bool { string.hasPrefix("s3://") || isHTTP(string) }
 
+    /// A location as a user wrote it (a job file's `inputs`/`output`, `--input`, `--output`,
+    /// `-o`), made absolute: URLs as written, `~` expanded, a relative path taken from `base`.
+    /// The one reading of locations for every option.
+    public static func resolve(_ written: String, from base: String) -> String {
+        if isRemote(written) { return written }
+        let expanded = (written as NSString).expandingTildeInPath
+        let full = expanded.hasPrefix("/") ? expanded : base + "/" + expanded
+        return (full as NSString).standardizingPath
+    }
+
     /// `root/relative`, for a directory or an `s3://bucket/prefix` root (with or without a final "/").
     public static func join(_ root: String, _ relative: String) -> String {
         var r = Substring(root)

@@ -12,6 +12,14 @@ public struct ClientTimeout: Error, CustomStringConvertible {
     public var description: String { "no answer from the coordinator at \(endpoint) within \(Int(seconds)) s" }
 }
 
+/// Nothing listens at the endpoint: the connection was refused (or the ipc socket file is
+/// missing) and still was after a second of retries. Said at once, not after the time-out.
+public struct CoordinatorUnreachable: Error, CustomStringConvertible {
+    public let endpoint: String
+    public init(endpoint: String) { self.endpoint = endpoint }
+    public var description: String { "no coordinator at \(endpoint): the connection was refused (is it running, and is this its --bind address?)" }
+}
+
 /// Talks to a coordinator: one DEALER socket per request, so a late reply to an
 /// earlier request can never be taken for the answer to a new one.
 public final class CoordinatorClient: @unchecked Sendable {
@@ -34,8 +42,11 @@ public final class CoordinatorClient: @unchecked Sendable {
         if let curve {
             try socket.setCurveClient(publicKey: curve.keys.publicKey, secretKey: curve.keys.secretKey, serverKey: curve.serverKey)
         }
-        // A refused handshake is reported at once instead of as a time-out.
-        let monitor = try ZMQMonitor(context, watching: socket, events: .handshakeFailed)
+        // A refused handshake is reported at once instead of as a time-out; so is a refused
+        // connection (ZMQ connects lazily and retries for ever: a second of refusals, with
+        // no connection made, means nothing listens there). A busy coordinator has accepted
+        // the connection, and gets the whole time-out to answer.
+        let monitor = try ZMQMonitor(context, watching: socket, events: [.handshakeFailed, .connected, .connectRetried])
         defer { monitor.close() }
         try socket.connect(endpoint)
         try socket.send(e.frames)
@@ -43,16 +54,31 @@ public final class CoordinatorClient: @unchecked Sendable {
         poller.add(socket)
         poller.add(monitor.socket)
         let limit = timeout ?? self.timeout
-        let deadline = Date().addingTimeInterval(limit)
+        let start = Date()
+        let deadline = start.addingTimeInterval(limit)
+        let refusalGrace = min(1.0, limit)
         var frames: [[UInt8]]?
+        var connected = false, refused = false
         while frames == nil {
             let left = deadline.timeIntervalSinceNow
-            guard left > 0 else { throw ClientTimeout(endpoint: endpoint, seconds: limit) }
-            let readable = try poller.poll(timeoutMilliseconds: Int(left * 1000) + 1)
-            if readable[1], let event = try monitor.next() {
-                throw AuthenticationRefused(endpoint: endpoint, keyID: curve?.keys.keyID, event: event)
+            guard left > 0 else {
+                if refused && !connected { throw CoordinatorUnreachable(endpoint: endpoint) }
+                throw ClientTimeout(endpoint: endpoint, seconds: limit)
+            }
+            let untilGrace = refusalGrace - Date().timeIntervalSince(start)
+            let wait = refused && !connected ? max(0.01, min(left, untilGrace)) : left
+            let readable = try poller.poll(timeoutMilliseconds: Int(wait * 1000) + 1)
+            if readable[1] {
+                while let event = try monitor.next() {
+                    if event.kind == .connected { connected = true } else if event.kind == .connectRetried { refused = true } else {
+                        throw AuthenticationRefused(endpoint: endpoint, keyID: curve?.keys.keyID, event: event)
+                    }
+                }
             }
             if readable[0] { frames = try socket.receive(dontWait: true) }
+            if frames == nil, refused, !connected, Date().timeIntervalSince(start) >= refusalGrace {
+                throw CoordinatorUnreachable(endpoint: endpoint)
+            }
         }
         guard let frames else { throw ClientTimeout(endpoint: endpoint, seconds: limit) }
         let reply = try Envelope(frames: frames)
@@ -62,12 +88,12 @@ public final class CoordinatorClient: @unchecked Sendable {
 
     /// Sends a job (validated here first, as the coordinator validates it again: a value
     /// JSON cannot carry, such as an infinite timeout, is caught before it is lost).
-    public func submit(_ job: JobSpec) throws -> SubmitReply {
+    /// - Parameter timeout: how long planning may take (default: the client's time-out).
+    public func submit(_ job: JobSpec, timeout: Double? = nil) throws -> SubmitReply {
         do { try job.validate() } catch let e as JobError {
             throw ErrorReply(code: "invalid-job", message: "submit: job: \(e.reason)")
         }
-        return try request(Envelope(MessageType.submit, json: SubmitRequest(job: job)), timeout: max(timeout, 120))
-            .decode(SubmitReply.self)
+        return try request(Envelope(MessageType.submit, json: SubmitRequest(job: job)), timeout: timeout).decode(SubmitReply.self)
     }
 
     public func status(job: String? = nil) throws -> StatusReply {
@@ -76,12 +102,19 @@ public final class CoordinatorClient: @unchecked Sendable {
 
     /// Blocks until the job ends. Re-asks every few seconds, so a coordinator restart
     /// (which forgets registered waiters) cannot leave it waiting forever.
+    /// A coordinator that is not there at the first ask is an error; one that goes away
+    /// later (a restart) is waited for.
     public func wait(job: String, progress: ((JobStatus) -> Void)? = nil) throws -> JobStatus {
+        var answered = false
         while true {
             do {
                 let reply = try request(Envelope(MessageType.wait, json: JobQuery(job: job)), timeout: 2)
                 return try reply.decode(JobStatus.self)
+            } catch let error as CoordinatorUnreachable {
+                if !answered { throw error }
+                Thread.sleep(forTimeInterval: 0.5)
             } catch is ClientTimeout {
+                answered = true
                 if let s = try? status(job: job).jobs.first {
                     if s.isTerminal { return s }
                     progress?(s)

@@ -347,10 +347,13 @@ public struct SubmitReply: Codable, Sendable {
     public var job: String
     public var tasks: Int
     public var planMilliseconds: Double
-    public init(job: String, tasks: Int, planMilliseconds: Double) {
+    /// Files the walks passed over (not images Tessera reads), by extension; nil when none.
+    public var skippedFiles: [String: Int]?
+    public init(job: String, tasks: Int, planMilliseconds: Double, skippedFiles: [String: Int]? = nil) {
         self.job = job
         self.tasks = tasks
         self.planMilliseconds = planMilliseconds
+        self.skippedFiles = skippedFiles
     }
 }
 

@@ -201,6 +201,8 @@ public struct ZMQEvent: Sendable, Equatable {
         public let rawValue: Int32
         public init(rawValue: Int32) { self.rawValue = rawValue }
         public static let connected = Kind(rawValue: ZMQ_EVENT_CONNECTED)
+        /// A connection attempt failed (refused, no such socket file) and will be retried.
+        public static let connectRetried = Kind(rawValue: ZMQ_EVENT_CONNECT_RETRIED)
         public static let disconnected = Kind(rawValue: ZMQ_EVENT_DISCONNECTED)
         public static let handshakeSucceeded = Kind(rawValue: ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
         /// The ZAP handler refused the peer (or the server refused us): `value` is the status code.

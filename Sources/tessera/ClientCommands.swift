@@ -16,9 +16,7 @@ struct JobOverrides: ParsableArguments {
 
     func apply(to spec: inout JobSpec) {
         let cwd = FileManager.default.currentDirectoryPath
-        func absolute(_ p: String) -> String {
-            ((p.hasPrefix("/") ? p : cwd + "/" + p) as NSString).standardizingPath
-        }
+        func absolute(_ p: String) -> String { Location.resolve(p, from: cwd) }
         if !input.isEmpty { spec.inputs = input.map { .path(absolute($0), patterns: [], recursive: true) } }
         if let output { spec.output = absolute(output) }
     }
@@ -46,6 +44,9 @@ func clientCall<T>(_ body: () throws -> T) throws -> T {
         throw e.code == "no-such-job" || e.code == "invalid-job" ? Exit.usage
             : e.code == "internal" ? Exit.coordinator : Exit.someFailed
     } catch let e as ClientTimeout {
+        warn("error: \(e)")
+        throw Exit.coordinator
+    } catch let e as CoordinatorUnreachable {
         warn("error: \(e)")
         throw Exit.coordinator
     } catch let e as AuthenticationRefused {
@@ -83,7 +84,7 @@ struct Submit: ParsableCommand {
 
     func run() throws {
         let spec = try loadJob(job, presets: presets, overrides: overrides)
-        let client = try target.client
+        let client = try target.client(defaultTimeout: 120)
         let reply = try clientCall { try client.submit(spec) }
         if json { printJSONLine(reply, type: "submitted") } else { print(reply.job) }
         guard wait else { return }
@@ -111,7 +112,7 @@ struct Status: ParsableCommand {
             printJSONLine(reply, type: "status")
             return
         }
-        print("\(reply.workers) workers connected")
+        print(counted(reply.workers, "worker") + " connected")
         for s in reply.jobs { print(describe(s)) }
     }
 }

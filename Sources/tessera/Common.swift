@@ -73,6 +73,34 @@ func printJSONLine<T: Encodable>(_ value: T, type: String) {
     }
 }
 
+/// The inputs of `render` and `strip`: files as named, directories walked (never into the
+/// output root), a warning for an input that holds no images; what the walks passed over is
+/// counted in `skipped`.
+func discoverInputs(_ inputs: [String], outputRoot: String?, skipped: SkippedFiles) throws -> [InputFile] {
+    var files: [InputFile] = []
+    for input in inputs {
+        let before = skipped.total
+        let found = try InputDiscovery.expand([input], outputRoot: outputRoot, skipped: skipped)
+        if found.isEmpty {
+            let others = skipped.total - before
+            warn("warning: \(Paths.display(input)): no images" + (others > 0 ? " (\(counted(others, "other file")))" : ""))
+        }
+        files += found
+    }
+    return files
+}
+
+/// With `--strict`, the files a walk passed over as failed records (`unsupported-format`).
+func strictRecords(_ skipped: SkippedFiles) -> [TaskRecord] {
+    skipped.paths.map { path in
+        let ext = (path as NSString).pathExtension
+        return TaskRecord(failing: InputFile(path: path, root: ""),
+                          with: JobError(JobError.Code(rawValue: "unsupported-format"),
+                                         "not an image Tessera reads (\(ext.isEmpty ? "no extension" : "." + ext)); passed over by the walk, failed by --strict",
+                                         file: path))
+    }
+}
+
 /// `1 image`, `2 images`: a count with its noun, plural when it is not 1.
 func counted(_ n: Int, _ noun: String, plural: String? = nil) -> String {
     "\(n) " + (n == 1 ? noun : plural ?? noun + "s")

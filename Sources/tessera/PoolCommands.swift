@@ -52,8 +52,16 @@ struct CoordinatorOption: ParsableArguments {
         coordinatorOption ?? ProcessInfo.processInfo.environment["TESSERA_COORDINATOR"] ?? "tcp://127.0.0.1:5555"
     }
 
-    @Option(parsing: .unconditional, help: "Seconds to wait for an answer.")
-    var timeout: Double = 30
+    @Option(name: .customLong("timeout"), parsing: .unconditional, help: "Seconds to wait for an answer (default 30; submit: 120, planning a large job takes a while). A refused connection is reported within a second.")
+    var timeoutOption: Double?
+
+    /// `--timeout`, or 30 s.
+    var timeout: Double { timeoutOption ?? 30 }
+
+    /// The client, waiting `defaultTimeout` unless --timeout says otherwise.
+    func client(defaultTimeout: Double) throws -> CoordinatorClient {
+        CoordinatorClient(endpoint: coordinator, timeout: timeoutOption ?? defaultTimeout, curve: try keys.resolve(for: coordinator))
+    }
 
     @OptionGroup var keys: ClientKeys
 

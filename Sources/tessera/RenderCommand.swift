@@ -91,6 +91,9 @@ struct Render: ParsableCommand {
     @Flag(help: "Render damaged files as far as they decode instead of failing them.")
     var lenient = false
 
+    @Flag(help: "Count files in input folders that are not images Tessera reads (.tif, .gif, .txt…) as failures (default: listed in the summary as skipped).")
+    var strict = false
+
     @Flag(help: "Fast delivery: EXIF thumbnails for small outputs, DC-only progressive decodes (records say which).")
     var fast = false
 
@@ -280,11 +283,12 @@ struct Render: ParsableCommand {
         }
         let files: [InputFile]
         var stdinBytes: [UInt8]?
+        let skipped = SkippedFiles(keepPaths: strict)
         if inputs == ["-"] {
             stdinBytes = try Render.readStandardInput(limit: limits.limits.maxInputBytes)
             files = [InputFile(path: "stdin", root: "")]  // named stdin.EXT under OUTDIR
         } else {
-            do { files = try InputDiscovery.expand(inputs, outputRoot: toStdout ? nil : output) } catch {
+            do { files = try discoverInputs(inputs, outputRoot: toStdout ? nil : output, skipped: skipped) } catch {
                 warn("error: \(error)")
                 throw Exit.usage
             }
@@ -344,8 +348,14 @@ struct Render: ParsableCommand {
             lock.unlock()
         }
         let seconds = clock.seconds
-        let done = records.compactMap { $0 }
-        let summary = RunSummary(records: done, seconds: seconds, outputRoot: toStdout ? nil : output)
+        let passedOver = strictRecords(skipped)
+        for r in passedOver {
+            warn("error: \(r.error?.message ?? r.input)")
+            if json && !toStdout { printJSONLine(r) }
+        }
+        let done = records.compactMap { $0 } + passedOver
+        var summary = RunSummary(records: done, seconds: seconds, outputRoot: toStdout ? nil : output)
+        if !strict && skipped.total > 0 { summary.skippedFiles = skipped.byExtension }
         if toStdout {
             if summary.failed > 0 { throw Exit.someFailed }
             return
@@ -389,9 +399,10 @@ extension RunSummary {
     /// `tessera render`'s last line: counts, rate, bytes, time per stage.
     func printRenderSummary() {
         let ms = stageMilliseconds
-        print(String(format: "%d images, %d ok, %d failed in %.2f s (%.1f images/s); %@ in, %@ out; decode %.0f ms, resize %.0f ms, encode %.0f ms",
-                     tasks, succeeded, failed, elapsedSeconds, tasksPerSecond, formatBytes(bytesIn), formatBytes(bytesOut),
+        print(String(format: "%@, %d ok, %d failed in %.2f s (%.1f images/s); %@ in, %@ out; decode %.0f ms, resize %.0f ms, encode %.0f ms",
+                     counted(tasks, "image"), succeeded, failed, elapsedSeconds, tasksPerSecond, formatBytes(bytesIn), formatBytes(bytesOut),
                      ms[Stage.decode.rawValue] ?? 0, ms[Stage.resize.rawValue] ?? 0, ms[Stage.encode.rawValue] ?? 0))
+        if let line = SkippedFiles.line(skippedFiles ?? [:]) { print(line + " (--strict fails them)") }
         if !failures.isEmpty {
             print("failures: " + failures.map { "\($0.code) \($0.count)" }.joined(separator: ", "))
         }

@@ -69,6 +69,14 @@ struct Run: ParsableCommand {
         try execute(try loadJob(job, presets: presets, overrides: overrides))
     }
 
+    /// Where journals of jobs whose outputs are not on this machine live: `$XDG_STATE_HOME/tessera`
+    /// (an absolute path, per the XDG base directory spec), else `~/.local/state/tessera`.
+    static var stateDirectory: String {
+        let environment = ProcessInfo.processInfo.environment
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/tessera" }
+        return (environment["HOME"] ?? NSHomeDirectory()) + "/.local/state/tessera"
+    }
+
     /// Seconds running tasks get to finish after SIGINT/SIGTERM before their workers are killed.
     static let interruptGrace = 3.0
 
@@ -76,9 +84,10 @@ struct Run: ParsableCommand {
     func execute(_ job: JobSpec) throws {
         var spec = job
         if inline { spec.options.inline = true }
-        // A bucket holds no journal: it stays on this machine, named after the output root.
+        // A bucket holds no journal: it stays on this machine, in the user's state directory
+        // ($XDG_STATE_HOME/tessera, or ~/.local/state/tessera), named after the output root.
         let journalPath = journal ?? (Location.isRemote(spec.output)
-            ? FileManager.default.currentDirectoryPath + "/.tessera/journal-\(String(XXH64.hash(Array(spec.output.utf8)), radix: 16)).sqlite"
+            ? Run.stateDirectory + "/journal-\(String(XXH64.hash(Array(spec.output.utf8)), radix: 16)).sqlite"
             : spec.output + "/.tessera/journal.sqlite")
         // A root that cannot be written is a usage error, found before any work starts.
         try OutputRoot.prepare(spec.output, journal: journalPath, storage: spec.storage)
@@ -121,13 +130,17 @@ struct Run: ParsableCommand {
             warn("note: cancelled unfinished job \(other.id) (\(other.spec.name)) of an earlier run with other settings")
         }
         let jobID: String, total: Int, planMilliseconds: Double
+        var skippedFiles: [String: Int]?
         if let earlier {
             (jobID, total, planMilliseconds) = (earlier.id, earlier.total, 0)
             warn("resuming \(earlier.id) (\(spec.name)): \(earlier.done) of \(earlier.total) tasks done by an earlier run")
         } else {
             do {
-                let submitted = try client.submit(spec)
+                // Our own coordinator: planning may take as long as it takes (it stops with us).
+                let submitted = try client.submit(spec, timeout: 3600)
                 (jobID, total, planMilliseconds) = (submitted.job, submitted.tasks, submitted.planMilliseconds)
+                skippedFiles = submitted.skippedFiles
+                if total == 0 { warn("warning: no images in the job's inputs" + (SkippedFiles.line(skippedFiles ?? [:]).map { " (\($0))" } ?? "")) }
             } catch let e as ErrorReply {
                 pool.killWorkers()
                 pool.stopCoordinator()
@@ -171,8 +184,9 @@ struct Run: ParsableCommand {
         let raw = (try? client.results(job: jobID)) ?? []
         pool.shutdown()
         let records = raw.compactMap { try? JSONDecoder().decode(TaskRecord.self, from: Data($0)) }
-        let summary = RunSummary(records: records, seconds: seconds, outputRoot: spec.output, journal: journalPath,
+        var summary = RunSummary(records: records, seconds: seconds, outputRoot: spec.output, journal: journalPath,
                                  workedBefore: earlier?.worked ?? 0)
+        summary.skippedFiles = skippedFiles
         if let report {
             let base = report.hasSuffix(".jsonl") || report.hasSuffix(".csv") || report.hasSuffix(".html")
                 ? (report as NSString).deletingPathExtension : report
@@ -270,7 +284,8 @@ struct Run: ParsableCommand {
                 .joined(separator: ", ")
                 + (peaks.contains { $0.value.isUpperBound } ? " (≤: tasks ran side by side, the process peak is an upper bound)" : ""))
         }
-        printFailures(s.failures, more: report == nil ? "tessera results \(job.id) --failed, or --report FILE" : "see the report")
+        if let line = SkippedFiles.line(s.skippedFiles ?? [:]) { print(line) }
+        printFailures(s.failures, more: report == nil ? "--report FILE lists them all" : "all in the report")
         print("outputs in \(s.outputRoot ?? "?"); journal \(s.journal ?? "?")")
     }
 }

@@ -35,6 +35,9 @@ struct Strip: ParsableCommand {
     @Flag(help: "One JSON record per file (docs/JSON.md: a record with `strip`).")
     var json = false
 
+    @Flag(help: "Count files in input folders that are not images Tessera reads as failures (default: listed as skipped).")
+    var strict = false
+
     func validate() throws {
         guard OrientationHandling(rawValue: orientation) != nil else {
             throw ValidationError("--orientation must be tag or transform")
@@ -43,8 +46,9 @@ struct Strip: ParsableCommand {
 
     func run() throws {
         let files: [InputFile]
+        let skipped = SkippedFiles(keepPaths: strict)
         do {
-            files = try InputDiscovery.expand(inputs, outputRoot: output)
+            files = try discoverInputs(inputs, outputRoot: output, skipped: skipped)
         } catch {
             warn("error: \(error)")
             throw Exit.usage
@@ -79,7 +83,13 @@ struct Strip: ParsableCommand {
                 print("ok   \(Paths.display(file.name)) -> \(out.path) \(formatBytes(record.bytesIn)) -> \(formatBytes(out.bytes)); removed \(removed)\(how)")
             }
         }
-        let summary = RunSummary(records: records, seconds: clock.seconds, outputRoot: output)
+        let passedOver = strictRecords(skipped)
+        for r in passedOver {
+            warn("error: \(r.error?.message ?? r.input)")
+            if json { printJSONLine(r) }
+        }
+        var summary = RunSummary(records: records + passedOver, seconds: clock.seconds, outputRoot: output)
+        if !strict && skipped.total > 0 { summary.skippedFiles = skipped.byExtension }
         if json { printJSONLine(summary) } else { summary.printStripSummary() }
         if summary.failed > 0 { throw Exit.someFailed }
     }
@@ -90,6 +100,7 @@ extension RunSummary {
     func printStripSummary() {
         print(String(format: "%@, %d stripped, %d failed in %.2f s; %@ in, %@ out",
                      counted(tasks, "file"), succeeded, failed, elapsedSeconds, formatBytes(bytesIn), formatBytes(bytesOut)))
+        if let line = SkippedFiles.line(skippedFiles ?? [:]) { print(line + " (--strict fails them)") }
         if !failures.isEmpty {
             print("failures: " + failures.map { "\($0.code) \($0.count)" }.joined(separator: ", "))
         }

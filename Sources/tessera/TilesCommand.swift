@@ -84,9 +84,7 @@ struct Tiles: ParsableCommand {
     func run() throws {
         let settings = try settings()
         let cwd = FileManager.default.currentDirectoryPath
-        func absolute(_ p: String) -> String {
-            Location.isRemote(p) ? p : ((p.hasPrefix("/") ? p : cwd + "/" + p) as NSString).standardizingPath
-        }
+        func absolute(_ p: String) -> String { Location.resolve(p, from: cwd) }
         var spec = JobSpec(name: "tiles", kind: .tiles, inputs: sources.map { .path(absolute($0), patterns: [], recursive: true) },
                            output: absolute(output), tiles: settings)
         spec.options.maxMegapixels = JobOptions.tilesMaxMegapixels
