@@ -8,10 +8,10 @@ import TesseraWire
 
 /// Replaces a job's inputs and output root (command-line overrides, relative to the current directory).
 struct JobOverrides: ParsableArguments {
-    @Option(name: .long, help: "Use these inputs instead of the job file's (repeatable).")
+    @Option(name: .long, help: "Use these inputs instead of the job file's (repeatable).", completion: .file())
     var input: [String] = []
 
-    @Option(name: .long, help: "Use this output root instead of the job file's.")
+    @Option(name: .long, help: "Use this output root instead of the job file's.", completion: .directory)
     var output: String?
 
     func apply(to spec: inout JobSpec) {
@@ -67,10 +67,10 @@ func describe(_ s: JobStatus) -> String {
 struct Submit: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Submit a job file to a running coordinator; prints the job id.", discussion: Exit.help)
 
-    @Argument(help: "Job file (YAML).")
+    @Argument(help: "Job file (YAML).", completion: .file(extensions: ["yaml", "yml", "json"]))
     var job: String
 
-    @Option(help: "Preset file (JSON) adding presets (repeatable).")
+    @Option(help: "Preset file (JSON) adding presets (repeatable).", completion: .file(extensions: ["json"]))
     var presets: [String] = []
 
     @Flag(help: "Print {\"type\": \"submitted\", \"version\": 1, \"job\": ID, \"tasks\": N, \"planMilliseconds\": MS} (with --wait, then the job's final status; docs/JSON.md).")
@@ -193,10 +193,11 @@ struct Report: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Make a self-contained HTML report from records (JSON lines); two or more runs are compared.")
 
-    @Argument(help: "Record files (JSON lines: `run --report FILE` writes FILE.jsonl; `results ID` prints them).")
+    @Argument(help: "Record files (JSON lines: `run --report FILE` writes FILE.jsonl; `results ID` prints them).",
+              completion: .file(extensions: ["jsonl"]))
     var records: [String]
 
-    @Option(help: "The HTML file to write.")
+    @Option(help: "The HTML file to write.", completion: .file(extensions: ["html"]))
     var html: String
 
     func run() throws {

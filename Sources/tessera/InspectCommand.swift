@@ -9,7 +9,7 @@ struct Inspect: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show format, dimensions, subsampling, orientation, ICC and metadata of images.")
 
-    @Argument(help: "Image files.")
+    @Argument(help: "Image files.", completion: .file())
     var files: [String]
 
     @Flag(help: "One JSON object per file.")

@@ -71,7 +71,8 @@ struct CoordinatorOption: ParsableArguments {
 }
 
 struct LogOptions: ParsableArguments {
-    @Option(help: "Log level: trace, debug, info, notice, warning, error.")
+    @Option(help: "Log level: trace, debug, info, notice, warning, error.",
+            completion: .list(["trace", "debug", "info", "notice", "warning", "error"]))
     var logLevel: String = "info"
 
     func validate() throws {

@@ -25,31 +25,46 @@ struct Render: ParsableCommand {
             \(Exit.help)
             """)
 
-    @Argument(help: "Image files or directories, or - for standard input.")
+    @Argument(help: "Image files or directories, or - for standard input.", completion: .file())
     var inputs: [String]
 
     @Option(name: .shortAndLong, help: "Box to fit in: WxH, or N for NxN (like vipsthumbnail -s).")
     var size: String?
 
-    @Option(help: "fit (inside the box) or fill (cover the box, centre-crop). Default: fit.")
+    @Option(help: "fit (inside the box) or fill (cover the box, centre-crop). Default: fit.", completion: .list(["fit", "fill"]))
     var fit: String?
 
     @Option(name: .shortAndLong, parsing: .unconditional, help: "Quality 0...1 (0.8 unless a preset says otherwise).")
     var quality: Double?
 
-    @Option(help: "Output format: jpeg, png, webp, avif, original or auto (default: original); a list (avif,webp,jpeg) writes one file per format from one decode.")
+    @Option(help: "Output format: jpeg, png, webp, avif, original or auto (default: original); a list (avif,webp,jpeg) writes one file per format from one decode.",
+            completion: .list(OutputFormat.allCases.map(\.rawValue)))
     var format: String?
 
     @Flag(help: "HEIF/AVIF: always decode the primary image, never a thumbnail item (by default a thumbnail that covers the output is used, as vips does).")
     var primary = false
 
-    @Option(help: "Metadata to keep, comma-separated: icc, copyright (default: none; everything else is always removed).")
+    @Option(parsing: .unconditional, help: "Largest output file in bytes: the highest quality that fits (binary search), or the task fails.")
+    var maxBytes: Int?
+
+    @Flag(help: "Progressive JPEG output.")
+    var progressive = false
+
+    @Flag(help: "Lossless WebP output.")
+    var lossless = false
+
+    @Option(parsing: .unconditional, help: "Encoder effort 0...9: more is smaller and slower (WebP method 0...6, AVIF speed 9 - effort). Default: WebP 4, AVIF 2.")
+    var effort: Int?
+
+    @Option(help: "Metadata to keep, comma-separated: icc, copyright (default: none; everything else is always removed).",
+            completion: .list(KeptMetadata.allCases.map(\.rawValue)))
     var keep: String?
 
     @Flag(help: "Remove all metadata (the default; overrides a preset's keep).")
     var strip = false
 
-    @Option(help: "With --fit fill or --crop W:H: the part kept — centre, north, south, east, west, northeast, northwest, southeast, southwest, or attention (where detail, colour and skin tones are).")
+    @Option(help: "With --fit fill or --crop W:H: the part kept — centre, north, south, east, west, northeast, northwest, southeast, southwest, or attention (where detail, colour and skin tones are).",
+            completion: .list(Gravity.allCases.map(\.rawValue)))
     var gravity: String?
 
     @Option(help: "Crop before resizing: an aspect ratio W:H (placed by --gravity), or X,Y,W,H in pixels (fractions of the image when all are at most 1 and one has a decimal point).")
@@ -64,16 +79,16 @@ struct Render: ParsableCommand {
     @Option(parsing: .unconditional, help: "Blur after resizing: Gaussian of this sigma, in output pixels.")
     var blur: Double?
 
-    @Option(name: .shortAndLong, help: "Preset to render (repeatable). See `tessera presets`.")
+    @Option(name: .shortAndLong, help: "Preset to render (repeatable). See `tessera presets`.", completion: .list(PresetCatalog.builtIn.names))
     var preset: [String] = []
 
-    @Option(name: .shortAndLong, help: "Recipe file (JSON) to render (repeatable).")
+    @Option(name: .shortAndLong, help: "Recipe file (JSON) to render (repeatable).", completion: .file(extensions: ["json"]))
     var recipe: [String] = []
 
-    @Option(help: "Preset file (JSON) adding presets (repeatable).")
+    @Option(help: "Preset file (JSON) adding presets (repeatable).", completion: .file(extensions: ["json"]))
     var presets: [String] = []
 
-    @Option(name: .shortAndLong, help: "Output directory, or - for standard output (one input, one output).")
+    @Option(name: .shortAndLong, help: "Output directory, or - for standard output (one input, one output).", completion: .directory)
     var output: String
 
     @Option(help: "Output path template under OUTDIR.")
@@ -133,11 +148,14 @@ struct Render: ParsableCommand {
             r.name = name
             outputs.append(.init(name: name, recipe: r))
         }
+        let encoding = maxBytes != nil || progressive || lossless || effort != nil
         let adHoc = size != nil || fit != nil || quality != nil || format != nil || keep != nil || strip || sharpen != nil || blur != nil || gravity != nil
-            || crop != nil || trim
+            || crop != nil || trim || encoding
         if outputs.isEmpty {
-            guard size != nil || crop != nil || trim else {
-                throw ValidationError("give a size (-s 256), a preset (-p thumbnail) or a recipe (-r FILE)")
+            // Without a size, the image keeps its size: a re-encode (--format webp, -q 0.6, --max-bytes).
+            guard adHoc else {
+                throw ValidationError("give a size (-s 256), a preset (-p thumbnail), a recipe (-r FILE), or an output setting"
+                                      + " to re-encode at the same size (--format webp, -q 0.7, --max-bytes 200000)")
             }
             var r = Recipe(name: "render", operations: [], output: OutputSettings(format: .original, quality: 0.8))
             r.name = nil
@@ -190,6 +208,8 @@ struct Render: ParsableCommand {
         // The recipe's own ranges, named by the flag that set them.
         if let s = sharpen, !(s.isFinite && (0.3...10).contains(s)) { throw ValidationError("--sharpen must be 0.3...10, got \(s)") }
         if let s = blur, !(s.isFinite && (0.3...100).contains(s)) { throw ValidationError("--blur must be 0.3...100, got \(s)") }
+        if let m = maxBytes, m <= 0 { throw ValidationError("--max-bytes must be a positive byte count, got \(m)") }
+        if let e = effort, !(0...9).contains(e) { throw ValidationError("--effort must be 0...9, got \(e)") }
         return try outputs.map { o in
             var r = o.recipe
             if let box {
@@ -224,6 +244,13 @@ struct Render: ParsableCommand {
                 r.output.formats = formatList.map { FormatChoice($0) }
             }
             if let kept { r.output.keep = kept }
+            if let maxBytes { r.output.maxBytes = maxBytes }
+            if progressive { r.output.progressive = true }
+            if lossless { r.output.lossless = true }
+            if let effort {
+                r.output.webpMethod = min(6, effort)
+                r.output.avifSpeed = 9 - effort
+            }
             if let blur { r.operations.append(.blur(sigma: blur)) }
             if let sharpen { r.operations.append(.sharpen(UnsharpMask(sigma: sharpen))) }
             do { try r.validate() } catch let e as ImagingError { throw ValidationError(e.reason) }
@@ -267,12 +294,13 @@ struct Render: ParsableCommand {
         return box
     }
 
+    /// Only what needs no other option: argument-parser reports an unknown option after
+    /// `validate()`, so the checks that combine options (`outputs()`) run in `run()`, after it.
     func validate() throws {
         guard (threads ?? 1) >= 1 else { throw ValidationError("--threads must be at least 1") }
         if output == "-" && (inputs.count != 1 || inputs[0] != "-" && FileManager.default.fileExists(atPath: inputs[0] + "/")) {
             throw ValidationError("-o - writes one image to standard output: give one input file (or -)")
         }
-        _ = try outputs()
     }
 
     func run() throws {

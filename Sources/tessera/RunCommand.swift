@@ -19,7 +19,7 @@ struct Run: ParsableCommand {
             \(Exit.help)
             """)
 
-    @Argument(help: "Job file (YAML).")
+    @Argument(help: "Job file (YAML).", completion: .file(extensions: ["yaml", "yml", "json"]))
     var job: String
 
     @Option(name: [.customShort("w"), .customLong("workers")], parsing: .unconditional, help: "Worker processes (default: the core count).")
@@ -36,10 +36,10 @@ struct Run: ParsableCommand {
     @Option(help: "SQLite journal.")
     var journal: String?
 
-    @Option(help: "Write per-task records to FILE.jsonl and FILE.csv (FILE.html: also a self-contained HTML report with charts).")
+    @Option(help: "Write per-task records to FILE.jsonl and FILE.csv (FILE.html: also a self-contained HTML report with charts).", completion: .file())
     var report: String?
 
-    @Option(help: "Preset file (JSON) adding presets (repeatable).")
+    @Option(help: "Preset file (JSON) adding presets (repeatable).", completion: .file(extensions: ["json"]))
     var presets: [String] = []
 
     @Flag(help: "Progress and summary as JSON lines.")

@@ -17,13 +17,13 @@ struct Strip: ParsableCommand {
             \(Exit.help)
             """)
 
-    @Argument(help: "Image files or directories.")
+    @Argument(help: "Image files or directories.", completion: .file())
     var inputs: [String]
 
-    @Option(name: .shortAndLong, help: "Output directory.")
+    @Option(name: .shortAndLong, help: "Output directory.", completion: .directory)
     var output: String
 
-    @Option(help: "tag (keep only the Orientation tag) or transform (rotate losslessly).")
+    @Option(help: "tag (keep only the Orientation tag) or transform (rotate losslessly).", completion: .list(["tag", "transform"]))
     var orientation: String = "tag"
 
     @Flag(help: "Drop the ICC profile too.")

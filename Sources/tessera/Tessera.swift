@@ -38,6 +38,9 @@ struct Tessera: ParsableCommand {
         } catch {
             if exitCode(for: error) == .validationFailure {
                 warn("error: " + message(for: error))
+                let names = configuration.subcommands.map { $0._commandName }
+                let sub = CommandLine.arguments.dropFirst().first.flatMap { names.contains($0) ? $0 + " " : nil } ?? ""
+                warn("see 'tessera \(sub)--help'")
                 Foundation.exit(Exit.usage.rawValue)
             }
             // Exit codes thrown on purpose, help and version requests: as argument-parser does.

@@ -17,13 +17,13 @@ struct Tiles: ParsableCommand {
             \(Exit.help)
             """)
 
-    @Argument(help: "JPEG, PNG, HEIC, AVIF or WebP sources, or directories of them.")
+    @Argument(help: "JPEG, PNG, HEIC, AVIF or WebP sources, or directories of them.", completion: .file())
     var sources: [String]
 
-    @Option(name: .shortAndLong, help: "Output directory.")
+    @Option(name: .shortAndLong, help: "Output directory.", completion: .directory)
     var output: String
 
-    @Option(help: "deepzoom, iiif (Image API 2) or iiif3.")
+    @Option(help: "deepzoom, iiif (Image API 2) or iiif3.", completion: .list(TileLayout.allCases.map(\.rawValue)))
     var layout: String = "deepzoom"
 
     @Option(parsing: .unconditional, help: "Tile size (default: 254 for Deep Zoom, 256 for IIIF).")
@@ -32,7 +32,7 @@ struct Tiles: ParsableCommand {
     @Option(parsing: .unconditional, help: "Overlap in pixels (default: 1 for Deep Zoom, 0 for IIIF).")
     var overlap: Int?
 
-    @Option(help: "Tile format: jpeg or png.")
+    @Option(help: "Tile format: jpeg or png.", completion: .list(["jpeg", "png"]))
     var format: String = "jpeg"
 
     @Option(parsing: .unconditional, help: "JPEG quality, 0...1 (dzsave's Q 75 is 0.75).")

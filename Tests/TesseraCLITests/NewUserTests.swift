@@ -124,3 +124,109 @@ final class NewUserTests: XCTestCase {
         XCTAssertTrue(one.stdout.contains("1 image in"), one.stdout)
     }
 }
+
+extension NewUserTests {
+    /// `status` with no coordinator waited 30 s; `submit --timeout 5` waited 120 s.
+    func testClientsSayThereIsNoCoordinatorAtOnceAndHonourTheirTimeout() throws {
+        let port = freePort()
+        for endpoint in ["tcp://127.0.0.1:\(port)", "ipc://\(dir)/none.sock"] {
+            let start = Date()
+            let r = try tessera(["status", "--coordinator", endpoint])
+            XCTAssertEqual(r.status, 3, r.stderr)
+            XCTAssertLessThan(Date().timeIntervalSince(start), 2.5, endpoint)
+            XCTAssertTrue(r.stderr.contains("no coordinator at \(endpoint)"), r.stderr)
+        }
+        // Something that accepts connections and never answers: the time-out, as given.
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        XCTAssertEqual(bound, 0)
+        XCTAssertEqual(listen(listener, 16), 0)
+        try Data("name: t\ninputs: [in]\noutput: out\noutputs: [{preset: thumbnail}]\n".utf8).write(to: URL(fileURLWithPath: dir + "/job.yaml"))
+        let start = Date()
+        let r = try tessera(["submit", dir + "/job.yaml", "--coordinator", "tcp://127.0.0.1:\(port)", "--timeout", "2"])
+        let took = Date().timeIntervalSince(start)
+        XCTAssertEqual(r.status, 3, r.stderr)
+        XCTAssertTrue(r.stderr.contains("within 2 s"), r.stderr)
+        XCTAssertGreaterThan(took, 1.9)
+        XCTAssertLessThan(took, 4)
+    }
+
+    /// A folder's GIFs, TIFFs and text files were dropped without a word; an empty folder gave exit 0 silently.
+    func testFilesPassedOverAreListedAndStrictFailsThem() throws {
+        for (name, text) in [("b.tif", "x"), ("c.gif", "x"), ("d.TIF", "x"), ("notes.txt", "x"), (".hidden.txt", "x")] {
+            try write("in/" + name, Array(text.utf8))
+        }
+        try write("empty/readme.pdf", Array("x".utf8))
+        let r = try tessera(["render", dir + "/in", dir + "/empty", "-s", "32", "-o", dir + "/out"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertTrue(r.stdout.contains("skipped 5 files that are not images Tessera reads: 2 .tif, 1 .gif, 1 .pdf, 1 .txt"), r.stdout)
+        XCTAssertTrue(r.stderr.contains("warning: \(dir)/empty: no images (1 other file)"), r.stderr)
+        let json = try tessera(["render", dir + "/in", "-s", "32", "-o", dir + "/out2", "--json"])
+        let summary = json.stdout.split(separator: "\n").last.map(String.init) ?? ""
+        XCTAssertTrue(summary.contains("\"skippedFiles\":{\".gif\":1,\".tif\":2,\".txt\":1}"), summary)
+        let strict = try tessera(["render", dir + "/in", "-s", "32", "-o", dir + "/out3", "--strict"])
+        XCTAssertEqual(strict.status, 1, strict.stdout)
+        XCTAssertTrue(strict.stdout.contains("7 images, 3 ok, 4 failed"), strict.stdout)
+        XCTAssertTrue(strict.stderr.contains("\(dir)/in/c.gif: not an image Tessera reads (.gif)"), strict.stderr)
+        try Data("name: t\ninputs: [in]\noutput: pool\noutputs: [{preset: thumbnail}]\n".utf8).write(to: URL(fileURLWithPath: dir + "/job.yaml"))
+        let run = try tessera(["run", dir + "/job.yaml", "-w", "1"])
+        XCTAssertTrue(run.stdout.contains("skipped 4 files that are not images Tessera reads: 2 .tif, 1 .gif, 1 .txt"), run.stdout)
+    }
+
+    /// `run --output s3://…` made a local folder `./s3:/…`.
+    func testLocationOptionsReadURLsAsURLs() throws {
+        try Data("name: t\ninputs: [in]\noutput: out\noutputs: [{preset: thumbnail}]\n".utf8).write(to: URL(fileURLWithPath: dir + "/job.yaml"))
+        // No store answers on this port: the job fails to reach it, and no local folder is made for the URL.
+        let r = try tessera(["run", dir + "/job.yaml", "-w", "1", "--output", "s3://bucket/out",
+                             "--input", "s3://bucket/in/"], in: dir,
+                            environment: ["AWS_ENDPOINT_URL": "http://127.0.0.1:\(freePort())", "AWS_ACCESS_KEY_ID": "k",
+                                          "AWS_SECRET_ACCESS_KEY": "s", "XDG_STATE_HOME": dir + "/state"])
+        XCTAssertNotEqual(r.status, 0)
+        XCTAssertTrue(r.stderr.contains("s3://bucket/"), r.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/s3:"), "no local folder named after the URL")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/.tessera"), "no journal in the working directory")
+    }
+}
+
+extension NewUserTests {
+    /// `--max-bytes` without a size said "give a size" before "Unknown option"; plain
+    /// re-encoding demanded `-s`.
+    func testArgumentErrorsComeFirstAndReencodingKeepsTheSize() throws {
+        let unknown = try tessera(["render", dir + "/in/a.jpg", "--bogus", "-o", dir + "/b"])
+        XCTAssertEqual(unknown.status, 2)
+        XCTAssertTrue(unknown.stderr.hasPrefix("error: Unknown option '--bogus'"), unknown.stderr)
+        let webp = try tessera(["render", dir + "/in/a.jpg", "--format", "webp", "-o", dir + "/re"])
+        XCTAssertEqual(webp.status, 0, webp.stderr)
+        let info = try ImageInfo.inspect([UInt8](try XCTUnwrap(bytes("re/a.webp"))))
+        XCTAssertEqual(Size(width: info.width, height: info.height), Size(width: 400, height: 300), "the size is kept")
+        let budget = try tessera(["render", dir + "/in/a.jpg", "--max-bytes", "3000", "--progressive", "-o", dir + "/small", "--json"])
+        XCTAssertEqual(budget.status, 0, budget.stderr)
+        XCTAssertLessThanOrEqual(try XCTUnwrap(bytes("small/a.jpg")).count, 3000)
+        let lossless = try tessera(["render", dir + "/in/c.png", "--format", "webp", "--lossless", "--effort", "9", "-o", dir + "/ll"])
+        XCTAssertEqual(lossless.status, 0, lossless.stderr)
+        let decoded = try Renderer.decode([UInt8](try XCTUnwrap(bytes("ll/c.webp"))))
+        XCTAssertEqual(decoded.pixel(x: 10, y: 10), [90, 120, 150], "lossless: the exact pixels")
+        XCTAssertEqual(try tessera(["render", dir + "/in/a.jpg", "--effort", "12", "-o", dir + "/x"]).status, 2)
+        let nothing = try tessera(["render", dir + "/in/a.jpg", "-o", dir + "/x"])
+        XCTAssertEqual(nothing.status, 2)
+        XCTAssertTrue(nothing.stderr.contains("--format webp"), nothing.stderr)
+    }
+
+    /// Bash completion completed subcommands and flags only.
+    func testBashCompletionCompletesPathsAndValues() throws {
+        let script = try tessera(["--generate-completion-script", "bash"]).stdout
+        XCTAssertTrue(script.contains("'--fit')\n        __tessera_add_completions -W 'fit'$'\\n''fill'"), "values of --fit")
+        XCTAssertTrue(script.contains("-W 'original'$'\\n''jpeg'"), "values of --format")
+        XCTAssertTrue(script.contains("'thumbnail'$'\\n''compressedThumbnail'"), "preset names for -p")
+        XCTAssertTrue(script.contains("'deepzoom'"), "values of --layout")
+        XCTAssertTrue(script.contains("'trace'$'\\n''debug'"), "values of --log-level")
+        XCTAssertTrue(script.contains("-fX '!*.@(yaml|yml|json)'"), "job files")
+        XCTAssertTrue(script.contains("__tessera_add_completions -f"), "image paths")
+    }
+}

@@ -21,8 +21,10 @@ public let tesseraBinary: URL = {
 
 /// Runs a program to its end (found on PATH unless the path is absolute) in `cwd`, with
 /// `input` on its standard input: the one process runner of every test target.
-public func runProcess(_ program: String, _ args: [String], in cwd: String? = nil, input: Data? = nil) throws -> ProcessResult {
+public func runProcess(_ program: String, _ args: [String], in cwd: String? = nil, input: Data? = nil,
+                       environment: [String: String] = [:]) throws -> ProcessResult {
     let p = Process()
+    if !environment.isEmpty { p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
     p.executableURL = URL(fileURLWithPath: program.hasPrefix("/") ? program : "/usr/bin/env")
     p.arguments = program.hasPrefix("/") ? args : [program] + args
     if let cwd { p.currentDirectoryURL = URL(fileURLWithPath: cwd) }
@@ -46,6 +48,7 @@ public func runProcess(_ program: String, _ args: [String], in cwd: String? = ni
 }
 
 /// Runs `tessera` to its end.
-public func tessera(_ args: [String], in cwd: String? = nil, input: Data? = nil) throws -> ProcessResult {
-    try runProcess(tesseraBinary.path, args, in: cwd, input: input)
+public func tessera(_ args: [String], in cwd: String? = nil, input: Data? = nil,
+                    environment: [String: String] = [:]) throws -> ProcessResult {
+    try runProcess(tesseraBinary.path, args, in: cwd, input: input, environment: environment)
 }
