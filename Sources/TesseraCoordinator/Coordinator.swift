@@ -418,6 +418,9 @@ public final class Coordinator: @unchecked Sendable {
                 case .revoke(let worker, let refs):
                     send(worker, Envelope(MessageType.revoke, body: TaskRef.encode(refs)))
                 case .ended(let waiters, let status):
+                    // A client told the job is done finds /metrics saying so (they refresh
+                    // every half second otherwise).
+                    if exporter != nil { metrics.refresh(jobs: jobs, workers: Array(workers.values)) }
                     for waiter in waiters { reply(waiter, Envelope(MessageType.done, json: status)) }
                 }
             }

@@ -57,6 +57,14 @@ package final class Journal {
     }
 
     package init(path: String) throws {
+        // The journal holds what workers must fetch, presigned URLs with their signatures
+        // included: readable by its owner only (SQLite gives its -wal and -shm files the
+        // database's mode).
+        let fd = Paths.withCString(path) { open($0, O_RDWR | O_CREAT | O_CLOEXEC, 0o600) }
+        if fd >= 0 {
+            fchmod(fd, 0o600)
+            close(fd)
+        }
         var config = Configuration()
         config.journalMode = .wal
         config.prepareDatabase { db in

@@ -70,7 +70,8 @@ public enum DashboardPage {
       return e;
     }
     const fmt = (n, d = 1) => (n == null || !isFinite(n)) ? "" : Number(n).toFixed(d);
-    const bytes = (n) => n >= 1048576 ? fmt(n / 1048576) + " MB" : n >= 1024 ? fmt(n / 1024) + " kB" : n + " B";
+    // Decimal units, as the command line prints them (1 MB = 1,000,000 bytes).
+    const bytes = (n) => n >= 1e9 ? fmt(n / 1e9) + " GB" : n >= 1e6 ? fmt(n / 1e6) + " MB" : n >= 1e3 ? fmt(n / 1e3) + " kB" : n + " B";
     const eta = (s) => s == null ? "" : s < 60 ? fmt(s, 0) + " s" : fmt(s / 60, 1) + " min";
     let state = { jobs: [], workers: [] }, selected = null;
 

@@ -194,8 +194,10 @@ public struct JobView: Codable, Sendable {
         }
 
         /// The view now; `total`, `running` and `state` come from the scheduler (or the summary).
+        /// - Parameter tasksPerSecond: the run's own rate when a summary knows it (a resumed
+        ///   job's report counts only this run's tasks, as `RunSummary` does).
         public func view(id: String, name: String, kind: String, state: String, total: Int, running: Int,
-                         elapsed: Double) -> JobView {
+                         elapsed: Double, tasksPerSecond: Double? = nil) -> JobView {
             lock.lock()
             defer { lock.unlock() }
             var v = JobView()
@@ -209,8 +211,9 @@ public struct JobView: Codable, Sendable {
             v.elapsedSeconds = elapsed
             let worked = counts.succeeded + counts.failed
             if elapsed > 0 {
-                v.filesPerSecond = Double(worked) / elapsed
-                v.megabytesPerSecond = Double(bytesIn) / 1_048_576 / elapsed
+                v.filesPerSecond = tasksPerSecond ?? Double(worked) / elapsed
+                // Decimal megabytes, as every figure Tessera prints (1 MB = 1,000,000 bytes).
+                v.megabytesPerSecond = worked > 0 ? Double(bytesIn) / 1e6 / elapsed * (v.filesPerSecond * elapsed / Double(worked)) : 0
             }
             let left = total - v.done
             if left > 0, v.filesPerSecond > 0 { v.etaSeconds = Double(left) / v.filesPerSecond }

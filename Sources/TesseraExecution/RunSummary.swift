@@ -154,6 +154,31 @@ public struct RunSummary: Codable, Sendable {
     }
 }
 
+extension RunSummary {
+    /// The seconds records were being worked on: the union of their tasks' intervals
+    /// (finish time less task time). What a report of records without a summary divides by:
+    /// the pause between an interrupted run and its resumption is not work.
+    public static func busySeconds(_ records: [TaskRecord]) -> Double {
+        let spans = records.compactMap { r -> (Double, Double)? in
+            guard let end = r.finishedAt, end.isFinite else { return nil }
+            let length = r.timings.total.isFinite ? min(max(0, r.timings.total / 1000), 86_400) : 0
+            return (end - length, end)
+        }.sorted { $0.0 < $1.0 }
+        var busy = 0.0
+        var current: (Double, Double)?
+        for span in spans {
+            if let c = current, span.0 <= c.1 {
+                current = (c.0, max(c.1, span.1))
+            } else {
+                if let c = current { busy += c.1 - c.0 }
+                current = span
+            }
+        }
+        if let c = current { busy += c.1 - c.0 }
+        return busy
+    }
+}
+
 /// Per-task records as JSON lines and as CSV.
 public enum RecordWriters {
     /// One run in an HTML report: its records and summary, and what to call it.
@@ -177,7 +202,7 @@ public enum RecordWriters {
             for (i, r) in records.enumerated() { accumulator.add(r, at: r.finishedAt ?? start + Double(i) * 1e-3) }
             let state = summary.failed > 0 ? "failed" : summary.cancelled > 0 ? "cancelled" : "succeeded"
             return accumulator.view(id: id, name: name, kind: kind, state: state, total: summary.tasks, running: 0,
-                                    elapsed: summary.elapsedSeconds)
+                                    elapsed: summary.elapsedSeconds, tasksPerSecond: summary.tasksPerSecond)
         }
     }
 

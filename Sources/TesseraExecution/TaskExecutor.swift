@@ -73,11 +73,14 @@ public enum TaskExecutor {
             }
             // Inline bytes as they came; files mapped, not copied; URLs fetched (or from the cache).
             func body(_ bytes: UnsafeRawBufferPointer, version: String?) throws {
-                let r0 = clock.milliseconds
                 record.bytesIn = bytes.count
                 // The content hash (or the store's version of an object) is only needed for incremental reruns.
                 if job.options.incremental { outcome.inputHash = version.map(versionHash) ?? XXH64.hash(bytes) }
-                record.timings.read = clock.milliseconds - r0
+                // Everything up to here that is not the download: opening and mapping the file, hashing.
+                record.timings.read = max(0, clock.milliseconds - record.timings.fetch)
+                // Every millisecond of a task belongs to a stage: what the renderer does not
+                // time itself (naming, staging, commit) is the write stage's.
+                var workEnd = clock.milliseconds
                 if job.options.incremental, let expected = expectedHash, expected == outcome.inputHash,
                    try expectedOutputs.allSatisfy(storage.exists) {
                     record.status = .skipped
@@ -87,11 +90,13 @@ public enum TaskExecutor {
                 switch job.kind {
                 case .thumbnail, .recompress:
                     let result: RenderResult
+                    let r0 = clock.milliseconds
                     do {
                         result = try Renderer.render(bytes: bytes, recipes: job.outputs.map(\.recipe), options: options)
                     } catch let e as ImagingError {
                         throw e.naming(input.path)
                     }
+                    workEnd = r0 + result.timings.total
                     record.sourceFormat = result.source.format.rawValue
                     record.sourceWidth = result.source.storedSize.width
                     record.sourceHeight = result.source.storedSize.height
@@ -114,6 +119,7 @@ public enum TaskExecutor {
                     }
                     record.sourceFormat = result.format.rawValue
                     record.timings.encode = clock.milliseconds - t0
+                    workEnd = clock.milliseconds
                     record.strip = .init(removed: result.removed, orientation: result.orientation, transformed: result.transformed)
                     // Stripping keeps names: `{ext}` is the input's own extension.
                     let rel = try job.naming(job.outputs.first).relativePath(
@@ -134,7 +140,7 @@ public enum TaskExecutor {
                     throw JobError(.outputCollision, "two outputs would be written to the same path (\(relatives.joined(separator: ", ")))",
                                    file: input.path)
                 }
-                let writeStart = clock.milliseconds
+                let writeStart = workEnd
                 if returnInline {
                     outcome.inlineOutputs = files.map { ($0.record.path, $0.bytes) }
                 } else if remoteOutputs {

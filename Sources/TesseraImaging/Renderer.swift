@@ -329,7 +329,13 @@ public enum Renderer {
 
         // Decode once, streaming rows into every output's resampler. Every row is read,
         // even past the last one an output needs, so damage at the end is reported.
-        if whole == nil { try source.start(scaleEighths: scale, maxBatchRows: batchRows) }
+        // Starting may be the whole decode (libheif, libwebp): decode time like the rows'.
+        if whole == nil {
+            let t0 = clock.milliseconds
+            try source.start(scaleEighths: scale, maxBatchRows: batchRows)
+            timings.decode += clock.milliseconds - t0
+        }
+        let r0 = clock.milliseconds
         let decoded = whole.map { Size(width: $0.width, height: $0.height) } ?? source.decodedSize
         try options.limits.checkDimensions(decoded)
         // libjpeg maps each 8x8 block to m x m pixels: the geometry is exactly m/8
@@ -342,6 +348,7 @@ public enum Renderer {
                       region: plan.storedRegion.scaled(x: sx, y: sy),
                       outputSize: plan.storedOutputSize, filter: plan.filter)
         }
+        timings.resize += clock.milliseconds - r0  // the resamplers' weights and buffers
         if let whole {
             let t0 = clock.milliseconds
             for r in resamplers { r.consume(whole.base, stride: whole.stride, count: whole.height) }

@@ -209,18 +209,30 @@ struct Report: ParsableCommand {
                 throw Exit.usage
             }
             var decoded: [TaskRecord] = []
+            var written: RunSummary?
+            struct Kind: Decodable { var type: String? }
             for (n, line) in bytes.split(separator: UInt8(ascii: "\n")).enumerated() where !line.isEmpty {
+                // `run --report` ends with the run's summary: its rate is the run's own.
+                if (try? JSONDecoder().decode(Kind.self, from: Data(line)))?.type == "summary",
+                   let s = try? JSONDecoder().decode(RunSummary.self, from: Data(line)) {
+                    written = s
+                    continue
+                }
                 guard let r = try? JSONDecoder().decode(TaskRecord.self, from: Data(line)) else {
                     warn("error: \(file):\(n + 1): not a task record [invalid-record]")
                     throw Exit.usage
                 }
                 decoded.append(r)
             }
-            let times = decoded.compactMap(\.finishedAt)
-            let seconds = (times.max() ?? 0) - (times.min() ?? 0) + (decoded.map(\.timings.total).max() ?? 0) / 1000
+            // Without one (records from `results`): the time the tasks were being worked on.
+            let seconds = written?.elapsedSeconds ?? RunSummary.busySeconds(decoded)
+            var summary = RunSummary(records: decoded, seconds: seconds, outputRoot: nil, workedBefore: 0)
+            if let written {
+                summary.tasksPerSecond = written.tasksPerSecond
+                summary.resumedTasks = written.resumedTasks
+            }
             let name = ((file as NSString).lastPathComponent as NSString).deletingPathExtension
-            runs.append(.init(records: decoded, summary: RunSummary(records: decoded, seconds: seconds, outputRoot: nil),
-                              id: "run \(runs.count + 1)", name: name, kind: ""))
+            runs.append(.init(records: decoded, summary: summary, id: "run \(runs.count + 1)", name: name, kind: ""))
         }
         var about = ReportAbout.here()
         about["records"] = records.joined(separator: ", ")

@@ -190,7 +190,9 @@ struct Run: ParsableCommand {
         if let report {
             let base = report.hasSuffix(".jsonl") || report.hasSuffix(".csv") || report.hasSuffix(".html")
                 ? (report as NSString).deletingPathExtension : report
-            try FileIO.writeAtomically(RecordWriters.jsonLines(raw), to: base + ".jsonl")
+            // The records, then this run's summary (what `tessera report` takes its rate from).
+            let summaryLine = (try? JSONEncoder().encode(summary)).map { [UInt8]($0) }
+            try FileIO.writeAtomically(RecordWriters.jsonLines(raw + (summaryLine.map { [$0] } ?? [])), to: base + ".jsonl")
             try FileIO.writeAtomically(RecordWriters.csv(records), to: base + ".csv")
             if report.hasSuffix(".html") {
                 var about = ReportAbout.here()

@@ -28,7 +28,8 @@ final class CommandTests: XCTestCase {
         XCTAssertTrue(first.out.contains("task time: p50"), first.out)
         XCTAssertTrue(first.out.contains("peak memory per worker"), first.out)
         let jsonl = try String(contentsOfFile: c.dir + "/report.jsonl", encoding: .utf8)
-        XCTAssertEqual(jsonl.split(separator: "\n").count, 24)
+        XCTAssertEqual(jsonl.split(separator: "\n").count, 25, "24 records and the run's summary")
+        XCTAssertTrue(jsonl.split(separator: "\n").last?.contains("\"type\":\"summary\"") ?? false)
         let csv = try String(contentsOfFile: c.dir + "/report.csv", encoding: .utf8)
         XCTAssertEqual(csv.split(separator: "\n").count, 25)
         XCTAssertTrue(csv.hasPrefix("input,status,"))
@@ -82,7 +83,7 @@ final class CommandTests: XCTestCase {
         let summary = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(json.out.split(separator: "\n").last!.utf8))
                                     as? [String: Any])
         let records = try String(contentsOfFile: c.dir + "/tiles.jsonl", encoding: .utf8).split(separator: "\n")
-            .map { try JSONDecoder().decode(TaskRecord.self, from: Data($0.utf8)) }
+            .filter { !$0.contains("\"type\":\"summary\"") }.map { try JSONDecoder().decode(TaskRecord.self, from: Data($0.utf8)) }
         XCTAssertGreaterThan(records.filter { $0.bytesIn == size }.count, 1, "several parts read the source")
         XCTAssertEqual(summary["bytesIn"] as? Int, size)
         for f in ["wide.dzi", "wide.html", "wide_files/12/11_3.jpg", "wide_files/0/0_0.jpg"] {
