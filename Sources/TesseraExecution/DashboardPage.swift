@@ -50,7 +50,7 @@ public enum DashboardPage {
     .bar{display:inline-block;width:160px;height:10px;background:#ddd;position:relative}
     .bar span{position:absolute;left:0;top:0;bottom:0;background:#4a7}
     .bar span.failed{background:#c44}.grid{display:flex;flex-wrap:wrap;gap:24px}
-    svg text{font-size:10px;fill:#444}.num{text-align:right;font-variant-numeric:tabular-nums}
+    svg text{font-size:10px;fill:#444}svg text.value{fill:#234}p.empty{color:#666;margin:4px 0}.num{text-align:right;font-variant-numeric:tabular-nums}
     .state-failed{color:#b22}.state-lost{color:#b22}img.preview{max-width:96px;max-height:96px}
     button{margin-right:8px}
     """
@@ -96,28 +96,63 @@ public enum DashboardPage {
       }
     }
 
-    function barChart(cls, values, labels, w = 360, h = 120) {
-      const s = svg("svg", { class: cls, width: w, height: h + 16, viewBox: `0 0 ${w} ${h + 16}` });
-      const max = Math.max(1, ...values), bw = w / Math.max(1, values.length);
+    // Compact numbers for axis labels: 1, 512, 1k, 16k, 1M.
+    const compact = (n) => n >= 1e6 ? fmt(n / 1e6, n % 1e6 ? 1 : 0) + "M" : n >= 1e3 ? fmt(n / 1e3, n % 1e3 ? 1 : 0) + "k" : String(n);
+
+    // A bar chart with its axes: the y axis' top value, each bar's value above it (when the
+    // bars are wide enough) and x labels thinned so that none is clipped or overlaps.
+    function barChart(cls, values, labels, w = 360, h = 120, unit = "") {
+      const left = 44, bottom = 18, top = 12, plotW = w - left - 4, plotH = h - top - bottom;
+      const s = svg("svg", { class: cls, width: w, height: h, viewBox: `0 0 ${w} ${h}` });
+      const max = Math.max(1, ...values), bw = plotW / Math.max(1, values.length);
+      s.append(svg("line", { class: "axis", x1: left, y1: top + plotH, x2: w - 4, y2: top + plotH, stroke: "#888" }),
+        svg("line", { class: "axis", x1: left, y1: top, x2: left, y2: top + plotH, stroke: "#888" }));
+      const yTop = svg("text", { class: "axis y", x: left - 4, y: top + 4, "text-anchor": "end" }); yTop.textContent = compact(max) + unit;
+      const yZero = svg("text", { class: "axis y", x: left - 4, y: top + plotH, "text-anchor": "end" }); yZero.textContent = "0";
+      s.append(yTop, yZero);
+      // About 5.6 px a character at 10 px: every k-th label, so that each has room.
+      const longest = Math.max(1, ...labels.map((l) => String(l).length));
+      const every = Math.max(1, Math.ceil((longest * 5.6 + 2) / bw));
       values.forEach((v, i) => {
-        const bh = h * v / max;
-        const r = svg("rect", { x: i * bw + 1, y: h - bh, width: Math.max(1, bw - 2), height: bh, fill: "#58a" });
-        const t = svg("title"); t.textContent = labels[i] + ": " + v; r.append(t); s.append(r);
-        if (values.length <= 24) { const l = svg("text", { x: i * bw + 2, y: h + 12 }); l.textContent = labels[i]; s.append(l); }
+        const bh = plotH * v / max, x = left + i * bw;
+        const r = svg("rect", { x: x + 1, y: top + plotH - bh, width: Math.max(1, bw - 2), height: bh, fill: "#58a" });
+        const t = svg("title"); t.textContent = labels[i] + ": " + v + unit; r.append(t); s.append(r);
+        if (bw >= 18 && v > 0) {
+          const n = svg("text", { class: "value", x: x + bw / 2, y: top + plotH - bh - 2, "text-anchor": "middle" });
+          n.textContent = compact(v); s.append(n);
+        }
+        if (i % every === 0) {
+          // Centred under its bar, or held inside the chart at either end.
+          const half = String(labels[i]).length * 2.8, mid = x + bw / 2;
+          const [lx, anchor] = mid + half > w - 1 ? [w - 1, "end"] : mid - half < 0 ? [0, "start"] : [mid, "middle"];
+          const l = svg("text", { class: "axis x", x: lx, y: h - 5, "text-anchor": anchor });
+          l.textContent = labels[i]; s.append(l);
+        }
       });
       return s;
     }
 
+    // Tasks finished per interval, with its axes: the busiest interval's count and the time span.
     function timeline(j, w = 360, h = 120) {
+      const left = 44, bottom = 18, top = 8, plotW = w - left - 8, plotH = h - top - bottom;
       const s = svg("svg", { class: "timeline", width: w, height: h, viewBox: `0 0 ${w} ${h}` });
       const v = j.timeline, max = Math.max(1, ...v);
-      const pts = v.map((c, i) => `${(v.length > 1 ? i * w / (v.length - 1) : 0).toFixed(1)},${(h - 4 - (h - 8) * c / max).toFixed(1)}`);
+      s.append(svg("line", { class: "axis", x1: left, y1: top + plotH, x2: w - 4, y2: top + plotH, stroke: "#888" }),
+        svg("line", { class: "axis", x1: left, y1: top, x2: left, y2: top + plotH, stroke: "#888" }));
+      const label = (text, x, y, anchor) => { const t = svg("text", { class: "axis", x, y, "text-anchor": anchor }); t.textContent = text; s.append(t); };
+      label(String(max), left - 4, top + 8, "end");
+      label("0", left - 4, top + plotH, "end");
+      label("0 s", left, h - 5, "start");
+      label(fmt(v.length * j.timelineSeconds, v.length * j.timelineSeconds >= 10 ? 0 : 1) + " s", w - 6, h - 5, "end");
+      const pts = v.map((c, i) => `${(left + (v.length > 1 ? i * plotW / (v.length - 1) : 0)).toFixed(1)},${(top + plotH - plotH * c / max).toFixed(1)}`);
       s.append(svg("polyline", { points: pts.join(" "), fill: "none", stroke: "#4a7", "stroke-width": 2, "data-points": v.length }));
       if (v.length <= 60) for (const p of pts) { const [x, y] = p.split(","); s.append(svg("circle", { cx: x, cy: y, r: 2.5, fill: "#4a7" })); }
       return s;
     }
 
-    function table(cls, head, rows) {
+    // A table, or a line saying there is nothing to show (never headers over no rows).
+    function table(cls, head, rows, none = "none") {
+      if (!rows.length) return el("p", { class: cls + " empty" }, none);
       return el("table", { class: cls }, el("thead", {}, el("tr", {}, ...head.map((h) => el("th", {}, h)))),
         el("tbody", {}, ...rows.map((r) => el("tr", r.attrs || {}, ...r.cells.map((c) => el("td", {}, c))))));
     }
@@ -136,8 +171,8 @@ public enum DashboardPage {
       grid.append(el("div", {}, el("h3", {}, "Stages (share of task time; p50 / p95 ms)"),
         table("stages", ["stage", "share", "p50", "p95"], j.stages.map((x) => ({ attrs: { "data-stage": x.stage },
           cells: [x.stage, x.stage === "queueWait" ? "" : fmt(100 * x.share) + " %", fmt(x.p50, 2), fmt(x.p95, 2)] })))),
-        el("div", {}, el("h3", {}, "Share of task time"), barChart("stage-shares", stages.map((x) => Math.round(1000 * x.share) / 10), stages.map((x) => x.stage))),
-        el("div", {}, el("h3", {}, "Task times (succeeded, ms)"), barChart("histogram", j.taskTimes.map((b) => b.count), j.taskTimes.map((b) => "≤" + b.upTo))),
+        el("div", {}, el("h3", {}, "Share of task time"), barChart("stage-shares", stages.map((x) => Math.round(1000 * x.share) / 10), stages.map((x) => x.stage), 360, 120, "%")),
+        el("div", {}, el("h3", {}, "Task times (succeeded, ms)"), barChart("histogram", j.taskTimes.map((b) => b.count), j.taskTimes.map((b) => "≤" + compact(b.upTo)))),
         el("div", {}, el("h3", {}, `Finished per ${j.timelineSeconds} s`), timeline(j)));
       box.append(grid);
       if (j.actions && !state.report) {
@@ -177,12 +212,17 @@ public enum DashboardPage {
           })));
       }
       box.append(el("h3", {}, "Failures by reason"), table("failures", ["code", "count", "examples"], j.failures.map((f) => ({
-        attrs: { "data-code": f.code }, cells: [f.code, f.count, el("div", {}, ...f.examples.map((e) => el("div", {}, e[1])))] }))));
-      box.append(el("h3", {}, "Slowest tasks"), table("slowest", ["input", "ms", "worker"], j.slowest.map((t) => ({ cells: [t.input, fmt(t.milliseconds), t.worker] }))));
-      const counts = (o) => Object.entries(o).sort((a, b) => b[1] - a[1]).map(([k, v]) => ({ cells: [k, v] }));
+        attrs: { "data-code": f.code }, cells: [f.code, f.count, el("div", {}, ...f.examples.map((e) => el("div", {}, e[1])))] })), "No failures."));
+      box.append(el("h3", {}, "Slowest tasks"), table("slowest", ["input", "ms", "worker"], j.slowest.map((t) => ({ cells: [t.input, fmt(t.milliseconds), t.worker] })), "No task finished yet."));
+      // Rows in an order that does not change between updates: most first, ties by name;
+      // DCT scales by scale (1/8, 2/8, 4/8, 8/8).
+      const counts = (o) => Object.entries(o).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).map(([k, v]) => ({ attrs: { "data-key": k }, cells: [k, v] }));
+      const eighths = (k) => { const m = /^(\d+)\/8$/.exec(k); return m ? +m[1] : 99; };
+      const scaleRows = Object.entries(j.scales).sort((a, b) => eighths(a[0]) - eighths(b[0]) || (a[0] < b[0] ? -1 : 1))
+        .map(([k, v]) => ({ attrs: { "data-key": k }, cells: [k, v] }));
       box.append(el("div", { class: "grid" },
         el("div", {}, el("h3", {}, "Decode paths"), table("decode-paths", ["path", "tasks"], counts(j.decodePaths))),
-        el("div", {}, el("h3", {}, "DCT scales"), table("scales", ["scale", "tasks"], counts(j.scales))),
+        el("div", {}, el("h3", {}, "DCT scales"), table("scales", ["scale", "tasks"], scaleRows)),
         el("div", {}, el("h3", {}, "Peak memory by worker"), table("job-workers", ["worker", "tasks", "peak RSS"], j.workers.map((w) => ({ cells: [w.worker, w.tasks, bytes(w.peakRSSBytes)] })))),
         el("div", {}, el("h3", {}, "Latest outputs"), table("latest", ["output"], j.latestOutputs.map((p) => {
           // Live: a small preview, served from the job's output root only.

@@ -196,7 +196,7 @@ public enum RecordWriters {
             self.kind = kind
         }
 
-        var view: JobView {
+        public var view: JobView {
             let accumulator = JobView.Accumulator()
             let start = records.compactMap(\.finishedAt).min() ?? 0
             for (i, r) in records.enumerated() { accumulator.add(r, at: r.finishedAt ?? start + Double(i) * 1e-3) }

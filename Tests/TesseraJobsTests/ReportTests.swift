@@ -96,3 +96,26 @@ final class StageTimeTests: XCTestCase {
         }
     }
 }
+
+/// One throughput and one byte unit across the terminal summary, the HTML report and
+/// `tessera report` (a resumed job's report showed 31.7, 12.1 and 5.4 files/s; "MB" meant MiB).
+final class ThroughputTests: XCTestCase {
+    func testTheReportShowsTheSummarysRateAndDecimalMegabytes() {
+        var records: [TaskRecord] = []
+        for i in 0..<100 {
+            var r = TaskRecord(input: "/in/\(i).jpg", status: .succeeded)
+            // 60 done by an earlier run an hour before, 40 by this one over 10 s.
+            r.finishedAt = i < 60 ? 1_000 + Double(i) * 0.1 : 4_600 + Double(i - 60) * 0.25
+            r.timings.total = 100
+            r.bytesIn = 2_000_000
+            records.append(r)
+        }
+        let summary = RunSummary(records: records, seconds: 10, workedBefore: 60)
+        XCTAssertEqual(summary.tasksPerSecond, 4, accuracy: 1e-9, "40 tasks this run in 10 s")
+        let view = RecordWriters.ReportRun(records: records, summary: summary, id: "j", name: "n", kind: "thumbnail").view
+        XCTAssertEqual(view.filesPerSecond, summary.tasksPerSecond, accuracy: 1e-9, "the report's rate is the summary's")
+        XCTAssertEqual(view.megabytesPerSecond, 8, accuracy: 1e-9, "4 files/s of 2,000,000 bytes: 8 decimal MB/s")
+        // Records alone (no summary): the time they were being worked on, not the hour between runs.
+        XCTAssertEqual(RunSummary.busySeconds(records), 6.0 + 40 * 0.1, accuracy: 1e-6, "6 s back to back, then 40 tasks of 0.1 s")
+    }
+}

@@ -51,6 +51,18 @@ final class DashboardTests: XCTestCase {
             compareColumns: q('table.compare thead th').length,
             stuckTasks: q('table.stuck tr[data-task]').length,
             sparkPoints: q('svg.spark.rss polyline').map((x) => +x.getAttribute('data-points')),
+            // Chart labels outside their chart, or over their neighbour; tables of headers only.
+            clippedLabels: q('svg').flatMap((g) => {
+              const w = +g.getAttribute('width'), boxes = Array.from(g.querySelectorAll('text')).map((t) => [t.getBBox(), t.textContent]);
+              const out = boxes.filter(([b]) => b.x < 0 || b.x + b.width > w + 0.5).map(([, t]) => t);
+              const xs = boxes.filter(([b]) => b.y > +g.getAttribute('height') - 16).sort((a, b) => a[0].x - b[0].x);
+              for (let i = 1; i < xs.length; i++) if (xs[i][0].x < xs[i - 1][0].x + xs[i - 1][0].width) out.push(xs[i][1]);
+              return out; }),
+            axisLabels: q('svg.histogram text.axis, svg.timeline text.axis').length,
+            emptyTables: q('table').filter((t) => t.offsetParent !== null && t.querySelector('thead') && !t.querySelector('tbody tr'))
+              .map((t) => t.className || t.id),
+            scaleKeys: q('table.scales tr[data-key]').map((x) => x.getAttribute('data-key')),
+            emptyNotes: q('p.empty').map((x) => x.className + ': ' + x.textContent),
             embedded: e ? JSON.parse(e.textContent) : null };""")
         out.update({"found": found, "firstPaintSeconds": first, "untilSeconds": time.time() - t0,
                     "console": [m for m in d.get_log("browser") if m["level"] in ("SEVERE", "WARNING")]})
@@ -80,6 +92,11 @@ final class DashboardTests: XCTestCase {
         var compareColumns: Int
         var stuckTasks: Int
         var sparkPoints: [Int]
+        var clippedLabels: [String]
+        var axisLabels: Int
+        var emptyTables: [String]
+        var scaleKeys: [String]
+        var emptyNotes: [String]
         var embedded: Embedded?
         var console: [Console]
     }
@@ -221,6 +238,35 @@ final class DashboardTests: XCTestCase {
         try cluster.assertExactlyOnce(try cluster.records(submitted.job), inputs: images)
     }
 
+    /// A report of a run without failures: "No failures." instead of an empty table, task
+    /// times from 1 ms to seconds with every label readable, DCT scales in scale order.
+    func testAReportWithoutFailuresAndWideTaskTimesReadsCleanly() throws {
+        let dir = NSTemporaryDirectory() + "tessera-report-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        var lines: [String] = []
+        for i in 0..<200 {
+            var r = TaskRecord(input: "/photos/p\(i).jpg", status: .succeeded)
+            r.timings.total = pow(2, Double(i % 22))  // 1 ms … 35 min: 22 buckets
+            r.timings.decode = r.timings.total / 2
+            r.finishedAt = 1_800_000_000 + Double(i)
+            r.scaleEighths = [1, 2, 4, 8][i % 4]
+            r.decodePath = "jpeg"
+            lines.append(String(decoding: try JSONEncoder().encode(r), as: UTF8.self))
+        }
+        try lines.shuffled().joined(separator: "\n").write(toFile: dir + "/r.jsonl", atomically: true, encoding: .utf8)
+        let made = try tessera(["report", dir + "/r.jsonl", "--html", dir + "/r.html"])
+        XCTAssertEqual(made.status, 0, made.err)
+        let page = try probe("file://" + dir + "/r.html", until: "svg.histogram", screenshot: "report-clean.png")
+        XCTAssertEqual(page.histogramBars, 22)
+        XCTAssertEqual(page.clippedLabels, [], "labels from ≤1 to ≤2.1M fit")
+        XCTAssertEqual(page.failureCodes, [])
+        XCTAssertTrue(page.emptyNotes.contains("failures empty: No failures."), "\(page.emptyNotes)")
+        XCTAssertEqual(page.emptyTables, [])
+        XCTAssertEqual(page.scaleKeys, ["1/8", "2/8", "4/8", "8/8"])
+        XCTAssertEqual(page.console.map(\.message), [])
+    }
+
     /// `tessera run … --report job.html`: one file with the charts, the right number of points.
     func testHTMLReportHasItsCharts() throws {
         let cluster = try Cluster()
@@ -243,6 +289,9 @@ final class DashboardTests: XCTestCase {
         XCTAssertEqual(job.timeline.reduce(0, +), 7, "every task on the timeline")
         XCTAssertEqual(page.failureCodes, ["unsupported-format"])
         XCTAssertEqual(page.console.map(\.message), [])
+        XCTAssertEqual(page.clippedLabels, [], "chart labels fit their charts and do not overlap")
+        XCTAssertGreaterThanOrEqual(page.axisLabels, 6, "the histogram and the timeline have axes with values")
+        XCTAssertEqual(page.emptyTables, [], "no table of headers only")
 
         // Two runs' records compared side by side; `results --html` needs a coordinator, `report` only files.
         let second = try tessera(["run", jobFile, "-w", "1", "--report", cluster.dir + "/second.jsonl", "--journal", cluster.dir + "/j2.sqlite"])

@@ -44,6 +44,26 @@ final class PythonClientTests: XCTestCase {
         XCTAssertTrue(bad.out.contains("unknown preset \"nope\""), bad.out)
     }
 
+    /// A YAML job file is read (with PyYAML) or refused in one line with exit 2, never a
+    /// traceback: the example's own tests, and a YAML job through a real coordinator.
+    func testPythonClientReadsYAMLJobsCleanly() throws {
+        let tests = URL(fileURLWithPath: script).deletingLastPathComponent().appendingPathComponent("test_submit_and_wait.py").path
+        let unit = try python([tests])
+        XCTAssertEqual(unit.status, 0, unit.out)
+        XCTAssertTrue(unit.out.contains(" passed, 0 failed"), unit.out)
+        guard try python(["-c", "import zmq, yaml"]).status == 0 else { throw XCTSkip("pyzmq or PyYAML not installed") }
+        let c = try Cluster()
+        _ = try c.makeImages(3, width: 200, height: 150)
+        try c.startCoordinator()
+        try c.startWorker()
+        let jobFile = c.dir + "/job.yaml"
+        try "name: yaml from python\ninputs: [in]\noutput: out\noutputs:\n  - preset: favicon\n".write(toFile: jobFile, atomically: true, encoding: .utf8)
+        let run = try python([script, "--coordinator", c.endpoint, jobFile])
+        XCTAssertEqual(run.status, 0, run.out)
+        XCTAssertFalse(run.out.contains("Traceback"), run.out)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: c.dir + "/out/img0001.jpg"), run.out)
+    }
+
     /// With `tessera keygen` files the script talks CURVE, as the README's cluster setup needs.
     func testPyzmqClientUsesCurveKeys() throws {
         if try python(["-c", "import zmq"]).status != 0 {

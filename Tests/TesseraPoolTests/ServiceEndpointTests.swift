@@ -47,7 +47,7 @@ final class ServiceEndpointTests: XCTestCase {
         XCTAssertTrue(before.contains("tessera_job_queue_depth{job_id=\"\(job)\",job_name=\"test\",priority=\"0\"} 30"), before)
         try c.startWorker(["--metrics-port", "\(workerPort)"])
         _ = try c.client.wait(job: job)
-        usleep(700_000)
+        // At once: a client told the job is done finds the metrics saying so.
         let after = try httpRequest(port, "/metrics").body
         XCTAssertTrue(after.contains("\ntessera_queue_depth 0"), after)
         XCTAssertFalse(after.contains("tessera_job_queue_depth{"), "a finished job's series is gone\n" + after)
@@ -62,6 +62,7 @@ final class ServiceEndpointTests: XCTestCase {
             let name = line.split(separator: " ")[2]
             XCTAssertTrue(after.contains("# HELP \(name) "), "no help for \(name)")
         }
+        usleep(700_000)  // the worker publishes its tallies every half second
         let worker = try httpRequest(workerPort, "/metrics").body
         XCTAssertTrue(worker.contains("tessera_worker_tasks_total{status=\"succeeded\"} 30"), worker)
         XCTAssertTrue(worker.contains("tessera_worker_task_duration_seconds_count 30"), worker)
