@@ -195,6 +195,18 @@ package final class Journal {
                 if rows.count >= batch { try write() }
             }
             try write()
+            // An input under the output root came after tasks it was not compared with.
+            if let claims = outputClaims, claims.needsRecheck {
+                try db.read { db in
+                    let cursor = try Row.fetchCursor(db, sql: "SELECT id, path, root, part, etag FROM tasks WHERE id >= ? AND id < ? ORDER BY id",
+                                                     arguments: [Int64(first), Int64(next)])
+                    while let r = try cursor.next() {
+                        let etag: String = r[4]
+                        try claims.recheck(InputFile(path: r[1], root: r[2], part: Journal.part(r[3]), etag: etag.isEmpty ? nil : etag),
+                                           task: UInt64(r[0] as Int64))
+                    }
+                }
+            }
             // Colliding tasks fail now, each naming the other; the rest of the job runs.
             let failed = (outputClaims?.collisions ?? [:]).sorted { $0.key < $1.key }.map { task, error in
                 let record = TaskRecord(failing: (try? input(of: task)) ?? InputFile(path: "", root: ""), with: error)

@@ -110,9 +110,9 @@ public enum DashboardPage {
       const yTop = svg("text", { class: "axis y", x: left - 4, y: top + 4, "text-anchor": "end" }); yTop.textContent = compact(max) + unit;
       const yZero = svg("text", { class: "axis y", x: left - 4, y: top + plotH, "text-anchor": "end" }); yZero.textContent = "0";
       s.append(yTop, yZero);
-      // About 5.6 px a character at 10 px: every k-th label, so that each has room.
+      // At most 6.5 px a character at 10 px: every k-th label, so that each has room.
       const longest = Math.max(1, ...labels.map((l) => String(l).length));
-      const every = Math.max(1, Math.ceil((longest * 5.6 + 2) / bw));
+      const every = Math.max(1, Math.ceil((longest * 6.5 + 4) / bw));
       values.forEach((v, i) => {
         const bh = plotH * v / max, x = left + i * bw;
         const r = svg("rect", { x: x + 1, y: top + plotH - bh, width: Math.max(1, bw - 2), height: bh, fill: "#58a" });
@@ -123,7 +123,7 @@ public enum DashboardPage {
         }
         if (i % every === 0) {
           // Centred under its bar, or held inside the chart at either end.
-          const half = String(labels[i]).length * 2.8, mid = x + bw / 2;
+          const half = String(labels[i]).length * 3.25, mid = x + bw / 2;
           const [lx, anchor] = mid + half > w - 1 ? [w - 1, "end"] : mid - half < 0 ? [0, "start"] : [mid, "middle"];
           const l = svg("text", { class: "axis x", x: lx, y: h - 5, "text-anchor": anchor });
           l.textContent = labels[i]; s.append(l);

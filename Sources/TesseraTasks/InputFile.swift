@@ -56,9 +56,10 @@ public struct InputFile: Sendable, Hashable, Codable {
     /// Directory of the file relative to `root` ("" at the top).
     public var relativeDirectory: String {
         let dir = Paths.directory(of: Location.namingPath(path))
-        guard dir.count > root.count, dir.hasPrefix(root) else { return "" }
-        return String(dir.dropFirst(root.count).drop { $0 == "/" })
+        guard dir.utf8.count > root.utf8.count, dir.utf8.starts(with: root.utf8) else { return "" }
+        let rest = dir.utf8.dropFirst(root.utf8.count).drop { $0 == UInt8(ascii: "/") }
+        return String(dir[rest.startIndex...])
     }
-    public var stem: String { ((Location.namingPath(path) as NSString).lastPathComponent as NSString).deletingPathExtension }
-    public var fileExtension: String { (Location.namingPath(path) as NSString).pathExtension.lowercased() }
+    public var stem: String { String(Paths.splitName(Paths.lastComponent(Location.namingPath(path))).stem) }
+    public var fileExtension: String { Paths.splitName(Paths.lastComponent(Location.namingPath(path))).ext.lowercased() }
 }

@@ -370,35 +370,36 @@ public struct ExecutableJob: Codable, Sendable, Equatable {
 
     /// The files `input`'s outputs are planned to be, relative to the root, before it is
     /// read: `expected` with formats as the input's extension predicts them (what two inputs
-    /// must not share), `possible` with every format an `original`/`auto` output may still
-    /// turn into once the content is known (what no input may be). A tiles job plans its
-    /// pyramid's name once, on the part that writes its descriptor.
-    public func plannedOutputs(for input: InputFile) -> (expected: [String], possible: [String]) {
+    /// must not share), and with `alternatives`, every other format an `original`/`auto`
+    /// output may still turn into once the content is known (what no input may be either).
+    /// A tiles job plans its pyramid's name once, on the part that writes its descriptor.
+    public func plannedOutputs(for input: InputFile, alternatives: Bool = false) -> (expected: [String], possible: [String]) {
         let predicted = ImageFormat.byExtension[input.fileExtension]
         switch kind {
         case .thumbnail, .recompress:
+            let parts = OutputNaming.Parts(input)
             var expected: [String] = [], possible: [String] = []
             for spec in outputs {
                 let naming = self.naming(spec)
                 let choices = spec.recipe.output.formats.isEmpty ? [spec.recipe.output.format] : spec.recipe.output.formats.map(\.format)
                 for choice in choices {
-                    let formats: [ImageFormat]
+                    let first: ImageFormat
+                    var open = false
                     switch choice {
-                    case .jpeg: formats = [.jpeg]
-                    case .png: formats = [.png]
-                    case .webp: formats = [.webp]
-                    case .avif: formats = [.avif]
+                    case .jpeg: first = .jpeg
+                    case .png: first = .png
+                    case .webp: first = .webp
+                    case .avif: first = .avif
                     // The source's format where it is writable, else JPEG (PNG with transparency,
                     // or a PNG over its budget): the first is what the extension says.
                     case .original, .auto, .jpegOrPNG:
-                        let first: ImageFormat = choice == .jpegOrPNG ? (predicted == .png ? .png : .jpeg)
-                            : predicted.map { $0.isWritable ? $0 : .jpeg } ?? .jpeg
-                        formats = [first] + [ImageFormat.jpeg, .png, .webp, .avif].filter { $0 != first }
+                        first = choice == .jpegOrPNG ? (predicted == .png ? .png : .jpeg) : predicted.map { $0.isWritable ? $0 : .jpeg } ?? .jpeg
+                        open = true
                     }
-                    for (k, f) in formats.enumerated() {
-                        guard let rel = try? naming.relativePath(for: input, preset: spec.name, format: f) else { continue }
-                        if k == 0 { expected.append(rel) }
-                        possible.append(rel)
+                    if let rel = try? naming.relativePath(for: parts, preset: spec.name, ext: first.fileExtension) { expected.append(rel) }
+                    guard alternatives && open else { continue }
+                    for f in [ImageFormat.jpeg, .png, .webp, .avif] where f != first {
+                        if let rel = try? naming.relativePath(for: parts, preset: spec.name, ext: f.fileExtension) { possible.append(rel) }
                     }
                 }
             }
@@ -406,12 +407,11 @@ public struct ExecutableJob: Codable, Sendable, Equatable {
         case .strip:
             let ext = input.fileExtension.isEmpty ? (predicted ?? .jpeg).fileExtension : input.fileExtension
             guard let rel = try? naming(outputs.first).relativePath(for: input, preset: "strip", ext: ext) else { return ([], []) }
-            return ([rel], [rel])
+            return ([rel], [])
         case .tiles:
             guard input.part == nil || input.part == .descriptor else { return ([], []) }
             let layout = tiles?.layout ?? .deepzoom
-            let name = input.pyramidName + (layout == .deepzoom ? ".dzi" : "/info.json")
-            return ([name], [name])
+            return ([input.pyramidName + (layout == .deepzoom ? ".dzi" : "/info.json")], [])
         case .noop:
             return ([], [])
         }

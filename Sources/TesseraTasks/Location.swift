@@ -61,8 +61,14 @@ public enum Location: Equatable, Sendable {
     }
 
     static func isHTTP(_ s: String) -> Bool {
-        let lower = s.prefix(8).lowercased()
-        return lower.hasPrefix("http://") || lower.hasPrefix("https://")
+        // "http://" or "https://", any case, without lowercasing a copy (called per input).
+        var bytes = s.utf8.makeIterator()
+        for expected in "http".utf8 {
+            guard let b = bytes.next(), b | 0x20 == expected else { return false }
+        }
+        var b = bytes.next()
+        if b.map({ $0 | 0x20 }) == UInt8(ascii: "s") { b = bytes.next() }
+        return b == UInt8(ascii: ":") && bytes.next() == UInt8(ascii: "/") && bytes.next() == UInt8(ascii: "/")
     }
 
     /// The string without its query string and fragment (presigned signatures, tokens):

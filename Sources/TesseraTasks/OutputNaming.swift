@@ -31,14 +31,47 @@ public struct OutputNaming: Sendable, Codable {
 
     /// The same, with `{ext}` given (strip keeps the input's own extension).
     public func relativePath(for input: InputFile, preset: String, ext: String) throws -> String {
-        let dir = input.relativeDirectory
-        var rel = template
-        rel = rel.replacingOccurrences(of: "{dir}/", with: dir.isEmpty ? "" : dir + "/")
-        rel = rel.replacingOccurrences(of: "{dir}", with: dir)
-        rel = rel.replacingOccurrences(of: "{stem}", with: input.stem)
-        rel = rel.replacingOccurrences(of: "{ext}", with: ext)
-        rel = rel.replacingOccurrences(of: "{srcext}", with: input.fileExtension.isEmpty ? "noext" : input.fileExtension)
-        rel = rel.replacingOccurrences(of: "{preset}", with: preset)
+        try relativePath(for: Parts(input), preset: preset, ext: ext)
+    }
+
+    /// What a template takes from an input, worked out once for all of its outputs.
+    public struct Parts: Sendable {
+        public var directory: String
+        public var stem: String
+        public var sourceExtension: String
+        public init(_ input: InputFile) {
+            directory = input.relativeDirectory
+            stem = input.stem
+            sourceExtension = input.fileExtension
+        }
+    }
+
+    /// The path of one output of an input whose parts are known (planning names a million
+    /// inputs' outputs: one pass over the template, no string searches).
+    public func relativePath(for parts: Parts, preset: String, ext: String) throws -> String {
+        var rel = ""
+        rel.reserveCapacity(template.utf8.count + parts.directory.utf8.count + parts.stem.utf8.count + 16)
+        var rest = Substring(template)
+        while let open = rest.firstIndex(of: "{") {
+            rel += rest[..<open]
+            guard let close = rest[open...].firstIndex(of: "}") else { break }
+            switch rest[open...close] {
+            case "{dir}":
+                rel += parts.directory
+                // `{dir}/` with no directory is nothing, not "/".
+                if parts.directory.isEmpty, rest[rest.index(after: close)...].first == "/" {
+                    rest = rest[rest.index(close, offsetBy: 2)...]
+                    continue
+                }
+            case "{stem}": rel += parts.stem
+            case "{ext}": rel += ext
+            case "{srcext}": rel += parts.sourceExtension.isEmpty ? "noext" : parts.sourceExtension
+            case "{preset}": rel += preset
+            default: rel += rest[open...close]
+            }
+            rest = rest[rest.index(after: close)...]
+        }
+        rel += rest
         return try OutputNaming.normalise(rel)
     }
 
@@ -66,6 +99,8 @@ public struct OutputNaming: Sendable, Codable {
 
     /// `a/./b//c` -> `a/b/c`; refuses absolute paths, `..`, control characters and empty paths.
     static func normalise(_ relative: String) throws -> String {
+        // The common case, already normal: no leading "/", no empty, "." or ".." part, no NUL.
+        if isNormal(relative) { return relative }
         // A NUL would end the name at the kernel: every output would go to one file.
         guard !relative.unicodeScalars.contains(where: { $0.value == 0 }) else {
             throw JobError(.unsafeOutputPath, "output path contains a NUL character")
@@ -81,6 +116,25 @@ public struct OutputNaming: Sendable, Codable {
         }
         guard !parts.isEmpty else { throw JobError(.unsafeOutputPath, "output path \"\(relative)\" is empty") }
         return parts.joined(separator: "/")
+    }
+
+    private static func isNormal(_ relative: String) -> Bool {
+        var previous: UInt8 = UInt8(ascii: "/")  // as if a "/" came before the first byte
+        var dots = 0
+        for b in relative.utf8 {
+            if b == 0 { return false }
+            if b == UInt8(ascii: "/") {
+                if previous == UInt8(ascii: "/") || (dots > 0 && dots <= 2 && previous == UInt8(ascii: ".")) { return false }
+                dots = 0
+            } else if b == UInt8(ascii: ".") && (previous == UInt8(ascii: "/") || dots > 0) {
+                dots += 1
+            } else {
+                dots = -1
+            }
+            previous = b
+        }
+        // Not empty, no trailing "/", and the last part not "." or "..".
+        return !relative.isEmpty && previous != UInt8(ascii: "/") && !(dots == 1 || dots == 2)
     }
 
     /// Joins `relative` to `root`, refusing anything that would land outside it.

@@ -6,13 +6,45 @@ import Foundation
 public enum Paths {
     /// The directory part: `"a/b/c.jpg"` → `"a/b"`, `"/c.jpg"` → `"/"`, `"c.jpg"` → `""`.
     public static func directory(of path: String) -> String {
-        var p = Substring(path)
-        while p.count > 1 && p.hasSuffix("/") { p = p.dropLast() }
-        guard let slash = p.lastIndex(of: "/") else { return "" }
-        if slash == p.startIndex { return "/" }
-        var dir = p[..<slash]
-        while dir.count > 1 && dir.hasSuffix("/") { dir = dir.dropLast() }
-        return String(dir)
+        // On the UTF-8 bytes ("/" is one byte in any name): planning calls this per input.
+        let u = path.utf8, slash = UInt8(ascii: "/")
+        guard !u.isEmpty else { return "" }
+        let second = u.index(after: u.startIndex)
+        var end = u.endIndex
+        while end > second && u[u.index(before: end)] == slash { end = u.index(before: end) }
+        var i = end
+        while i > u.startIndex && u[u.index(before: i)] != slash { i = u.index(before: i) }
+        guard i > u.startIndex else { return "" }
+        var dirEnd = u.index(before: i)
+        if dirEnd == u.startIndex { return "/" }
+        while dirEnd > second && u[u.index(before: dirEnd)] == slash { dirEnd = u.index(before: dirEnd) }
+        return String(path[u.startIndex..<dirEnd])
+    }
+
+    /// The last component: `"a/b/c.jpg"` → `"c.jpg"`, trailing slashes ignored (`"a/b/"` →
+    /// `"b"`), `"/"` → `"/"`; NSString's `lastPathComponent` without its copies (planning
+    /// names a million files).
+    public static func lastComponent(_ path: String) -> Substring {
+        let u = path.utf8
+        var end = u.endIndex
+        while end != u.startIndex, u[u.index(before: end)] == UInt8(ascii: "/"), u.index(before: end) != u.startIndex {
+            end = u.index(before: end)
+        }
+        var start = end
+        while start != u.startIndex, u[u.index(before: start)] != UInt8(ascii: "/") { start = u.index(before: start) }
+        if start == end, end != u.startIndex { return path[u.index(before: end)..<end] }  // "/"
+        return path[start..<end]
+    }
+
+    /// A file name's stem and extension as NSString's `deletingPathExtension` and
+    /// `pathExtension` give them: after the last ".", unless it starts the name (`.hidden`)
+    /// or the name is `..`; `a.` has the extension "" and the stem `a`.
+    public static func splitName(_ name: Substring) -> (stem: Substring, ext: Substring) {
+        let u = name.utf8
+        guard u.count > 1, name != "..", let dot = u.lastIndex(of: UInt8(ascii: ".")), dot != u.startIndex else {
+            return (name, name[name.endIndex...])
+        }
+        return (name[..<dot], name[u.index(after: dot)...])
     }
 }
 
