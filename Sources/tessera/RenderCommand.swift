@@ -13,7 +13,9 @@ struct Render: ParsableCommand {
             HEIC/HEIF and AVIF by extension, any case), or - for standard input. Each input \
             is decoded once for all of its outputs. Outputs are written \
             atomically under OUTDIR (or to standard output with -o -), named by --template: \
-            {dir} (relative to the input directory), {stem}, {ext}, {preset}.
+            {dir} (relative to the input directory), {stem}, {ext}, {srcext} (the input's own \
+            extension), {preset}. An output that would replace an input is refused before \
+            anything is decoded; inputs whose outputs would be one file fail, naming each other.
 
             Examples:
               tessera render photos/ -s 256 -o thumbs/              # fit in 256x256, source format, q 0.8

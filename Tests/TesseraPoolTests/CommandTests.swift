@@ -151,7 +151,7 @@ final class CommandTests: XCTestCase {
         XCTAssertEqual(wait.status, 0)
         XCTAssertTrue(wait.out.contains("succeeded: 9/9 done"), wait.out)
         let status = try tessera(["status", "--coordinator", c.endpoint])
-        XCTAssertTrue(status.out.contains("1 workers connected"), status.out)
+        XCTAssertTrue(status.out.contains("1 worker connected"), status.out)
         XCTAssertTrue(status.out.contains(id), status.out)
         let results = try tessera(["results", id, "--coordinator", c.endpoint, "--csv"])
         XCTAssertEqual(results.out.split(separator: "\n").count, 10)
