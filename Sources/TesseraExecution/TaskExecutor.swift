@@ -58,7 +58,7 @@ public enum TaskExecutor {
             let options = renderOptions ?? job.options.renderOptions
             let storage = stores.storage(job.storage)
             let remoteInput = inlineInput == nil && Location.isRemote(input.path)
-            let remoteOutputs = !returnInline && Location.isRemote(job.outputRoot)
+            let remoteOutputs = remoteOutputs(job, returnInline)
             if remoteInput || remoteOutputs { record.transfer = .init() }
             // An object listed with its version: unchanged version and recipe, outputs still
             // there (HEAD) — skipped without downloading it.
@@ -76,16 +76,17 @@ public enum TaskExecutor {
                 record.bytesIn = bytes.count
                 // The content hash (or the store's version of an object) is only needed for incremental reruns.
                 if job.options.incremental { outcome.inputHash = version.map(versionHash) ?? XXH64.hash(bytes) }
-                // Everything up to here that is not the download: opening and mapping the file, hashing.
-                record.timings.read = max(0, clock.milliseconds - record.timings.fetch)
-                // Every millisecond of a task belongs to a stage: what the renderer does not
-                // time itself (naming, staging, commit) is the write stage's.
-                var workEnd = clock.milliseconds
                 if job.options.incremental, let expected = expectedHash, expected == outcome.inputHash,
                    try expectedOutputs.allSatisfy(storage.exists) {
                     record.status = .skipped
                     return
                 }
+                // Everything up to here that is not the download: opening and mapping the file,
+                // hashing, the rerun check.
+                record.timings.read = max(0, clock.milliseconds - record.timings.fetch)
+                // Every millisecond of a task belongs to a stage: what the renderer does not
+                // time itself (naming, staging, commit) is the write stage's.
+                var workEnd = clock.milliseconds
                 var files: [OutputFile] = []
                 switch job.kind {
                 case .thumbnail, .recompress:
@@ -229,10 +230,19 @@ public enum TaskExecutor {
             record.error = .init(code: "internal", message: "\(input.path): \(error)")
             outcome.retryable = true
         }
-        record.timings.total = clock.milliseconds
+        // What follows the last timed step (the record's outputs) is the write stage's.
+        if record.status == .succeeded {
+            record.timings.close(at: clock.milliseconds, remainderTo: remoteOutputs(job, returnInline) ? .store : .write)
+        } else {
+            record.timings.total = clock.milliseconds
+        }
         record.finishedAt = Date().timeIntervalSince1970
         outcome.record = record
         return outcome
+    }
+
+    private static func remoteOutputs(_ job: ExecutableJob, _ returnInline: Bool) -> Bool {
+        !returnInline && Location.isRemote(job.outputRoot)
     }
 
     /// What reruns compare for an object whose store gave a version (ETag): unchanged

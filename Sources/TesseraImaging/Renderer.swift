@@ -157,7 +157,8 @@ public enum Renderer {
                 timings.encode += t.encode
             }
         }
-        timings.total = clock.milliseconds
+        // Metadata, flattening and the steps between the timed ones are the finishing's.
+        timings.close(at: clock.milliseconds, remainderTo: .finish)
         return RenderResult(source: stage.summary, outputs: outputs, decodePath: stage.decodePath,
                             scaleEighths: stage.scaleEighths, decodedSize: stage.decodedSize, timings: timings)
     }

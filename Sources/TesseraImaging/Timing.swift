@@ -42,6 +42,19 @@ public struct StageTimings: Sendable, Equatable, Codable {
 
     public init() {}
 
+    /// The stages that make up `total` (all but `queueWait`, which comes before it, and `total`).
+    public var staged: Double {
+        Stage.allCases.reduce(0) { $1 == .total || $1 == .queueWait ? $0 : $0 + self[$1] }
+    }
+
+    /// Sets `total` to `milliseconds` and gives what no stage timed (bookkeeping between
+    /// them, the thread being descheduled there) to `stage`: every millisecond belongs to a stage.
+    public mutating func close(at milliseconds: Double, remainderTo stage: Stage) {
+        total = milliseconds
+        let rest = milliseconds - staged
+        if rest > 0 { self[stage] += rest }
+    }
+
     /// Records of older versions lack the stages added since: they read as 0.
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: Stage.self)

@@ -92,6 +92,8 @@ final class StageTimeTests: XCTestCase {
                 let staged = Stage.allCases.filter { $0 != .total && $0 != .queueWait }.map { t[$0] }.reduce(0, +)
                 XCTAssertEqual(staged, t.total, accuracy: max(0.02 * t.total, 0.2),
                                "\(ext): stages \(staged) ms of \(t.total) ms (decode \(t.decode), resize \(t.resize), finish \(t.finish), encode \(t.encode), read \(t.read), write \(t.write))")
+                XCTAssertGreaterThan(t.decode, 0, ext)
+                XCTAssertGreaterThan(t.encode, 0, ext)
             }
         }
     }
