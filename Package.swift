@@ -46,23 +46,27 @@ let cTargets: [Target] = [
 // MARK: - Libraries
 
 let libraries: [Target] = [
+    // What every layer shares, in plain Swift (no C module below it): recipes and presets,
+    // formats, geometry, limits, stage timings and the clock, pyramid geometry.
+    .target(name: "TesseraModel"),
     .target(
         name: "TesseraImaging",
-        dependencies: ["TesseraShim", "CTurboJPEG", "CExif", "CLCMS2", "CHeif", "CWebP"]
+        dependencies: ["TesseraModel", "TesseraShim", "CTurboJPEG", "CJPEG", "CExif", "CLCMS2", "CHeif", "CWebP"]
     ),
     // The task model: jobs as validated values, inputs, output naming, records. What the
     // wire carries; no parsing of job files, no execution.
-    .target(name: "TesseraTasks", dependencies: ["TesseraImaging"]),
+    .target(name: "TesseraTasks", dependencies: ["TesseraModel"]),
     // Job files (YAML/JSON) and planning a job into tasks.
-    .target(name: "TesseraJobs", dependencies: ["TesseraTasks", "TesseraStorage", .product(name: "Yams", package: "Yams")]),
+    .target(name: "TesseraJobs", dependencies: ["TesseraModel", "TesseraImaging", "TesseraTasks", "TesseraStorage", .product(name: "Yams", package: "Yams")]),
     // Running one task (read, render, write) and summarising records: the worker's and `tessera render`'s.
     .target(name: "TesseraExecution", dependencies: [
-        "TesseraTasks", "TesseraStorage", .product(name: "Histogram", package: "hdrhistogram-swift"),
+        "TesseraModel", "TesseraImaging", "TesseraTasks", "TesseraStorage", .product(name: "Histogram", package: "hdrhistogram-swift"),
     ]),
     // Where inputs and outputs live beyond the local disk: S3-compatible object storage and
     // HTTP(S) URLs (libcurl through the shim), with an on-disk cache of originals.
-    .target(name: "TesseraStorage", dependencies: ["TesseraTasks", "TesseraShim"]),
-    .target(name: "TesseraWire", dependencies: ["CZMQ", "TesseraTasks"]),
+    .target(name: "TesseraStorage", dependencies: ["TesseraModel", "TesseraTasks", "TesseraShim"]),
+    // The libzmq wrapper and the message codec: plain Swift values and libzmq, no codec.
+    .target(name: "TesseraWire", dependencies: ["CZMQ", "TesseraModel", "TesseraTasks"]),
     // What a long-running process serves: HTTP probes, metrics (swift-metrics → Prometheus), process metrics.
     .target(name: "TesseraService", dependencies: [
         .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -70,12 +74,12 @@ let libraries: [Target] = [
     ]),
     .target(
         name: "TesseraWorker",
-        dependencies: ["TesseraWire", "TesseraExecution", "TesseraStorage", "TesseraService", "TesseraShim", .product(name: "CoreMetrics", package: "swift-metrics"),
+        dependencies: ["TesseraModel", "TesseraTasks", "TesseraWire", "TesseraExecution", "TesseraStorage", "TesseraService", "TesseraShim", .product(name: "CoreMetrics", package: "swift-metrics"),
                        .product(name: "Logging", package: "swift-log")]
     ),
     .target(
         name: "TesseraCoordinator",
-        dependencies: ["TesseraImaging", "TesseraTasks", "TesseraWire", "TesseraJobs", "TesseraExecution", "TesseraService",
+        dependencies: ["TesseraModel", "TesseraTasks", "TesseraWire", "TesseraJobs", "TesseraExecution", "TesseraService",
                        .product(name: "CoreMetrics", package: "swift-metrics"),
                        .product(name: "GRDB", package: "GRDB.swift"),
                        .product(name: "Logging", package: "swift-log")]
@@ -88,6 +92,7 @@ let executables: [Target] = [
     .executableTarget(
         name: "tessera",
         dependencies: [
+            "TesseraModel",
             "TesseraImaging",
             "TesseraTasks",
             "TesseraJobs",
@@ -108,14 +113,14 @@ let executables: [Target] = [
 let tests: [Target] = [
     // The process runner and the binary's location, shared by the test targets.
     .target(name: "TesseraTestSupport", path: "Tests/TesseraTestSupport"),
-    .testTarget(name: "TesseraImagingTests", dependencies: ["TesseraImaging"]),
-    .testTarget(name: "TesseraJobsTests", dependencies: ["TesseraTasks", "TesseraJobs", "TesseraExecution"]),
-    .testTarget(name: "TesseraCLITests", dependencies: ["tessera", "TesseraImaging", "TesseraTestSupport"]),
-    .testTarget(name: "TesseraServiceTests", dependencies: ["TesseraService", "TesseraTestSupport"]),
+    .testTarget(name: "TesseraImagingTests", dependencies: ["TesseraModel", "TesseraImaging"]),
+    .testTarget(name: "TesseraJobsTests", dependencies: ["TesseraTestSupport", "TesseraModel", "TesseraImaging", "TesseraTasks", "TesseraJobs", "TesseraExecution", .product(name: "Yams", package: "Yams")]),
+    .testTarget(name: "TesseraCLITests", dependencies: ["tessera", "TesseraModel", "TesseraImaging", "TesseraTasks", "TesseraTestSupport"]),
+    .testTarget(name: "TesseraServiceTests", dependencies: ["TesseraService", "TesseraTestSupport", .product(name: "CoreMetrics", package: "swift-metrics")]),
     .testTarget(name: "TesseraStorageTests", dependencies: ["TesseraStorage", "TesseraTasks", "TesseraTestSupport"]),
-    .testTarget(name: "TesseraWireTests", dependencies: ["TesseraWire", "TesseraTasks"]),
-    .testTarget(name: "TesseraCoordinatorTests", dependencies: ["TesseraCoordinator", "TesseraImaging", "TesseraTasks", "TesseraJobs", "TesseraWire", .product(name: "Logging", package: "swift-log")]),
-    .testTarget(name: "TesseraPoolTests", dependencies: ["tessera", "TesseraTestSupport", "TesseraService", "TesseraImaging", "TesseraTasks", "TesseraJobs", "TesseraExecution", "TesseraStorage", "TesseraWire"]),
+    .testTarget(name: "TesseraWireTests", dependencies: ["TesseraTestSupport", "TesseraModel", "TesseraWire", "TesseraTasks"]),
+    .testTarget(name: "TesseraCoordinatorTests", dependencies: ["TesseraTestSupport", "TesseraCoordinator", "TesseraModel", "TesseraImaging", "TesseraTasks", "TesseraJobs", "TesseraWire", .product(name: "Logging", package: "swift-log")]),
+    .testTarget(name: "TesseraPoolTests", dependencies: ["tessera", "TesseraTestSupport", "TesseraService", "TesseraModel", "TesseraImaging", "TesseraTasks", "TesseraJobs", "TesseraExecution", "TesseraStorage", "TesseraWire"]),
 ]
 
 let package = Package(

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test suite: the Swift tests (release build; the multi-host test needs root for
+# The test suite: the import check (scripts/check-imports.py), the Swift tests (release build; the multi-host test needs root for
 # network namespaces and is reported as skipped without it), the imaging tests again under
 # AddressSanitizer and UndefinedBehaviorSanitizer, a replay of every fuzz target's seeds and
 # regression inputs in the sanitizer-instrumented fuzz build, the container image built from
@@ -7,6 +7,8 @@
 # schemas, systemd-analyze, shellcheck, hadolint).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The layering in Package.swift is the one the code has: imports match declared dependencies.
+scripts/check-imports.py
 swift test -c release "$@"
 if [ $# -eq 0 ]; then  # the whole suite (scripts/test.sh --filter X runs only X)
     scripts/sanitize.sh

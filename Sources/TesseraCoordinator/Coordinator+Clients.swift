@@ -1,8 +1,8 @@
 import Foundation
-import TesseraImaging
 import TesseraJobs
 import TesseraTasks
 import TesseraWire
+import TesseraModel
 
 extension Coordinator {
     /// `submit`: plan the job (expand inputs), journal it with all its tasks, queue it.

@@ -1,8 +1,8 @@
 import CoreMetrics
-import TesseraImaging
 import Foundation
 import TesseraService
 import TesseraWire
+import TesseraModel
 
 /// What the coordinator records, through swift-metrics (the exporter is the caller's
 /// choice: Prometheus in the `tessera` command). Events are tallied on the loop thread and

@@ -1,11 +1,11 @@
 import CoreMetrics
 import Foundation
 import Logging
-import TesseraImaging
 import TesseraJobs
 import TesseraTasks
 import TesseraService
 import TesseraWire
+import TesseraModel
 
 /// How a coordinator runs.
 public struct CoordinatorConfig: Sendable {

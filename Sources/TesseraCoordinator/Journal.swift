@@ -1,9 +1,9 @@
 import Foundation
 import GRDB
-import TesseraImaging
 import TesseraJobs
 import TesseraTasks
 import TesseraWire
+import TesseraModel
 
 /// The coordinator's durable state: jobs, tasks and results in one SQLite file
 /// (GRDB, WAL). A task is finished exactly when it has a row in `results` (primary

@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import TesseraImaging
 import TesseraJobs
 import TesseraTasks
 import TesseraWire

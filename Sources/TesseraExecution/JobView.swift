@@ -1,7 +1,7 @@
 import Foundation
 import Histogram
-import TesseraImaging
 import TesseraTasks
+import TesseraModel
 
 /// What the dashboard and the HTML report show of one job: bounded in size whatever the
 /// job's (a million tasks give the same few kilobytes), built record by record by a
@@ -219,13 +219,13 @@ public struct JobView: Codable, Sendable {
             if left > 0, v.filesPerSecond > 0 { v.etaSeconds = Double(left) / v.filesPerSecond }
             v.bytesIn = bytesIn
             v.bytesOut = bytesOut
-            let summed = stageSums.filter { $0.key != .queueWait }.values.reduce(0, +)
+            let shares = StageTimings.shares(of: stageSums)
             v.stages = Stage.allCases.filter { $0 != .total }.map { stage in
                 let h = histograms[stage]
                 return StageStat(stage: stage.rawValue,
                                  p50: Double(h?.valueAtPercentile(50) ?? 0) / 1000,
                                  p95: Double(h?.valueAtPercentile(95) ?? 0) / 1000,
-                                 share: stage == .queueWait || summed == 0 ? 0 : (stageSums[stage] ?? 0) / summed)
+                                 share: shares[stage] ?? 0)
             }
             let last = taskTimes.lastIndex { $0 > 0 } ?? -1
             v.taskTimes = (0...max(0, last)).map { Bucket(upTo: Double(1 << $0), count: taskTimes[$0]) }

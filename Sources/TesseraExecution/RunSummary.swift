@@ -1,7 +1,7 @@
 import Foundation
 import TesseraTasks
 import Histogram
-import TesseraImaging
+import TesseraModel
 
 /// What a finished job comes to: counts, failures with reasons, throughput, task-time
 /// percentiles (HdrHistogram), the per-stage split and each worker's peak memory.
@@ -117,9 +117,8 @@ public struct RunSummary: Codable, Sendable {
         taskMilliseconds = Percentiles(p50: ms(histogram.valueAtPercentile(50)), p95: ms(histogram.valueAtPercentile(95)),
                                        p99: ms(histogram.valueAtPercentile(99)), max: ms(histogram.max))
         stageMilliseconds = stages
-        let total = stages["total"] ?? 0
-        stageShare = total > 0
-            ? stages.filter { $0.key != Stage.total.rawValue && $0.key != Stage.queueWait.rawValue }.mapValues { $0 / total } : [:]
+        let sums = Dictionary(uniqueKeysWithValues: stages.compactMap { k, v in Stage(rawValue: k).map { ($0, v) } })
+        stageShare = Dictionary(uniqueKeysWithValues: StageTimings.shares(of: sums).map { ($0.key.rawValue, $0.value) })
         var peaks: [String: PeakMemory] = [:]
         for r in records {
             guard let w = r.worker, let p = r.peakMemory else { continue }

@@ -2,6 +2,7 @@ import Foundation
 import TesseraImaging
 import TesseraStorage
 import TesseraTasks
+import TesseraModel
 
 /// What running one task produced, beyond its record.
 public struct TaskOutcome: Sendable {

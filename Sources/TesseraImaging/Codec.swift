@@ -1,3 +1,4 @@
+import TesseraModel
 /// Direct access to the encoders, for tools and tests that make images.
 public enum Codec {
     /// Encodes gray or RGB pixels as JPEG (libjpeg), with optional ICC profile and

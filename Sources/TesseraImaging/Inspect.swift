@@ -1,3 +1,4 @@
+import TesseraModel
 /// What `tessera inspect` reports about a file, read from its headers and
 /// metadata without decoding pixels.
 public struct ImageInfo: Sendable, Codable {

@@ -1,30 +1,5 @@
 import Foundation
-
-/// Settings for decoding, independent of any one output.
-public struct RenderOptions: Sendable, Equatable {
-    public var limits = Limits.default
-    public var scalePolicy = DecodeScalePolicy.default
-    /// Fail on data loss (truncation, corrupt entropy data) instead of rendering grey.
-    public var strict = true
-    /// Apply a PNG's gAMA chunk (converting to sRGB) when it has no ICC profile.
-    public var correctPNGGamma = true
-    /// libjpeg's fast integer IDCT and plain upsampling (slightly lower quality).
-    public var fastDecode = false
-    /// Decode progressive JPEGs planned at 1/8 scale from their DC scans (and the AC
-    /// scans of 2x2-IDCT chroma): libjpeg's exact pixels, a fraction of its time and memory.
-    public var progressiveDC = true
-    /// Fast delivery (like a photo library's fast-format request): small outputs come
-    /// from the EXIF-embedded thumbnail when it has the image's aspect ratio and covers
-    /// them; progressive JPEGs at 1/8 use their DC scans only (chroma interpolated).
-    /// Each result reports the path taken. Off by default: it can lower quality.
-    public var fastMode = false
-    /// HEIF/AVIF: decode a thumbnail item instead of the primary image when it covers every
-    /// output (the image's aspect within a pixel, at least the output's pixels), as vips'
-    /// `thumbnail` does. On by default; off: always the primary image.
-    public var heifThumbnails = true
-
-    public init() {}
-}
+import TesseraModel
 
 /// One encoded output.
 public struct RenderedOutput: Sendable {
@@ -55,25 +30,6 @@ public struct SourceSummary: Sendable {
     public let hadGPS: Bool
 }
 
-/// How a source's pixels were obtained.
-public enum DecodePath: String, Sendable, Codable {
-    /// libjpeg, scaled DCT decoding.
-    case jpeg
-    /// A progressive JPEG at 1/8 from its DC scans (and 2×2 chroma): libjpeg's pixels, without its AC work.
-    case progressiveDC = "progressive-dc"
-    /// Fast mode: a progressive JPEG at 1/8 from its DC scans only, chroma interpolated.
-    case progressiveDCOnly = "progressive-dc-only"
-    /// The EXIF-embedded thumbnail (fast mode only).
-    case exifThumbnail = "exif-thumbnail"
-    case png
-    /// libwebp, scaled while decoding.
-    case webp
-    /// libheif, the primary image (HEIC or AVIF).
-    case heifPrimary = "heif-primary"
-    /// libheif, a thumbnail item that covers every output.
-    case heifThumbnail = "heif-thumbnail"
-}
-
 extension SourceSummary {
     func replacingStoredSize(_ size: Size) -> SourceSummary {
         SourceSummary(format: format, storedSize: size, orientation: orientation, iccName: iccName,
@@ -102,7 +58,7 @@ public struct RenderResult: Sendable {
 ///    (within a byte budget).
 public enum Renderer {
     /// Bumped whenever the same recipe would render different pixels (incremental reruns redo work).
-    public static let version = "tessera-render-1"
+    public static let version = RenderOptions.rendererVersion
 
     public static func render(_ data: Data, recipes: [Recipe], options: RenderOptions = RenderOptions()) throws -> RenderResult {
         try data.withUnsafeBytes { try render(bytes: $0, recipes: recipes, options: options) }

@@ -1,7 +1,7 @@
 import Foundation
 import TesseraTasks
-import TesseraImaging
 import Yams
+import TesseraModel
 
 /// Job files: YAML, read with Yams' node API so every error names the file, the
 /// line and the field.
@@ -111,13 +111,11 @@ public enum JobFile {
 
         func mapping(_ node: Node, _ field: String, allowed: [String]) throws -> Node.Mapping {
             guard let m = node.mapping else { throw error(node, field, "expected a mapping") }
-            for (k, _) in m {
+            // Of several unknown fields, the first by name (as JSON jobs name it).
+            for (k, _) in m.sorted(by: { ($0.key.string ?? "") < ($1.key.string ?? "") }) {
                 guard let key = k.string, allowed.contains(key) else {
                     let name = k.string ?? "?"
-                    let hint = allowed.min { distance($0, name) < distance($1, name) }
-                        .flatMap { distance($0, name) <= 3 ? " (did you mean \"\($0)\"?)" : nil } ?? ""
-                    throw error(k, field.isEmpty ? name : "\(field).\(name)",
-                                "unknown field\(hint); expected one of \(allowed.joined(separator: ", "))")
+                    throw error(k, field.isEmpty ? name : "\(field).\(name)", JobFields.unknown(name, allowed: allowed))
                 }
             }
             return m
@@ -148,8 +146,7 @@ public enum JobFile {
         func absolute(_ path: String) -> String { Location.resolve(path, from: base) }
 
         mutating func job(_ root: Node) throws -> JobSpec {
-            let m = try mapping(root, "", allowed: ["name", "kind", "priority", "inputs", "output", "outputs",
-                                                    "presets", "strip", "tiles", "options", "storage"])
+            let m = try mapping(root, "", allowed: JobFields.job)
             guard let nameNode = m["name"] else { throw error(root, "name", "missing (every job needs a name)") }
             let name = try string(nameNode, "name")
             var kind = JobKind.thumbnail
@@ -206,10 +203,7 @@ public enum JobFile {
             if kind == .tiles { spec.tiles = try tileSettings(m["tiles"]) }
             if let o = m["options"] { spec.options = try options(o) }
             if let st = m["storage"] { spec.storage = try storage(st) }
-            // A pyramid never holds the whole image: tiles jobs take any size JPEG allows.
-            if kind == .tiles && m["options"]?.mapping?["maxMegapixels"] == nil {
-                spec.options.maxMegapixels = JobOptions.tilesMaxMegapixels
-            }
+            if kind == .tiles && m["options"]?.mapping?["maxMegapixels"] == nil { spec.options.applyTilesDefault() }
             // The one validation JSON jobs pass too; the line is that of the field, when found.
             do { try spec.validate() } catch let e as JobError {
                 let field = e.reason.split(separator: ":").first.map(String.init) ?? ""
@@ -220,7 +214,7 @@ public enum JobFile {
 
         func input(_ n: Node, _ field: String) throws -> InputSource {
             if n.scalar != nil { return .path(absolute(try string(n, field)), patterns: [], recursive: true) }
-            let m = try mapping(n, field, allowed: ["path", "glob", "recursive", "manifest", "files"])
+            let m = try mapping(n, field, allowed: JobFields.input)
             if let man = m["manifest"] {
                 guard m["path"] == nil else { throw error(n, field, "give either path or manifest, not both") }
                 let path = absolute(try string(man, "\(field).manifest"))
@@ -243,7 +237,7 @@ public enum JobFile {
         }
 
         func outputSpec(_ n: Node, _ field: String) throws -> OutputSpec {
-            let m = try mapping(n, field, allowed: ["preset", "recipe", "name", "path", "formats", "cacheControl", "scales"])
+            let m = try mapping(n, field, allowed: JobFields.output)
             var name = try m["name"].map { try string($0, "\(field).name") }
             var recipe: Recipe
             switch (m["preset"], m["recipe"]) {
@@ -324,7 +318,7 @@ public enum JobFile {
         }
 
         func stripOptions(_ n: Node) throws -> StripOptions {
-            let m = try mapping(n, "strip", allowed: ["keepICC", "keepCopyright", "orientation"])
+            let m = try mapping(n, "strip", allowed: JobFields.strip)
             var s = StripOptions()
             if let v = m["keepICC"] { s.keepICC = try bool(v, "strip.keepICC") }
             if let v = m["keepCopyright"] { s.keepCopyright = try bool(v, "strip.keepCopyright") }
@@ -339,8 +333,7 @@ public enum JobFile {
         /// The `tiles:` section (every field optional: `vips dzsave`'s defaults).
         func tileSettings(_ n: Node?) throws -> TileSettings {
             guard let n else { return TileSettings() }
-            let m = try mapping(n, "tiles", allowed: ["layout", "tileSize", "overlap", "format", "quality",
-                                                      "background", "baseURI", "viewer", "memoryBudgetMB"])
+            let m = try mapping(n, "tiles", allowed: JobFields.tiles)
             var layout = TileLayout.deepzoom
             if let v = m["layout"] {
                 let s = try string(v, "tiles.layout")
@@ -384,8 +377,7 @@ public enum JobFile {
         }
 
         func options(_ n: Node) throws -> JobOptions {
-            let m = try mapping(n, "options", allowed: ["maxMegapixels", "maxInputMB", "strict", "maxAttempts", "heifThumbnails",
-                                                        "timeout", "inline", "incremental", "fast"])
+            let m = try mapping(n, "options", allowed: JobFields.options)
             var o = JobOptions()
             if let v = m["maxMegapixels"] { o.maxMegapixels = try double(v, "options.maxMegapixels") }
             if let v = m["maxInputMB"] { o.maxInputMB = try int(v, "options.maxInputMB") }
@@ -403,7 +395,7 @@ public enum JobFile {
         }
 
         func storage(_ n: Node) throws -> StorageSettings {
-            let m = try mapping(n, "storage", allowed: StorageSettings.fields)
+            let m = try mapping(n, "storage", allowed: JobFields.storage)
             var s = StorageSettings()
             s.endpoint = try m["endpoint"].map { try string($0, "storage.endpoint") }
             s.region = try m["region"].map { try string($0, "storage.region") }
@@ -443,20 +435,4 @@ public enum JobFile {
             }
         }
     }
-}
-
-/// Edit distance, for "did you mean".
-func distance(_ a: String, _ b: String) -> Int {
-    let a = Array(a.lowercased()), b = Array(b.lowercased())
-    var row = Array(0...b.count)
-    for i in 1...max(a.count, 1) where !a.isEmpty {
-        var prev = row[0]
-        row[0] = i
-        for j in 1...max(b.count, 1) where !b.isEmpty {
-            let cur = row[j]
-            row[j] = min(row[j] + 1, row[j - 1] + 1, prev + (a[i - 1] == b[j - 1] ? 0 : 1))
-            prev = cur
-        }
-    }
-    return row[b.count]
 }

@@ -1,5 +1,4 @@
 import Foundation
-import TesseraImaging
 import TesseraTasks
 
 /// Planning's guard on outputs, before anything is decoded: no output may replace one of

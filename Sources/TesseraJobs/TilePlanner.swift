@@ -2,6 +2,7 @@ import Foundation
 import TesseraImaging
 import TesseraStorage
 import TesseraTasks
+import TesseraModel
 
 /// Planning `tiles` jobs: each input becomes the parts of its pyramid.
 public enum TilePlanner {

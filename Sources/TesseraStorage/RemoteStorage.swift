@@ -1,5 +1,6 @@
 import Foundation
 import TesseraTasks
+import TesseraModel
 
 /// The bytes of a fetched input: a download held without a copy, or a cache entry mapped.
 public enum FetchedBytes: Sendable {

@@ -1,5 +1,5 @@
 import Foundation
-import TesseraImaging
+import TesseraModel
 
 /// One input file and the root it was found under (for naming outputs).
 public struct InputFile: Sendable, Hashable, Codable {

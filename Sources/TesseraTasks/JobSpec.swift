@@ -1,5 +1,5 @@
 import Foundation
-import TesseraImaging
+import TesseraModel
 
 /// What kind of work a job does to each input.
 public enum JobKind: String, Codable, Sendable, CaseIterable {
@@ -29,6 +29,7 @@ public enum InputSource: Codable, Sendable, Equatable {
             self = .path(s, patterns: [], recursive: true)
             return
         }
+        try JobFields.check(decoder, allowed: JobFields.input)
         let c = try decoder.container(keyedBy: CodingKeys.self)
         if let m = try c.decodeIfPresent(String.self, forKey: .manifest) {
             self = .manifest(m)
@@ -109,6 +110,20 @@ public struct OutputSpec: Codable, Sendable, Equatable {
         var cacheControl: String?
         var scales: [Double]?
 
+        enum CodingKeys: String, CodingKey { case name, preset, recipe, path, formats, cacheControl, scales }
+
+        init(from decoder: Decoder) throws {
+            try JobFields.check(decoder, allowed: JobFields.output)
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            name = try c.decodeIfPresent(String.self, forKey: .name)
+            preset = try c.decodeIfPresent(String.self, forKey: .preset)
+            recipe = try c.decodeIfPresent(Recipe.self, forKey: .recipe)
+            path = try c.decodeIfPresent(String.self, forKey: .path)
+            formats = try c.decodeIfPresent([FormatChoice].self, forKey: .formats)
+            cacheControl = try c.decodeIfPresent(String.self, forKey: .cacheControl)
+            scales = try c.decodeIfPresent([Double].self, forKey: .scales)
+        }
+
         /// The output, its preset taken from `catalog`; `field` names it in errors.
         func resolve(_ catalog: PresetCatalog, field: String) throws -> OutputSpec {
             func bad(_ message: String) -> JobError { JobError(.invalidJob, "\(field): \(message)") }
@@ -176,6 +191,7 @@ public struct JobOptions: Codable, Sendable, Equatable {
     }
 
     public init(from decoder: Decoder) throws {
+        try JobFields.check(decoder, allowed: JobFields.options)
         let c = try decoder.container(keyedBy: CodingKeys.self)
         let d = JobOptions()
         maxMegapixels = try c.decodeIfPresent(Double.self, forKey: .maxMegapixels) ?? d.maxMegapixels
@@ -188,6 +204,10 @@ public struct JobOptions: Codable, Sendable, Equatable {
         fast = try c.decodeIfPresent(Bool.self, forKey: .fast) ?? d.fast
         heifThumbnails = try c.decodeIfPresent(Bool.self, forKey: .heifThumbnails) ?? d.heifThumbnails
     }
+
+    /// A pyramid never holds the whole image: a tiles job whose options do not say
+    /// `maxMegapixels` takes any size a JPEG can have (job files and JSON jobs alike).
+    public mutating func applyTilesDefault() { maxMegapixels = Self.tilesMaxMegapixels }
 
     /// The limits of a tiles task: any size a pyramid can stream (pixels capped only so
     /// that the arithmetic stays in `Int`).
@@ -248,6 +268,7 @@ public struct JobSpec: Codable, Sendable, Equatable {
     /// their own presets: `"presets": {"card": recipe, ...}` (a preset file's `presets`),
     /// usable by name in `outputs` like the built-in ones. `validate()` checks the rest.
     public init(from decoder: Decoder) throws {
+        try JobFields.check(decoder, allowed: JobFields.job)
         let c = try decoder.container(keyedBy: CodingKeys.self)
         name = try c.decode(String.self, forKey: .name)
         kind = try c.decodeIfPresent(JobKind.self, forKey: .kind) ?? .thumbnail
@@ -262,16 +283,24 @@ public struct JobSpec: Codable, Sendable, Equatable {
         }
         let references = try c.decodeIfPresent([OutputSpec.Reference].self, forKey: .outputs) ?? []
         outputs = try references.enumerated().map { try $0.element.resolve(catalog, field: "outputs[\($0.offset)]") }
+        if c.contains(.strip) { try JobFields.check(try c.superDecoder(forKey: .strip), allowed: JobFields.strip) }
         strip = try c.decodeIfPresent(StripOptions.self, forKey: .strip) ?? StripOptions()
-        tiles = try c.decodeIfPresent(TileSettings.self, forKey: .tiles)
+        if c.contains(.tiles) { try JobFields.check(try c.superDecoder(forKey: .tiles), allowed: JobFields.tiles) }
+        do { tiles = try c.decodeIfPresent(TileSettings.self, forKey: .tiles) } catch let e as ImagingError {
+            throw JobError(.invalidJob, e.reason)
+        }
         if kind == .tiles {
             let t = tiles ?? TileSettings()
             do { try t.validate() } catch let e as ImagingError {
-                throw DecodingError.dataCorruptedError(forKey: .tiles, in: c, debugDescription: e.reason)
+                throw JobError(.invalidJob, e.reason)  // names its field, as the job file's error does
             }
             tiles = t
         }
         options = try c.decodeIfPresent(JobOptions.self, forKey: .options) ?? JobOptions()
+        if kind == .tiles, !((try? c.nestedContainer(keyedBy: JobOptions.CodingKeys.self, forKey: .options))?.contains(.maxMegapixels) ?? false) {
+            options.applyTilesDefault()
+        }
+        if c.contains(.storage) { try JobFields.check(try c.superDecoder(forKey: .storage), allowed: JobFields.storage) }
         storage = try c.decodeIfPresent(StorageSettings.self, forKey: .storage)
     }
 
@@ -422,7 +451,7 @@ public struct ExecutableJob: Codable, Sendable, Equatable {
     /// incremental reruns.
     public var recipeHash: UInt64 {
         struct Key: Encodable {
-            var renderer = Renderer.version
+            var renderer = RenderOptions.rendererVersion
             var kind: JobKind
             /// The same recipes written under another root are other work (a rerun with a
             /// new `--output` must not be skipped because the old root has the files).

@@ -1,5 +1,5 @@
 import Foundation
-import TesseraImaging
+import TesseraModel
 
 /// Output paths from a template with `{dir}` (the input's directory relative to its
 /// root), `{stem}`, `{ext}` (of the output format), `{srcext}` (the input's own extension,

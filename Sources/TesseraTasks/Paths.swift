@@ -1,4 +1,5 @@
 import Foundation
+import TesseraModel
 
 /// Path arithmetic on strings. Foundation's `NSString.deletingLastPathComponent` traps on
 /// a one-character path without a slash (`"a"`, `"-"`; swift-corelibs-foundation), so
@@ -111,21 +112,8 @@ extension Paths {
         return try fileSystemBytes(path).withUnsafeBufferPointer { try body($0.baseAddress!) }
     }
 
-    /// `path` for people: escaped bytes as `\xNN`.
-    public static func display(_ path: String) -> String {
-        // A URL is shown without its query string: presigned signatures and tokens stay out of logs.
-        let path = Location.withoutQuery(path)
-        guard hasEscapes(path) else { return path }
-        var out = ""
-        for s in path.unicodeScalars {
-            if s.value >= escapeBase && s.value <= escapeBase + 0xFF {
-                out += String(format: "\\x%02X", s.value - escapeBase)
-            } else {
-                out.unicodeScalars.append(s)
-            }
-        }
-        return out
-    }
+    /// `path` for people (`DisplayName`): escaped bytes as `\xNN`, a URL without its query.
+    public static func display(_ path: String) -> String { DisplayName.of(path) }
 
     /// Whether a file or directory exists at `path` (following symbolic links).
     public static func exists(_ path: String) -> Bool {

@@ -1,5 +1,5 @@
 import Foundation
-import TesseraImaging
+import TesseraModel
 
 /// A task's peak resident memory: the kernel's high-water mark of the process that ran it.
 /// When other tasks ran in the same process at the same time, it is the process' peak over

@@ -1,6 +1,6 @@
 import Foundation
-import TesseraImaging
 import TesseraTasks
+import TesseraModel
 
 /// The versioned framing of every message (docs/PROTOCOL.md):
 /// `["TSR1", type, body, payload...]`, after the routing id on the ROUTER side.

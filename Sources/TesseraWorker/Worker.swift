@@ -2,12 +2,12 @@ import CoreMetrics
 import Foundation
 import Logging
 import TesseraExecution
-import TesseraImaging
 import TesseraTasks
 import TesseraService
 import TesseraShim
 import TesseraStorage
 import TesseraWire
+import TesseraModel
 
 /// How a worker runs.
 public struct WorkerConfig: Sendable {

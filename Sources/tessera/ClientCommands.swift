@@ -1,10 +1,10 @@
 import ArgumentParser
 import Foundation
-import TesseraImaging
 import TesseraExecution
 import TesseraJobs
 import TesseraTasks
 import TesseraWire
+import TesseraModel
 
 /// Replaces a job's inputs and output root (command-line overrides, relative to the current directory).
 struct JobOverrides: ParsableArguments {

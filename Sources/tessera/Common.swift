@@ -5,6 +5,7 @@ import TesseraImaging
 import TesseraExecution
 import TesseraJobs
 import TesseraTasks
+import TesseraModel
 
 /// Options every command that reads images shares.
 struct LimitOptions: ParsableArguments {
@@ -201,21 +202,7 @@ enum OutputRoot {
 
 /// ` (did you mean "X"?)` for the valid value nearest to `value`, if one is close.
 func suggestion(_ value: String, _ valid: [String]) -> String {
-    func distance(_ a: [Character], _ b: [Character]) -> Int {
-        var row = Array(0...b.count)
-        for (i, ca) in a.enumerated() {
-            var previous = row[0]
-            row[0] = i + 1
-            for (j, cb) in b.enumerated() {
-                let keep = row[j + 1]
-                row[j + 1] = min(row[j + 1] + 1, row[j] + 1, previous + (ca == cb ? 0 : 1))
-                previous = keep
-            }
-        }
-        return row[b.count]
-    }
-    let v = Array(value.lowercased())
-    guard let best = valid.min(by: { distance(v, Array($0.lowercased())) < distance(v, Array($1.lowercased())) }),
-          distance(v, Array(best.lowercased())) <= max(2, best.count / 3) else { return "" }
+    guard let best = valid.min(by: { JobFields.distance(value, $0) < JobFields.distance(value, $1) }),
+          JobFields.distance(value, best) <= max(2, best.count / 3) else { return "" }
     return " (did you mean \"\(best)\"?)"
 }

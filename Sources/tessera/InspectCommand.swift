@@ -4,6 +4,7 @@ import TesseraImaging
 import TesseraExecution
 import TesseraJobs
 import TesseraTasks
+import TesseraModel
 
 struct Inspect: ParsableCommand {
     static let configuration = CommandConfiguration(

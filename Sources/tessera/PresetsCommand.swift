@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import TesseraImaging
+import TesseraModel
 
 struct Presets: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "List the presets (built-in and from preset files).")

@@ -4,6 +4,7 @@ import TesseraImaging
 import TesseraExecution
 import TesseraJobs
 import TesseraTasks
+import TesseraModel
 
 struct Render: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -7,6 +7,7 @@ import TesseraImaging
 import TesseraJobs
 import TesseraTasks
 import TesseraWire
+import TesseraModel
 
 struct Run: ParsableCommand {
     static let configuration = CommandConfiguration(

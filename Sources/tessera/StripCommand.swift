@@ -4,6 +4,7 @@ import TesseraImaging
 import TesseraExecution
 import TesseraJobs
 import TesseraTasks
+import TesseraModel
 
 struct Strip: ParsableCommand {
     static let configuration = CommandConfiguration(

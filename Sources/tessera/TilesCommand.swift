@@ -4,6 +4,7 @@ import TesseraImaging
 import TesseraExecution
 import TesseraJobs
 import TesseraTasks
+import TesseraModel
 
 /// `tessera tiles SOURCE... -o DIR`: a tiles job without a job file, on a local pool.
 struct Tiles: ParsableCommand {

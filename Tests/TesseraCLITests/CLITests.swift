@@ -2,6 +2,7 @@ import Foundation
 import TesseraImaging
 import TesseraTestSupport
 import XCTest
+import TesseraModel
 
 /// Runs the built `tessera` binary: exit codes, output files, printed records.
 final class CLITests: XCTestCase {

@@ -2,6 +2,7 @@ import Foundation
 import TesseraImaging
 import TesseraTestSupport
 import XCTest
+import TesseraModel
 
 /// What a new user ran into (lost originals, files silently skipped, misreported counts):
 /// each case as the user typed it, against the built binary.

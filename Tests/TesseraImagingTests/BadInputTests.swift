@@ -1,5 +1,6 @@
 import TesseraImaging
 import XCTest
+import TesseraModel
 
 final class BadInputTests: XCTestCase {
     let thumb = recipe([fit(64, 64)])

@@ -1,6 +1,7 @@
 import Foundation
 import TesseraImaging
 import XCTest
+import TesseraModel
 
 final class ColorTests: XCTestCase {
     /// Display P3 -> sRGB with an independent matrix (both D65), for in-gamut colours.

@@ -1,5 +1,6 @@
 import TesseraImaging
 import XCTest
+import TesseraModel
 
 /// The shared corpus, when present: every edge case renders or fails clearly;
 /// every photo renders to the thumbnail and widget presets.

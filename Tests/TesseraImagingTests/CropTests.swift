@@ -1,6 +1,7 @@
 import Foundation
 import TesseraImaging
 import XCTest
+import TesseraModel
 
 /// Crops, trim, attention, overlay, blur-fill padding and the colour additions (tint,
 /// grayscale, vignette) through the renderer: where the pixels end up, exactly.
@@ -135,7 +136,7 @@ final class CropTests: XCTestCase {
     }
 
     func testOverlayIsCompositedAtItsPlaceWithItsAlphaAndReadOnce() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("overlay-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("overlay-\(getpid())-\(UInt64(Date().timeIntervalSince1970 * 1e6))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         let mark = Fixtures.solid(width: 10, height: 6, [0, 0, 255, 255])

@@ -1,5 +1,6 @@
 import TesseraImaging
 import XCTest
+import TesseraModel
 
 /// Hostile inputs found in review: each once trapped or misbehaved.
 final class EdgeInputTests: XCTestCase {

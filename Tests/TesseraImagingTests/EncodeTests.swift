@@ -1,5 +1,6 @@
 import TesseraImaging
 import XCTest
+import TesseraModel
 
 final class EncodeTests: XCTestCase {
     func testByteBudgetFindsTheHighestQualityThatFits() throws {

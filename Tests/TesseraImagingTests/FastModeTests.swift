@@ -1,5 +1,6 @@
 import TesseraImaging
 import XCTest
+import TesseraModel
 
 /// Fast delivery mode: EXIF thumbnails for small outputs, reported per file.
 final class FastModeTests: XCTestCase {

@@ -1,6 +1,7 @@
 import Foundation
 import TesseraImaging
 import XCTest
+import TesseraModel
 
 /// The filter operations (sharpen, blur, adjust) through the renderer, on generated
 /// images: pixel-level outcomes, and parameters refused with field, expected and actual.

@@ -1,6 +1,7 @@
 import Foundation
 @testable import TesseraImaging
 import XCTest
+import TesseraModel
 
 /// What coverage-guided fuzzing found (Fuzz/regressions/TARGET/, Benchmarks/fuzz.sh), replayed
 /// in the ordinary debug build: each input gets its typed error (or renders) instead of the

@@ -1,5 +1,6 @@
 import TesseraImaging
 import XCTest
+import TesseraModel
 
 final class GeometryTests: XCTestCase {
     /// One 4000x3000 source, many recipes in one render (decoded once):

@@ -1,5 +1,6 @@
 import TesseraImaging
 import XCTest
+import TesseraModel
 
 final class LosslessStripTests: XCTestCase {
     func testStripRemovesMetadataAndKeepsScanDataIdentical() throws {

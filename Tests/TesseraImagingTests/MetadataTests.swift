@@ -1,5 +1,6 @@
 import TesseraImaging
 import XCTest
+import TesseraModel
 
 final class MetadataTests: XCTestCase {
     /// A photo-like JPEG with everything a camera and an editor leave behind.

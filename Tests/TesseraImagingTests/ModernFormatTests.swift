@@ -1,6 +1,7 @@
 import Foundation
 import TesseraImaging
 import XCTest
+import TesseraModel
 
 /// HEIC/HEIF, AVIF and WebP in; WebP and AVIF out (issue 14). Fixtures are made with
 /// the project's own encoders (libwebp; libheif with aom, and x265 when present).

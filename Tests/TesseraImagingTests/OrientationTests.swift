@@ -1,5 +1,6 @@
 import TesseraImaging
 import XCTest
+import TesseraModel
 
 final class OrientationTests: XCTestCase {
     /// A displayed image with coloured quadrants, stored rotated/flipped and tagged

@@ -1,5 +1,6 @@
 import TesseraImaging
 import XCTest
+import TesseraModel
 
 /// The DC-scan path for progressive JPEGs at 1/8 must produce exactly libjpeg's pixels.
 final class ProgressiveDCTests: XCTestCase {

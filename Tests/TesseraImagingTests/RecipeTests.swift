@@ -1,6 +1,7 @@
 import Foundation
 import TesseraImaging
 import XCTest
+import TesseraModel
 
 final class RecipeTests: XCTestCase {
     func testRecipeRoundTripsThroughJSON() throws {

@@ -1,5 +1,6 @@
 import TesseraImaging
 import XCTest
+import TesseraModel
 
 final class ResampleTests: XCTestCase {
     func testUniformColourStaysExact() throws {

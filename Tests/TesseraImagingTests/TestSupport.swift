@@ -1,6 +1,7 @@
 import Foundation
 import TesseraImaging
 import XCTest
+import TesseraModel
 
 /// Colours of the four quadrants of the orientation fixture, in display order.
 enum Quadrant: CaseIterable {

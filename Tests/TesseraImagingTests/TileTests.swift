@@ -1,6 +1,7 @@
 import Foundation
 import TesseraImaging
 import XCTest
+import TesseraModel
 
 /// Tile pyramids: the grid as `vips dzsave` lays it out, and every band decode (restart
 /// marker starts, skipped scanlines, progressive) against a plain whole-image decode.

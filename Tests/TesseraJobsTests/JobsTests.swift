@@ -4,6 +4,7 @@ import TesseraExecution
 import TesseraJobs
 import TesseraTasks
 import XCTest
+import TesseraModel
 
 final class OutputNamingTests: XCTestCase {
     func testTemplateTokens() throws {

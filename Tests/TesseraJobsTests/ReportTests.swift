@@ -2,7 +2,9 @@ import Foundation
 import TesseraExecution
 import TesseraImaging
 import TesseraTasks
+import TesseraTestSupport
 import XCTest
+import TesseraModel
 
 /// The aggregation behind the dashboard and the HTML report, fed records in any order.
 final class ReportTests: XCTestCase {
@@ -20,7 +22,7 @@ final class ReportTests: XCTestCase {
 
     /// The report crashed when the first record given had not finished first.
     func testRecordsInAnyOrderGiveTheSameCounts() throws {
-        var generator = SystemRandomNumberGenerator()
+        var generator = SeededGenerator(seed: 29)
         for n in [2, 50, 2000] {
             let ordered = records(n)
             for order in [ordered, ordered.reversed(), ordered.shuffled(using: &generator)] {
@@ -50,8 +52,37 @@ final class ReportTests: XCTestCase {
         _ = RunSummary(records: [r], seconds: 1)
     }
 
+    /// The terminal summary (and `--json`) and the report or dashboard show one share per
+    /// stage: the terminal divided by summed totals, the report by summed stages (records
+    /// of older versions, or cut short, have totals that are not their stages' sum).
+    func testTheSummaryAndTheReportShowTheSameStageShares() {
+        var generator = SeededGenerator(seed: 6)
+        var rs = records(400)
+        for i in rs.indices {
+            rs[i].timings.queueWait = Double(i % 7)
+            rs[i].timings.fetch = Double(i % 3)
+            rs[i].timings.encode = Double(i % 5) + 1
+            rs[i].timings.write = 0.5
+            rs[i].timings.total = Double(i % 11) + 9  // not the stages' sum
+        }
+        rs.shuffle(using: &generator)
+        let summary = RunSummary(records: rs, seconds: 20)
+        let accumulator = JobView.Accumulator()
+        for r in rs { accumulator.add(r, at: r.finishedAt!) }
+        let view = accumulator.view(id: "j", name: "n", kind: "thumbnail", state: "succeeded", total: rs.count, running: 0, elapsed: 20)
+        var sum = 0.0
+        for stat in view.stages where stat.stage != Stage.queueWait.rawValue {
+            XCTAssertEqual(stat.share, summary.stageShare[stat.stage] ?? 0, accuracy: 1e-12, stat.stage)
+            sum += stat.share
+        }
+        XCTAssertEqual(sum, 1, accuracy: 1e-9, "the shares are of the stages that make up a task")
+        XCTAssertNil(summary.stageShare[Stage.queueWait.rawValue])
+        XCTAssertGreaterThan(summary.stageShare[Stage.decode.rawValue] ?? 0, 0.4)
+    }
+
     func testTheHTMLReportOfShuffledRecordsIsWritten() {
-        let shuffled = records(300).shuffled()
+        var generator = SeededGenerator(seed: 28)
+        let shuffled = records(300).shuffled(using: &generator)
         let summary = RunSummary(records: shuffled, seconds: 15)
         let html = RecordWriters.html([.init(records: shuffled, summary: summary, id: "j", name: "shuffled", kind: "thumbnail")],
                                       about: [:])

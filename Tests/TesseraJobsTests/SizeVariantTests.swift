@@ -4,6 +4,7 @@ import TesseraImaging
 import TesseraJobs
 import TesseraTasks
 import XCTest
+import TesseraModel
 
 /// `scales: [1, 2, 3]` on an output: device-pixel-ratio variants from one decode.
 final class SizeVariantTests: XCTestCase {

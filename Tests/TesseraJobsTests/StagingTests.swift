@@ -4,6 +4,7 @@ import TesseraExecution
 import TesseraJobs
 import TesseraTasks
 import XCTest
+import TesseraModel
 
 /// Fenced attempts in the executor: outputs are staged and published only on commit;
 /// what a killed attempt left is cleared by the next one.

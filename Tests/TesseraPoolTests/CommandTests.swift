@@ -5,6 +5,7 @@ import TesseraJobs
 import TesseraTasks
 import TesseraTestSupport
 import XCTest
+import TesseraModel
 
 /// The pool through the `tessera` command line.
 final class CommandTests: XCTestCase {

@@ -254,7 +254,8 @@ final class DashboardTests: XCTestCase {
             r.decodePath = "jpeg"
             lines.append(String(decoding: try JSONEncoder().encode(r), as: UTF8.self))
         }
-        try lines.shuffled().joined(separator: "\n").write(toFile: dir + "/r.jsonl", atomically: true, encoding: .utf8)
+        var generator = SeededGenerator(seed: 29)
+        try lines.shuffled(using: &generator).joined(separator: "\n").write(toFile: dir + "/r.jsonl", atomically: true, encoding: .utf8)
         let made = try tessera(["report", dir + "/r.jsonl", "--html", dir + "/r.html"])
         XCTAssertEqual(made.status, 0, made.err)
         let page = try probe("file://" + dir + "/r.html", until: "svg.histogram", screenshot: "report-clean.png")

@@ -5,6 +5,7 @@ import TesseraJobs
 import TesseraTasks
 import TesseraWire
 import XCTest
+import TesseraModel
 
 /// HEIC/AVIF/WebP through the pool and the command line (issue 14).
 final class ModernFormatPoolTests: XCTestCase {

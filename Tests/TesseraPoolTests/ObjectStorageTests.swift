@@ -6,6 +6,7 @@ import TesseraTasks
 import TesseraTestSupport
 import TesseraWire
 import XCTest
+import TesseraModel
 
 /// Jobs whose photos live in object storage or behind HTTP: a real S3 API on loopback
 /// (`rclone serve s3`), a fault-injecting proxy and a plain HTTP server, all started by

@@ -6,6 +6,7 @@ import TesseraTasks
 import TesseraWire
 import TesseraTestSupport
 import XCTest
+import TesseraModel
 
 struct TestTimeout: Error {}
 

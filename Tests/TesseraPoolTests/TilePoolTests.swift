@@ -5,6 +5,7 @@ import TesseraJobs
 import TesseraTasks
 import TesseraWire
 import XCTest
+import TesseraModel
 
 /// Tiles jobs through a real coordinator and worker processes: every pyramid part runs
 /// exactly once, every tile of the grid is on disk once, reruns redo nothing.

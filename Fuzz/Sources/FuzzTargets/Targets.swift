@@ -3,6 +3,7 @@ import Foundation
 import TesseraJobs
 import TesseraTasks
 import TesseraWire
+import TesseraModel
 
 /// The fuzz targets: each takes hostile bytes to one parser. Any typed error is fine; a
 /// crash, a hang (> 1 s), a sanitizer report or an allocation over 512 MB is a finding.

@@ -1,13 +1,5 @@
 import TesseraShim
-
-/// Chroma subsampling of an encoded JPEG.
-public enum ChromaSubsampling: String, Sendable, Codable {
-    /// 4:2:0 below quality 0.9, 4:4:4 from 0.9 (libvips' rule).
-    case auto
-    case s420 = "4:2:0"
-    case s422 = "4:2:2"
-    case s444 = "4:4:4"
-}
+import TesseraModel
 
 /// JPEG encoding through the libjpeg API (one call: `ts_jpeg_encode`).
 enum JPEGEncoder {

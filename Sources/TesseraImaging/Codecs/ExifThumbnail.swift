@@ -1,3 +1,4 @@
+import TesseraModel
 /// When an EXIF-embedded thumbnail may stand in for the image (fast mode only).
 enum ExifThumbnail {
     /// The thumbnail has the image's aspect ratio (so no letterbox bars) within a pixel.

@@ -1,6 +1,7 @@
 import CHeif
 import Foundation
 import TesseraShim
+import TesseraModel
 
 /// A HEIF file (HEIC, AVIF) opened with libheif: the primary image's size as displayed,
 /// its metadata and colour, its thumbnails; decoding gives upright pixels (libheif applies

@@ -1,5 +1,6 @@
 import CJPEG
 import TesseraShim
+import TesseraModel
 
 /// The frame header of a JPEG, as libjpeg reads it.
 struct JPEGHeader {

@@ -1,6 +1,7 @@
 import CHeif
 import CWebP
 import Foundation
+import TesseraModel
 
 /// WebP encoding through libwebp (`WebPEncode` into a memory writer; `WebPMux` to attach
 /// an ICC profile).

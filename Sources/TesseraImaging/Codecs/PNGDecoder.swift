@@ -1,4 +1,5 @@
 import TesseraShim
+import TesseraModel
 
 /// The IHDR and the ancillary chunks Tessera cares about.
 struct PNGHeader {

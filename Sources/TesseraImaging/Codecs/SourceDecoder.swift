@@ -1,58 +1,5 @@
 import CJPEG
-
-/// Container formats Tessera reads and writes.
-public enum ImageFormat: String, Codable, Sendable, CaseIterable {
-    case jpeg, png, webp, heif, avif
-
-    /// Formats Tessera writes.
-    public var isWritable: Bool { self != .heif }
-
-    /// Recognises a format from its first bytes.
-    public static func sniff(_ bytes: UnsafeRawBufferPointer) -> ImageFormat? {
-        // SOI and the first marker's FF; two bytes FF D8 are a JPEG cut short (truncated, not foreign).
-        if bytes.count >= 2, bytes[0] == 0xFF, bytes[1] == 0xD8, bytes.count == 2 || bytes[2] == 0xFF { return .jpeg }
-        let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
-        if bytes.count >= 8, (0..<8).allSatisfy({ bytes[$0] == png[$0] }) { return .png }
-        func ascii(_ s: String, at offset: Int) -> Bool {
-            let u = Array(s.utf8)
-            return bytes.count >= offset + u.count && (0..<u.count).allSatisfy { bytes[offset + $0] == u[$0] }
-        }
-        if ascii("RIFF", at: 0) && ascii("WEBP", at: 8) { return .webp }
-        // ISO base media: a leading ftyp box; the major and compatible brands say HEIF or AVIF.
-        if ascii("ftyp", at: 4), bytes.count >= 16 {
-            let boxSize = Int(bytes[0]) << 24 | Int(bytes[1]) << 16 | Int(bytes[2]) << 8 | Int(bytes[3])
-            let end = min(bytes.count, max(16, min(boxSize, 256)))
-            var brands: [String] = [String(decoding: (8..<12).map { bytes[$0] }, as: UTF8.self)]
-            var i = 16
-            while i + 4 <= end {
-                brands.append(String(decoding: (i..<i + 4).map { bytes[$0] }, as: UTF8.self))
-                i += 4
-            }
-            if brands[0] == "avif" || brands[0] == "avis" { return .avif }
-            let heif: Set<String> = ["heic", "heix", "heim", "heis", "hevc", "hevx", "mif1", "msf1"]
-            guard heif.contains(brands[0]) || brands.dropFirst().contains(where: { heif.contains($0) }) else { return nil }
-            return brands.contains("avif") || brands.contains("avis") ? .avif : .heif
-        }
-        return nil
-    }
-
-    /// What a file name's extension (lowercased, no dot) says the format is: what planning
-    /// predicts before the content is read.
-    public static let byExtension: [String: ImageFormat] = [
-        "jpg": .jpeg, "jpeg": .jpeg, "jpe": .jpeg, "jfif": .jpeg, "png": .png, "webp": .webp,
-        "heic": .heif, "heif": .heif, "hif": .heif, "avif": .avif,
-    ]
-
-    public var fileExtension: String {
-        switch self {
-        case .jpeg: return "jpg"
-        case .png: return "png"
-        case .webp: return "webp"
-        case .heif: return "heic"
-        case .avif: return "avif"
-        }
-    }
-}
+import TesseraModel
 
 /// One source opened for decoding: header and metadata first, then rows, in one
 /// of three layouts (gray, RGB, RGBA). CMYK JPEGs become RGB here (through their

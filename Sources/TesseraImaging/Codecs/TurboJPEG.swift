@@ -1,4 +1,5 @@
 import CTurboJPEG
+import TesseraModel
 
 /// Lossless JPEG transforms through TurboJPEG (`tjTransform`): rotations and flips
 /// done on DCT coefficients, without decoding.

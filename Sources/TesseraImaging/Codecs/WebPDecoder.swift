@@ -1,5 +1,6 @@
 import CWebP
 import Foundation
+import TesseraModel
 
 /// A WebP file opened with libwebp: its features, its VP8X metadata (ICC, EXIF, XMP) and a
 /// decode straight to the size the resampler needs (`use_scaling`: the WebP counterpart of

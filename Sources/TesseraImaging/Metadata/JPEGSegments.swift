@@ -1,4 +1,5 @@
 import Foundation
+import TesseraModel
 
 /// The marker segments of a JPEG file, parsed without decoding: what `inspect`
 /// reports and what lossless strip filters. Entropy-coded data stays attached to

@@ -1,3 +1,4 @@
+import TesseraModel
 /// The chunks of a PNG file, parsed without decoding.
 struct PNGChunks {
     struct Chunk {

@@ -1,4 +1,5 @@
 import Foundation
+import TesseraModel
 
 /// How the bytes of one pixel are laid out. Alpha is straight (not premultiplied).
 public enum PixelLayout: Int, Sendable, Codable {

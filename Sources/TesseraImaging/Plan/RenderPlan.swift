@@ -1,25 +1,4 @@
-/// How the JPEG DCT scale is chosen for an output.
-///
-/// The decoded region should be at least `minimumResidual` times the output, so
-/// the resampler has room to anti-alias (the DCT scaling alone is a box filter).
-/// Scales with SIMD IDCTs in libjpeg-turbo (1/8, 2/8, 4/8) are tried first, then
-/// 5/8...7/8; when none leaves that residual, the smallest scale that still covers
-/// the output is used, so a downscale never decodes full size when a scaled
-/// decode covers it. See docs/decisions/001-dct-scale.md for the measurements.
-public struct DecodeScalePolicy: Sendable, Equatable, Codable {
-    public var preferredEighths: [Int] = [1, 2, 3, 4]
-    public var fallbackEighths: [Int] = [5, 6, 7]
-    public var minimumResidual: Double = 1.35
-
-    public init(preferredEighths: [Int] = [1, 2, 3, 4], fallbackEighths: [Int] = [5, 6, 7],
-                minimumResidual: Double = 1.35) {
-        self.preferredEighths = preferredEighths
-        self.fallbackEighths = fallbackEighths
-        self.minimumResidual = minimumResidual
-    }
-
-    public static let `default` = DecodeScalePolicy()
-}
+import TesseraModel
 
 /// Everything decided for one output before a pixel is decoded (pure, from the
 /// header and the recipe): sizes, crop, orientation, the DCT scale it needs. A recipe

@@ -1,4 +1,5 @@
 import Foundation
+import TesseraModel
 
 /// What the decoded pixels say about where the picture is, for the operations that choose
 /// their region from them: `trim` (the box inside uniform borders) and `attention` (a

@@ -1,4 +1,5 @@
 import Foundation
+import TesseraModel
 
 /// The recipe's filter operations (`sharpen`, `blur`, `adjust`, `pad`, `overlay`), in recipe order, on the
 /// output-sized image — after resize, orientation and colour conversion, never on the

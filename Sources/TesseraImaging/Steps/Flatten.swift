@@ -1,3 +1,4 @@
+import TesseraModel
 /// Composites straight-alpha RGBA onto an opaque background, giving RGB.
 /// Blends in sRGB space, as browsers composite.
 func flatten(_ image: PixelBuffer, onto background: RGBColor) throws -> PixelBuffer {

@@ -1,6 +1,7 @@
 import Foundation
 #if canImport(Glibc)
 import Glibc
+import TesseraModel
 #endif
 
 /// Watermarks of `overlay` operations, read and decoded once per process and kept by path

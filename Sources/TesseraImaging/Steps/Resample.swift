@@ -1,15 +1,8 @@
 import TesseraShim
 import Foundation
+import TesseraModel
 
-/// The filter a resampler uses.
-public enum ResampleFilter: String, Sendable, Codable {
-    /// Lanczos-3: sharp, little ringing; the default.
-    case lanczos3
-    /// Catmull-Rom cubic.
-    case cubic
-    /// Triangle (bilinear when enlarging).
-    case linear
-
+extension ResampleFilter {
     var support: Double {
         switch self {
         case .lanczos3: return 3

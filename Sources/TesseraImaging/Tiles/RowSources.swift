@@ -1,6 +1,7 @@
 import CJPEG
 import Foundation
 import TesseraShim
+import TesseraModel
 
 /// Rows of one pyramid level, top to bottom, never the whole image: what a band or the
 /// tail of a pyramid reads.
@@ -17,21 +18,6 @@ protocol RowSource: AnyObject {
     func read(into buffer: UnsafeMutablePointer<UInt8>, stride: Int, rows: Int) throws
     /// What the source decodes, for reports.
     var describe: TileDecodeInfo { get }
-}
-
-/// How a task got its pixels: reported per task.
-public struct TileDecodeInfo: Sendable, Codable, Equatable {
-    /// DCT scale in eighths (8: full size; PNG: 8).
-    public var scaleEighths: Int = 8
-    /// Further 2^n box shrink after decoding.
-    public var boxShrink: Int = 1
-    /// How the decoder reached the first row: `restart-marker` (decoding starts at a
-    /// restart marker, nothing before it is read), `skip-scanlines` (entropy-decoded, not
-    /// reconstructed), `read-through` (PNG: inflated and dropped), `none` (from the top).
-    public var seek: String = "none"
-    /// Source rows (full-resolution coordinates) the task decoded.
-    public var sourceRows: [Int] = []
-    public init() {}
 }
 
 /// A JPEG at scale `scaleEighths`/8 through libjpeg-turbo's scaled IDCT. When the task

@@ -1,21 +1,7 @@
 import Foundation
+import TesseraModel
 
-/// What a tile source is, read from its header: what planning needs.
-public struct TileSourceInfo: Sendable, Equatable {
-    public var format: ImageFormat
-    public var width: Int
-    public var height: Int
-    public var progressive: Bool
-    /// Baseline JPEG with restart markers in one interleaved scan: bands can start at a marker.
-    public var restartSeekable: Bool
-    /// Memory the decoder needs whatever the band (progressive coefficients, an
-    /// interlaced PNG's whole image), in bytes.
-    public var wholeImageBytes: Int
-    /// Channels of a level row (1, 3 or 4).
-    public var channels: Int
-    /// Bytes before the image data (metadata included): a restarted band copies them.
-    public var headerBytes: Int = 0
-
+extension TileSourceInfo {
     /// Whether `marker` (JPEG EOI, PNG IEND) is in the last 4 KB: files may carry trailing
     /// data (MPF images end with their own EOI), truncated ones do not have it.
     static func endsLikeAnImage(_ bytes: UnsafeRawBufferPointer, marker: [UInt8]) -> Bool {
@@ -27,17 +13,6 @@ public struct TileSourceInfo: Sendable, Equatable {
             i -= 1
         }
         return false
-    }
-
-    public init(format: ImageFormat, width: Int, height: Int, progressive: Bool, restartSeekable: Bool,
-                wholeImageBytes: Int, channels: Int) {
-        self.format = format
-        self.width = width
-        self.height = height
-        self.progressive = progressive
-        self.restartSeekable = restartSeekable
-        self.wholeImageBytes = wholeImageBytes
-        self.channels = channels
     }
 
     /// Reads the header of a JPEG or PNG.
@@ -101,25 +76,6 @@ public struct TileOutput: Sendable {
     public var bytes: [UInt8]
     public var width: Int
     public var height: Int
-}
-
-/// What one pyramid task did: reported per task.
-public struct TileWork: Sendable, Codable, Equatable {
-    public var part: PyramidPart?
-    /// Deep Zoom level numbers (or IIIF shrinks) written.
-    public var levels: [Int] = []
-    public var tilesWritten = 0
-    /// Tiles already present from an earlier attempt, not made again.
-    public var tilesSkipped = 0
-    public var bytes = 0
-    /// The decoded region in level pixels: x, y, width, height (the first level of the part).
-    public var region: [Int] = []
-    public var decode = TileDecodeInfo()
-    /// Decode (with the level halving) and encode milliseconds; in the record's timings, not its `tiles`.
-    public var timings = StageTimings()
-    public init() {}
-
-    enum CodingKeys: String, CodingKey { case part, levels, tilesWritten, tilesSkipped, bytes, region, decode }
 }
 
 /// Makes the tiles of one part of a pyramid from the source bytes, streaming: a band

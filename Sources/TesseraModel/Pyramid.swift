@@ -47,11 +47,35 @@ public struct TileSettings: Sendable, Codable, Equatable {
                   tileSize: try c.decodeIfPresent(Int.self, forKey: .tileSize),
                   overlap: try c.decodeIfPresent(Int.self, forKey: .overlap))
         format = try c.decodeIfPresent(ImageFormat.self, forKey: .format) ?? format
-        quality = try c.decodeIfPresent(Int.self, forKey: .quality) ?? quality
+        if let q = try c.decodeIfPresent(Double.self, forKey: .quality) {
+            // 0...1 as in job files and recipes (dzsave's Q 75 is 0.75); a whole 2...100 is the
+            // 1...100 of journals and messages written before this was one field.
+            if q > 0 && q <= 1 {
+                quality = max(1, Int((q * 100).rounded()))
+            } else if q == q.rounded() && q >= 2 && q <= 100 {
+                quality = Int(q)
+            } else {
+                throw ImagingError(.invalidRecipe, "tiles.quality: expected 0...1\(Recipe.qualityHint(q)), got \(q)")
+            }
+        }
         background = try c.decodeIfPresent([UInt8].self, forKey: .background) ?? background
         baseURI = try c.decodeIfPresent(String.self, forKey: .baseURI) ?? baseURI
         viewer = try c.decodeIfPresent(Bool.self, forKey: .viewer) ?? viewer
         memoryBudgetMB = try c.decodeIfPresent(Int.self, forKey: .memoryBudgetMB) ?? memoryBudgetMB
+    }
+
+    /// As a job file writes it: quality 0...1.
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(layout, forKey: .layout)
+        try c.encode(tileSize, forKey: .tileSize)
+        try c.encode(overlap, forKey: .overlap)
+        try c.encode(format, forKey: .format)
+        try c.encode(Double(quality) / 100, forKey: .quality)
+        try c.encode(background, forKey: .background)
+        try c.encode(baseURI, forKey: .baseURI)
+        try c.encode(viewer, forKey: .viewer)
+        try c.encode(memoryBudgetMB, forKey: .memoryBudgetMB)
     }
 
     public func validate() throws {
@@ -236,7 +260,7 @@ extension PyramidPart: Codable {
 
 extension PyramidGeometry {
     /// Bytes of level `k` held whole, with `channels` per pixel.
-    func levelBytes(_ k: Int, channels: Int) -> Int {
+    public func levelBytes(_ k: Int, channels: Int) -> Int {
         let s = levelSize(k)
         return s.width * s.height * channels
     }

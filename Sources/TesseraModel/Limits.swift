@@ -22,13 +22,13 @@ public struct Limits: Sendable, Equatable, Codable {
 
     public static let `default` = Limits()
 
-    func checkInput(bytes: Int) throws {
+    public func checkInput(bytes: Int) throws {
         guard bytes <= maxInputBytes else {
             throw ImagingError(.limitExceeded, "input is \(bytes) bytes, over the limit of \(maxInputBytes)")
         }
     }
 
-    func checkDimensions(_ size: Size) throws {
+    public func checkDimensions(_ size: Size) throws {
         guard size.width > 0, size.height > 0 else {
             throw ImagingError(.corrupt, "image declares an empty size \(size)")
         }

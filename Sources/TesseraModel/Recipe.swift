@@ -236,7 +236,7 @@ public enum RecipeOperation: Codable, Sendable, Equatable {
 
     /// Whether the step chooses the region from the pixels themselves (the image is analysed
     /// at the decode scale before it is resized).
-    var needsAnalysis: Bool {
+    public var needsAnalysis: Bool {
         switch self {
         case .trim: return true
         case .crop(let c): return c.aspect != nil && c.gravity == .attention && c.focus == nil
@@ -431,7 +431,7 @@ public struct Crop: Codable, Sendable, Equatable {
         return v
     }
 
-    func validate(_ bad: (String, String, Any) -> ImagingError) throws {
+    public func validate(_ bad: (String, String, Any) -> ImagingError) throws {
         if let aspect {
             guard x == nil, y == nil, width == nil, height == nil else {
                 throw bad("aspect", "either aspect or a rectangle (x, y, width, height)", "both")
@@ -699,7 +699,7 @@ public struct Resize: Codable, Sendable, Equatable {
     }
 
     /// The box in pixels.
-    var pixelBox: (width: Int?, height: Int?) {
+    public var pixelBox: (width: Int?, height: Int?) {
         let s = max(1, scale)
         return (width.map { Int((Double($0) * s).rounded()) }, height.map { Int((Double($0) * s).rounded()) })
     }
@@ -713,7 +713,7 @@ public enum Gravity: String, Codable, Sendable, CaseIterable {
     case attention
 
     /// The crop's position as fractions of the free space (0: left/top, 1: right/bottom).
-    var position: (x: Double, y: Double) {
+    public var position: (x: Double, y: Double) {
         switch self {
         case .centre: return (0.5, 0.5)
         case .north: return (0.5, 0)
@@ -909,6 +909,17 @@ public struct RGBColor: Codable, Sendable, Equatable, CustomStringConvertible {
 /// number that does not fit its field (1.5 or 1e300 where a whole number goes): given the
 /// `data`, the account says which.
 public func describeDecoding(_ error: DecodingError, data: Data) -> String {
+    if case .typeMismatch(let type, let ctx) = error,
+       let object = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]) {
+        // The value that is not of its field's type, quoted as job-file errors quote it.
+        var value: Any? = object
+        for key in ctx.codingPath {
+            if let i = key.intValue, let a = value as? [Any] { value = i < a.count ? a[i] : nil } else {
+                value = (value as? [String: Any])?[key.stringValue]
+            }
+        }
+        return "\(decodingPath(ctx.codingPath)): " + expected(type, got: value)
+    }
     guard case .dataCorrupted(let ctx) = error, ctx.codingPath.isEmpty else { return describeDecoding(error) }
     let object: Any
     do {
@@ -942,14 +953,37 @@ let wholeNumberFields: Set<String> = [
     "margin", "tileSize", "overlap", "memoryBudgetMB", "maxInputMB", "maxAttempts", "priority", "version", "multipartMB",
 ]
 
+/// `expected an integer, got "high"`: the words job files use for a value of the wrong type.
+public func expected(_ type: Any.Type, got value: Any?) -> String {
+    let shown: String
+    switch value {
+    // JSON's true and false are NSNumbers of type char ("c").
+    case let n as NSNumber: shown = String(cString: n.objCType) == "c" ? (n.boolValue ? "true" : "false") : "\(n)"
+    case let s as String: shown = s
+    case is [Any]: shown = "a list"
+    case is [String: Any]: shown = "a mapping"
+    default: shown = "?"
+    }
+    switch type {
+    case is Int.Type, is Int64.Type, is UInt64.Type, is UInt8.Type, is UInt32.Type, is Int32.Type:
+        return "expected an integer, got \"\(shown)\""
+    case is Double.Type, is Float.Type: return "expected a number, got \"\(shown)\""
+    case is Bool.Type: return "expected true or false"
+    case is String.Type: return "expected a string"
+    default: return "expected \(type)"
+    }
+}
+
+func decodingPath(_ keys: [CodingKey]) -> String {
+    keys.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined().drop { $0 == "." }.description
+}
+
 /// A one-line account of a `DecodingError`: the field path and what was wrong.
 public func describeDecoding(_ error: DecodingError) -> String {
-    func path(_ keys: [CodingKey]) -> String {
-        keys.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined().drop { $0 == "." }.description
-    }
+    let path = decodingPath
     switch error {
     case .typeMismatch(let type, let ctx):
-        return "\(path(ctx.codingPath)): expected \(type)"
+        return "\(path(ctx.codingPath)): " + expected(type, got: nil)
     case .valueNotFound(let type, let ctx):
         return "\(path(ctx.codingPath)): missing \(type)"
     case .keyNotFound(let key, let ctx):

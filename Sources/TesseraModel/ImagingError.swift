@@ -56,19 +56,6 @@ public struct ImagingError: Error, Equatable, Sendable, CustomStringConvertible 
         (file.map { "\(Self.display($0)): " } ?? "") + "\(reason) [\(code)]"
     }
 
-    /// A file name for people: bytes that are not UTF-8 (carried as U+10FF00 + byte) as `\xNN`.
-    static func display(_ name: String) -> String {
-        // A URL without its query string and fragment: a presigned signature is a credential.
-        var name = name
-        let lower = name.prefix(8).lowercased()
-        if lower.hasPrefix("http://") || lower.hasPrefix("https://"), let cut = name.firstIndex(where: { $0 == "?" || $0 == "#" }) {
-            name = String(name[..<cut])
-        }
-        guard name.unicodeScalars.contains(where: { $0.value >= 0x10FF00 && $0.value <= 0x10FFFF }) else { return name }
-        var out = ""
-        for s in name.unicodeScalars {
-            if s.value >= 0x10FF00 && s.value <= 0x10FFFF { out += String(format: "\\x%02X", s.value - 0x10FF00) } else { out.unicodeScalars.append(s) }
-        }
-        return out
-    }
+    /// The file as people see it (`DisplayName`).
+    public static func display(_ name: String) -> String { DisplayName.of(name) }
 }

@@ -47,6 +47,18 @@ public struct StageTimings: Sendable, Equatable, Codable {
         Stage.allCases.reduce(0) { $1 == .total || $1 == .queueWait ? $0 : $0 + self[$1] }
     }
 
+    /// Each stage's share of the time tasks spent, from per-stage sums over tasks: a stage's
+    /// sum over the sum of the stages that make up `total` (queue wait, which comes before a
+    /// task starts, has none). The one definition the terminal summary, the `--json`
+    /// summary, the HTML report and the dashboard all show.
+    public static func shares(of sums: [Stage: Double]) -> [Stage: Double] {
+        let summed = sums.reduce(0) { $1.key == .total || $1.key == .queueWait ? $0 : $0 + $1.value }
+        guard summed > 0 else { return [:] }
+        var out: [Stage: Double] = [:]
+        for stage in Stage.allCases where stage != .total && stage != .queueWait { out[stage] = (sums[stage] ?? 0) / summed }
+        return out
+    }
+
     /// Sets `total` to `milliseconds` and gives what no stage timed (bookkeeping between
     /// them, the thread being descheduled there) to `stage`: every millisecond belongs to a stage.
     public mutating func close(at milliseconds: Double, remainderTo stage: Stage) {

@@ -1,0 +1,32 @@
+import Foundation
+
+/// How a stripped file keeps displaying upright.
+public enum OrientationHandling: String, Sendable, Codable {
+    /// Keep a minimal EXIF holding only the Orientation tag (scan data untouched).
+    case tag
+    /// Rotate the DCT coefficients losslessly (TurboJPEG) when the image is a whole
+    /// number of MCUs in the directions that move; otherwise fall back to `tag`.
+    case transform
+}
+
+public struct StripOptions: Sendable, Codable, Equatable {
+    /// Keep the ICC profile (dropping it would change how colours display).
+    public var keepICC = true
+    /// Keep the EXIF Copyright tag.
+    public var keepCopyright = false
+    public var orientation = OrientationHandling.tag
+    public init(keepICC: Bool = true, keepCopyright: Bool = false, orientation: OrientationHandling = .tag) {
+        self.keepICC = keepICC
+        self.keepCopyright = keepCopyright
+        self.orientation = orientation
+    }
+
+    enum CodingKeys: String, CodingKey { case keepICC, keepCopyright, orientation }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        keepICC = try c.decodeIfPresent(Bool.self, forKey: .keepICC) ?? true
+        keepCopyright = try c.decodeIfPresent(Bool.self, forKey: .keepCopyright) ?? false
+        orientation = try c.decodeIfPresent(OrientationHandling.self, forKey: .orientation) ?? .tag
+    }
+}

@@ -1,0 +1,63 @@
+import Foundation
+
+/// What one pyramid task did: reported per task.
+public struct TileWork: Sendable, Codable, Equatable {
+    public var part: PyramidPart?
+    /// Deep Zoom level numbers (or IIIF shrinks) written.
+    public var levels: [Int] = []
+    public var tilesWritten = 0
+    /// Tiles already present from an earlier attempt, not made again.
+    public var tilesSkipped = 0
+    public var bytes = 0
+    /// The decoded region in level pixels: x, y, width, height (the first level of the part).
+    public var region: [Int] = []
+    public var decode = TileDecodeInfo()
+    /// Decode (with the level halving) and encode milliseconds; in the record's timings, not its `tiles`.
+    public var timings = StageTimings()
+    public init() {}
+
+    enum CodingKeys: String, CodingKey { case part, levels, tilesWritten, tilesSkipped, bytes, region, decode }
+}
+
+/// What a tile source is, read from its header: what planning needs.
+public struct TileSourceInfo: Sendable, Equatable {
+    public var format: ImageFormat
+    public var width: Int
+    public var height: Int
+    public var progressive: Bool
+    /// Baseline JPEG with restart markers in one interleaved scan: bands can start at a marker.
+    public var restartSeekable: Bool
+    /// Memory the decoder needs whatever the band (progressive coefficients, an
+    /// interlaced PNG's whole image), in bytes.
+    public var wholeImageBytes: Int
+    /// Channels of a level row (1, 3 or 4).
+    public var channels: Int
+    /// Bytes before the image data (metadata included): a restarted band copies them.
+    public var headerBytes: Int = 0
+
+    public init(format: ImageFormat, width: Int, height: Int, progressive: Bool, restartSeekable: Bool,
+                wholeImageBytes: Int, channels: Int) {
+        self.format = format
+        self.width = width
+        self.height = height
+        self.progressive = progressive
+        self.restartSeekable = restartSeekable
+        self.wholeImageBytes = wholeImageBytes
+        self.channels = channels
+    }
+}
+
+/// How a task got its pixels: reported per task.
+public struct TileDecodeInfo: Sendable, Codable, Equatable {
+    /// DCT scale in eighths (8: full size; PNG: 8).
+    public var scaleEighths: Int = 8
+    /// Further 2^n box shrink after decoding.
+    public var boxShrink: Int = 1
+    /// How the decoder reached the first row: `restart-marker` (decoding starts at a
+    /// restart marker, nothing before it is read), `skip-scanlines` (entropy-decoded, not
+    /// reconstructed), `read-through` (PNG: inflated and dropped), `none` (from the top).
+    public var seek: String = "none"
+    /// Source rows (full-resolution coordinates) the task decoded.
+    public var sourceRows: [Int] = []
+    public init() {}
+}
