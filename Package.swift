@@ -113,6 +113,7 @@ let executables: [Target] = [
 let tests: [Target] = [
     // The process runner and the binary's location, shared by the test targets.
     .target(name: "TesseraTestSupport", path: "Tests/TesseraTestSupport"),
+    .testTarget(name: "TesseraModelTests", dependencies: ["TesseraModel"]),
     .testTarget(name: "TesseraImagingTests", dependencies: ["TesseraModel", "TesseraImaging"]),
     .testTarget(name: "TesseraJobsTests", dependencies: ["TesseraTestSupport", "TesseraModel", "TesseraImaging", "TesseraTasks", "TesseraJobs", "TesseraExecution", .product(name: "Yams", package: "Yams")]),
     .testTarget(name: "TesseraCLITests", dependencies: ["tessera", "TesseraModel", "TesseraImaging", "TesseraTasks", "TesseraTestSupport"]),

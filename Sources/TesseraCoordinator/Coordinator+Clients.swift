@@ -61,8 +61,8 @@ extension Coordinator {
         if let s = scheduler.finishedJobs[id] { return s }
         guard let row = try journal.job(id) else { return nil }
         return JobStatus(id: row.id, name: row.spec.name, kind: row.spec.kind, priority: row.spec.priority,
-                         state: row.state, total: row.total, pending: 0, running: 0, succeeded: row.counts[0],
-                         failed: row.counts[1], skipped: row.counts[2], cancelled: row.counts[3],
+                         state: row.state, total: row.total, pending: 0, running: 0, succeeded: row.counts[.succeeded],
+                         failed: row.counts[.failed], skipped: row.counts[.skipped], cancelled: row.counts[.cancelled],
                          submitted: row.submitted, finished: row.finished)
     }
 

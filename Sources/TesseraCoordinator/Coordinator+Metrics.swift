@@ -56,7 +56,7 @@ package final class CoordinatorMetrics {
     let workersLost: Tally
     let authRefused: Tally
     let malformed: Tally
-    private let completed: [Tally]  // by Journal.ResultStatus raw value
+    private let completed: [Tally]  // by Outcome raw value
     let refusedMessages: Tally
     private var failures: [String: Tally] = [:]
     private let taskDuration: CoreMetrics.Timer
@@ -87,7 +87,7 @@ package final class CoordinatorMetrics {
         authRefused = counter("tessera_auth_refused_total")
         malformed = counter("tessera_messages_malformed_total")
         refusedMessages = counter("tessera_messages_refused_total")
-        completed = ["succeeded", "failed", "skipped", "cancelled"].map { counter("tessera_tasks_completed_total", [("status", $0)]) }
+        completed = Outcome.allCases.map { counter("tessera_tasks_completed_total", [("status", $0.name)]) }
         taskDuration = CoreMetrics.Timer(label: "tessera_task_duration_seconds", factory: factory)
         stageDurations = Stage.allCases.filter { $0 != .total }.map {
             ($0, CoreMetrics.Timer(label: "tessera_stage_duration_seconds", dimensions: [("stage", $0.snakeName)], factory: factory))
@@ -99,7 +99,7 @@ package final class CoordinatorMetrics {
         workersConnected = Gauge(label: "tessera_workers_connected", factory: factory)
     }
 
-    func completed(_ status: Journal.ResultStatus, count: Int = 1) { completed[status.rawValue].increment(by: count) }
+    func completed(_ status: Outcome, count: Int = 1) { completed[status.rawValue].increment(by: count) }
 
     func refused(_ reason: String) { refusedMessages.increment() }
 

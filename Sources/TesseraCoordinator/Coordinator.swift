@@ -175,7 +175,7 @@ public final class Coordinator: @unchecked Sendable {
         let rows = try journal.unfinishedJobs()
         for row in rows {
             let job = try activate(row)
-            recovered.append((row.id, row.spec, job.done, job.counts[0] + job.counts[1], job.total))
+            recovered.append((row.id, row.spec, job.done, job.counts[.succeeded] + job.counts[.failed], job.total))
             logger.info("recovered job \(row.id) (\(row.spec.name)): \(job.done)/\(job.total) done")
             // Jobs whose every task finished just before the crash end now.
             scheduler.add(job)

@@ -19,15 +19,11 @@ package final class Journal {
     /// A task's pyramid part from its `part` column ("" for a whole file).
     static func part(_ text: String) -> PyramidPart? { text.isEmpty ? nil : PyramidPart(text) }
 
-    package enum ResultStatus: Int {
-        case succeeded = 0, failed = 1, skipped = 2, cancelled = 3
-    }
-
     package enum Op {
-        case result(task: UInt64, job: String, status: ResultStatus, record: [UInt8])
+        case result(task: UInt64, job: String, status: Outcome, record: [UInt8])
         case retry(task: UInt64, attempts: Int, crashes: Int, notBefore: Double, error: String)
         case rendition(path: String, recipe: UInt64, inputHash: UInt64, outputs: [String])
-        case jobState(job: String, state: JobStatus.State, finished: Double?, counts: [Int])
+        case jobState(job: String, state: JobStatus.State, finished: Double?, counts: OutcomeCounts)
     }
 
     package struct JobRow {
@@ -39,7 +35,7 @@ package final class Journal {
         package var firstTask: UInt64
         package var submitted: Double
         package var finished: Double?
-        package var counts: [Int]  // succeeded, failed, skipped, cancelled
+        package var counts: OutcomeCounts
         package var owner: String
     }
 
@@ -52,7 +48,7 @@ package final class Journal {
         package var attempts: Int
         package var crashes: Int
         package var notBefore: Double
-        package var result: ResultStatus?
+        package var result: Outcome?
         package var input: InputFile { InputFile(path: path, root: root, part: Journal.part(part), etag: etag.isEmpty ? nil : etag) }
     }
 
@@ -214,7 +210,7 @@ package final class Journal {
             }
             try db.write { db in
                 let insert = try db.cachedStatement(sql: "INSERT OR IGNORE INTO results (task, job, status, record) VALUES (?, ?, ?, ?)")
-                for f in failed { try insert.execute(arguments: [Int64(f.task), id, ResultStatus.failed.rawValue, Data(f.record)]) }
+                for f in failed { try insert.execute(arguments: [Int64(f.task), id, Outcome.failed.rawValue, Data(f.record)]) }
                 try db.execute(sql: "UPDATE jobs SET state = 'queued', total = ? WHERE id = ?",
                                arguments: [Int64(next - first), id])
             }
@@ -250,8 +246,8 @@ package final class Journal {
             try db.execute(sql: """
                 UPDATE tasks SET attempts = 0, crashes = 0, not_before = 0, last_error = NULL
                 WHERE id IN (SELECT task FROM results WHERE job = ? AND status = ?)
-                """, arguments: [job, ResultStatus.failed.rawValue])
-            try db.execute(sql: "DELETE FROM results WHERE job = ? AND status = ?", arguments: [job, ResultStatus.failed.rawValue])
+                """, arguments: [job, Outcome.failed.rawValue])
+            try db.execute(sql: "DELETE FROM results WHERE job = ? AND status = ?", arguments: [job, Outcome.failed.rawValue])
             let n = db.changesCount
             if n > 0 { try db.execute(sql: "UPDATE jobs SET state = 'running', finished = NULL WHERE id = ?", arguments: [job]) }
             return n
@@ -279,7 +275,8 @@ package final class Journal {
         return JobRow(id: r["id"], seq: r["seq"], spec: try JSONDecoder().decode(JobSpec.self, from: specData),
                       state: JobStatus.State(rawValue: r["state"]) ?? .queued, total: r["total"],
                       firstTask: UInt64(r["first_task"] as Int64), submitted: r["submitted"], finished: r["finished"],
-                      counts: [r["succeeded"], r["failed"], r["skipped"], r["cancelled"]], owner: r["owner"])
+                      counts: OutcomeCounts(succeeded: r["succeeded"], failed: r["failed"], skipped: r["skipped"], cancelled: r["cancelled"]),
+                      owner: r["owner"])
     }
 
     /// Every task of a job with its result status (nil: unfinished): for the pyramid
@@ -294,7 +291,7 @@ package final class Journal {
             while let r = try cursor.next() {
                 let status: Int? = r[6]
                 rows.append(TaskRow(id: UInt64(r[0] as Int64), path: r[1], root: r[2], part: r[7], etag: r[8], attempts: r[3], crashes: r[4],
-                                    notBefore: r[5], result: status.flatMap(ResultStatus.init(rawValue:))))
+                                    notBefore: r[5], result: status.flatMap(Outcome.init(rawValue:))))
             }
             return rows
         }
@@ -334,14 +331,14 @@ package final class Journal {
         package var rendition: (hash: UInt64, outputs: [String])?
     }
 
-    /// Results of a job so far, by status (succeeded, failed, skipped, cancelled).
-    package func resultCounts(job: String) throws -> [Int] {
+    /// Results of a job so far, by outcome.
+    package func resultCounts(job: String) throws -> OutcomeCounts {
         try db.read { db in
-            var counts = [0, 0, 0, 0]
+            var counts = OutcomeCounts()
             for r in try Row.fetchAll(db, sql: "SELECT status, COUNT(*) FROM results WHERE job = ? GROUP BY status",
                                       arguments: [job]) {
                 let s: Int = r[0], n: Int = r[1]
-                if counts.indices.contains(s) { counts[s] = n }
+                if let outcome = Outcome(rawValue: s) { counts[outcome] = n }
             }
             return counts
         }
@@ -363,12 +360,12 @@ package final class Journal {
             while let r = try cursor.next() {
                 ids.append((r[0], record(InputFile(path: r[1], root: r[2], part: Journal.part(r[3])))))
                 if ids.count >= 10_000 {
-                    for (t, rec) in ids { try insert.execute(arguments: [t, job, ResultStatus.cancelled.rawValue, Data(rec)]) }
+                    for (t, rec) in ids { try insert.execute(arguments: [t, job, Outcome.cancelled.rawValue, Data(rec)]) }
                     n += ids.count
                     ids.removeAll(keepingCapacity: true)
                 }
             }
-            for (t, rec) in ids { try insert.execute(arguments: [t, job, ResultStatus.cancelled.rawValue, Data(rec)]) }
+            for (t, rec) in ids { try insert.execute(arguments: [t, job, Outcome.cancelled.rawValue, Data(rec)]) }
             return n + ids.count
         }
     }
@@ -416,7 +413,7 @@ package final class Journal {
                     try rendition.execute(arguments: [path, Int64(bitPattern: recipe), Int64(bitPattern: hash),
                                                       outputs.joined(separator: "\n")])
                 case .jobState(let job, let state, let finished, let c):
-                    try jobState.execute(arguments: [state.rawValue, finished, c[0], c[1], c[2], c[3], job])
+                    try jobState.execute(arguments: [state.rawValue, finished, c[.succeeded], c[.failed], c[.skipped], c[.cancelled], job])
                 }
             }
         }

@@ -3,6 +3,7 @@ import Logging
 import TesseraJobs
 import TesseraTasks
 import TesseraWire
+import TesseraModel
 
 /// One task of an active job that is in memory: queued in the job's window, running,
 /// waiting for its retry, or held by a job-kind rule. Finished tasks are not in memory
@@ -106,7 +107,7 @@ package final class ActiveJob {
     package var delayed: [UInt64] = []
     /// Every task below this id has been paged in (or has a result).
     package var pagedThrough: UInt64
-    package var counts = [0, 0, 0, 0]  // succeeded, failed, skipped, cancelled
+    package var counts = OutcomeCounts()
     package var running = 0
     package var state: JobStatus.State = .queued
     package let submitted: Double
@@ -134,7 +135,7 @@ package final class ActiveJob {
     }
 
     package var end: UInt64 { firstTask + UInt64(total) }
-    package var done: Int { counts.reduce(0, +) }
+    package var done: Int { counts.total }
     package var readyCount: Int { ready.count - readyHead }
     package var fullyPaged: Bool { pagedThrough >= end }
 
@@ -162,8 +163,8 @@ package final class ActiveJob {
     package func status() -> JobStatus {
         let pending = total - done - running
         return JobStatus(id: id, name: spec.name, kind: spec.kind, priority: spec.priority, state: state,
-                         total: total, pending: pending, running: running, succeeded: counts[0],
-                         failed: counts[1], skipped: counts[2], cancelled: counts[3], submitted: submitted,
+                         total: total, pending: pending, running: running, succeeded: counts[.succeeded],
+                         failed: counts[.failed], skipped: counts[.skipped], cancelled: counts[.cancelled], submitted: submitted,
                          finished: finished)
     }
 }
@@ -282,7 +283,7 @@ package final class Scheduler {
     package func job(of task: UInt64) -> ActiveJob? { jobs.first { $0.contains(task) } }
 
     package func finishJob(_ job: ActiveJob) {
-        if job.state != .cancelled { job.state = job.counts[1] > 0 ? .failed : .succeeded }
+        if job.state != .cancelled { job.state = job.counts[.failed] > 0 ? .failed : .succeeded }
         job.finished = Date().timeIntervalSince1970
         journal.append(.jobState(job: job.id, state: job.state, finished: job.finished, counts: job.counts))
         let status = job.status()
@@ -293,7 +294,7 @@ package final class Scheduler {
         jobs.removeAll { $0 === job }
         jobsByID.removeValue(forKey: job.id)
         finishedJobs[job.id] = status
-        logger.info("job \(job.id) (\(job.spec.name)) \(job.state.rawValue): \(job.counts[0]) ok, \(job.counts[1]) failed, \(job.counts[2]) skipped, \(job.counts[3]) cancelled")
+        logger.info("job \(job.id) (\(job.spec.name)) \(job.state.rawValue): \(job.counts[.succeeded]) ok, \(job.counts[.failed]) failed, \(job.counts[.skipped]) skipped, \(job.counts[.cancelled]) cancelled")
     }
 
     /// Cancels a job: its unfinished tasks get a cancelled result (in one journal
@@ -308,13 +309,13 @@ package final class Scheduler {
             }
         }
         let n = try journal.cancelUnfinished(job: job.id, from: job.firstTask, end: job.end) { input in
-            var record = TaskRecord(input: input.name, status: .failed)
-            record.error = .init(code: "cancelled", message: "\(Paths.display(input.name)): job cancelled")
+            var record = TaskRecord(input: input.name, status: .cancelled)
+            record.error = .init(code: Outcome.cancelled.name, message: "\(Paths.display(input.name)): job cancelled")
             return Array((try? JSONEncoder().encode(record)) ?? Data())
         }
         job.state = .cancelled
         job.running = 0
-        job.counts[3] += n
+        job.counts[.cancelled] += n
         metrics.completed(.cancelled, count: n)
         for (identity, refs) in revokes { effects.append(.revoke(worker: identity, refs: refs)) }
         finishJob(job)
@@ -449,7 +450,7 @@ package final class Scheduler {
     /// counted, observed and never dispatched (paging skips finished tasks).
     package func failedAtPlanning(_ job: ActiveJob, _ failed: [(task: UInt64, record: [UInt8])]) {
         guard !failed.isEmpty else { return }
-        job.counts[Int(Journal.ResultStatus.failed.rawValue)] += failed.count
+        job.counts[.failed] += failed.count
         metrics.completed(.failed, count: failed.count)
         for f in failed { resultObserver?(job, f.record) }
     }
@@ -458,7 +459,7 @@ package final class Scheduler {
     /// Called with every final result (the dashboard's views), nil when nobody watches.
     package var resultObserver: ((ActiveJob, [UInt8]) -> Void)?
 
-    package func complete(_ job: ActiveJob, _ id: UInt64, status: Journal.ResultStatus, record: [UInt8],
+    package func complete(_ job: ActiveJob, _ id: UInt64, status: Outcome, record: [UInt8],
                           reported: TaskRef? = nil) {
         guard let slot = job.live[id] else { return }
         // Another attempt still out is now pointless: take it back.
@@ -468,7 +469,7 @@ package final class Scheduler {
         }
         release(job, id)
         job.live.removeValue(forKey: id)
-        job.counts[Int(status.rawValue)] += 1
+        job.counts[status] += 1
         journal.append(.result(task: id, job: job.id, status: status, record: record))
         metrics.completed(status)
         resultObserver?(job, record)

@@ -108,7 +108,7 @@ public struct JobView: Codable, Sendable {
         private var scales: [String: Int] = [:]
         private var workers: [String: (tasks: Int, peak: UInt64)] = [:]
         private var latest: [String] = []
-        private(set) var counts = (succeeded: 0, failed: 0, skipped: 0, cancelled: 0)
+        private(set) var counts = OutcomeCounts()
         private var bytesIn = 0
         private var bytesOut = 0
         private let lock = NSLock()
@@ -119,12 +119,7 @@ public struct JobView: Codable, Sendable {
         public func add(_ r: TaskRecord, at time: Double) {
             lock.lock()
             defer { lock.unlock() }
-            switch r.status {
-            case .succeeded: counts.succeeded += 1
-            case .skipped: counts.skipped += 1
-            case .failed:
-                if r.error?.code == "cancelled" { counts.cancelled += 1 } else { counts.failed += 1 }
-            }
+            counts[r.status] += 1
             // Records come in any order, and a report's times are whatever its file says:
             // a time that is no time (NaN, or past year 300,000) counts as the first one.
             let time = time.isFinite && abs(time) < 1e13 ? time : (firstAt ?? 0)
@@ -148,7 +143,7 @@ public struct JobView: Codable, Sendable {
             let slot = Int(offset)
             if timeline.count <= slot { timeline += [Int](repeating: 0, count: slot + 1 - timeline.count) }
             timeline[slot] += 1
-            if let e = r.error, r.status == .failed, e.code != "cancelled" {
+            if let e = r.error, r.status == .failed {
                 var g = failures[e.code] ?? (0, [])
                 g.count += 1
                 if g.examples.count < 3 { g.examples.append([r.input, e.message]) }
@@ -207,9 +202,9 @@ public struct JobView: Codable, Sendable {
             v.state = state
             v.total = total
             v.running = running
-            (v.succeeded, v.failed, v.skipped, v.cancelled) = counts
+            (v.succeeded, v.failed, v.skipped, v.cancelled) = (counts[.succeeded], counts[.failed], counts[.skipped], counts[.cancelled])
             v.elapsedSeconds = elapsed
-            let worked = counts.succeeded + counts.failed
+            let worked = counts.worked
             if elapsed > 0 {
                 v.filesPerSecond = tasksPerSecond ?? Double(worked) / elapsed
                 // Decimal megabytes, as every figure Tessera prints (1 MB = 1,000,000 bytes).

@@ -95,8 +95,8 @@ public struct RunSummary: Codable, Sendable {
         tasks = records.count
         succeeded = records.filter { $0.status == .succeeded }.count
         skipped = records.filter { $0.status == .skipped }.count
-        cancelled = records.filter { $0.error?.code == "cancelled" }.count
-        failed = records.filter { $0.status == .failed }.count - cancelled
+        cancelled = records.filter { $0.status == .cancelled }.count
+        failed = records.filter { $0.status == .failed }.count
         elapsedSeconds = seconds
         tasksPerSecond = seconds > 0 ? Double(max(0, succeeded + failed - workedBefore)) / seconds : 0
         resumedTasks = workedBefore > 0 ? workedBefore : nil
@@ -129,7 +129,7 @@ public struct RunSummary: Codable, Sendable {
         workerPeakRSSShared = shared.isEmpty ? nil : shared
         var byCode: [String: Failure] = [:]
         for r in records where r.status == .failed {
-            guard let e = r.error, e.code != "cancelled" else { continue }
+            guard let e = r.error else { continue }
             var f = byCode[e.code] ?? Failure(code: e.code, count: 0, examples: [])
             f.count += 1
             if f.examples.count < 5 { f.examples.append(e.message) }
@@ -252,7 +252,7 @@ public enum RecordWriters {
         for r in records {
             let outputs = r.outputs.map { "\($0.name):\($0.width)x\($0.height):\($0.bytes)" }.joined(separator: ";")
             var row: [String] = [
-                r.input, r.status.rawValue, r.error?.code ?? "", r.error?.message ?? "", r.worker ?? "",
+                r.input, r.status.name, r.error?.code ?? "", r.error?.message ?? "", r.worker ?? "",
                 r.sourceFormat ?? "", r.sourceWidth.map(String.init) ?? "", r.sourceHeight.map(String.init) ?? "",
                 r.scaleEighths.map(String.init) ?? "", String(r.bytesIn), String(r.bytesOut), outputs,
             ]

@@ -27,7 +27,8 @@ public struct PeakMemory: Sendable, Equatable, Codable {
 
 /// What happened to one task: the record reported per task, locally or to a coordinator.
 public struct TaskRecord: Sendable, Codable {
-    public enum Status: String, Sendable, Codable { case succeeded, failed, skipped }
+    /// How the task ended (`Outcome`): one list from the scheduler to the report.
+    public typealias Status = Outcome
 
     /// One file the task made.
     public struct OutputRecord: Sendable, Codable, Equatable {
@@ -171,6 +172,8 @@ public struct TaskRecord: Sendable, Codable {
         input = try c.decode(String.self, forKey: .input)
         status = try c.decode(Status.self, forKey: .status)
         error = try c.decodeIfPresent(Failure.self, forKey: .error)
+        // Records before `cancelled` was an outcome: failed, with the error code `cancelled`.
+        if status == .failed && error?.code == Outcome.cancelled.name { status = .cancelled }
         bytesIn = try c.decodeIfPresent(Int.self, forKey: .bytesIn) ?? 0
         sourceFormat = try c.decodeIfPresent(String.self, forKey: .sourceFormat)
         sourceWidth = try c.decodeIfPresent(Int.self, forKey: .sourceWidth)

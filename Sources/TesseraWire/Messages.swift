@@ -243,7 +243,30 @@ public struct TaskAssignment: Equatable, Sendable {
 /// coordinator reads cheaply (status, stage timings, peak memory, input hash, failure),
 /// plus the full record as JSON stored verbatim.
 public struct TaskReport: Sendable {
-    public enum Status: UInt8, Sendable { case succeeded = 0, failed = 1, skipped = 2, returned = 3 }
+    /// What the worker did with the assignment: ran it to an `Outcome`, or gave it back
+    /// unrun (`returned`, on drain) — which is not an outcome, so the wire has its own byte.
+    public enum Status: UInt8, Sendable {
+        case succeeded = 0, failed = 1, skipped = 2, returned = 3
+
+        /// A worker's outcome on the wire (a worker never cancels: that is the coordinator's).
+        public init(_ outcome: Outcome) {
+            switch outcome {
+            case .succeeded: self = .succeeded
+            case .skipped: self = .skipped
+            case .failed, .cancelled: self = .failed
+            }
+        }
+
+        /// The outcome a report ends its task with (nil: returned unrun).
+        public var outcome: Outcome? {
+            switch self {
+            case .succeeded: return .succeeded
+            case .failed: return .failed
+            case .skipped: return .skipped
+            case .returned: return nil
+            }
+        }
+    }
 
     public var ref: TaskRef
     public var status: Status

@@ -705,12 +705,7 @@ public final class Worker: @unchecked Sendable {
         record.timings.queueWait = queueWait * 1000
         record.peakMemory = peak
         record.worker = "\(config.id)@\(host)"
-        let status: TaskReport.Status
-        switch record.status {
-        case .succeeded: status = .succeeded
-        case .skipped: status = .skipped
-        case .failed: status = .failed
-        }
+        let status = TaskReport.Status(record.status)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let json = (try? encoder.encode(record)).map(Array.init) ?? []

@@ -112,7 +112,7 @@ final class SchedulerTests: XCTestCase {
         let rows = try results(job)
         XCTAssertEqual(rows.count, 5000, "one result per task")
         XCTAssertEqual(Set(rows.map(\.task)).count, 5000)
-        XCTAssertEqual(job.counts.reduce(0, +), 5000)
+        XCTAssertEqual(job.counts.total, 5000)
         XCTAssertEqual(s.finishedJobs[job.id]?.total, 5000)
         XCTAssertLessThanOrEqual(maxLive, 64 + 64 + 16, "memory holds a window, not the job")
         XCTAssertTrue(s.jobs.isEmpty)
@@ -140,7 +140,7 @@ final class SchedulerTests: XCTestCase {
         let rows = try results(job)
         XCTAssertEqual(rows.count, 1)
         XCTAssertTrue(String(decoding: rows[0].record, as: UTF8.self).contains("EIO (after 3 attempts)"))
-        XCTAssertEqual(job.counts[1], 1)
+        XCTAssertEqual(job.counts[.failed], 1)
         XCTAssertEqual(s.finishedJobs[job.id]?.state, .failed)
     }
 

@@ -80,6 +80,27 @@ final class ReportTests: XCTestCase {
         XCTAssertGreaterThan(summary.stageShare[Stage.decode.rawValue] ?? 0, 0.4)
     }
 
+    /// `cancelled` is an outcome of its own (it was `failed` with the error code `cancelled`,
+    /// tested by string in five places); records of older versions read as it.
+    func testCancelledIsAnOutcomeAndOlderRecordsReadAsIt() throws {
+        let old = #"{"input":"/in/a.jpg","status":"failed","error":{"code":"cancelled","message":"/in/a.jpg: job cancelled"}}"#
+        let cancelled = try JSONDecoder().decode(TaskRecord.self, from: Data(old.utf8))
+        XCTAssertEqual(cancelled.status, .cancelled)
+        let encoded = String(decoding: try JSONEncoder().encode(TaskRecord(input: "/in/b.jpg", status: .cancelled)), as: UTF8.self)
+        XCTAssertTrue(encoded.contains(#""status":"cancelled""#), encoded)
+        var failed = TaskRecord(input: "/in/c.jpg", status: .failed)
+        failed.error = .init(code: "corrupt", message: "/in/c.jpg: bad [corrupt]")
+        let rs = [cancelled, failed, TaskRecord(input: "/in/d.jpg", status: .succeeded)]
+        let summary = RunSummary(records: rs, seconds: 1)
+        XCTAssertEqual([summary.succeeded, summary.failed, summary.skipped, summary.cancelled], [1, 1, 0, 1])
+        XCTAssertEqual(summary.failures.map(\.code), ["corrupt"], "a cancelled task is not a failure")
+        let accumulator = JobView.Accumulator()
+        for (i, r) in rs.enumerated() { accumulator.add(r, at: Double(i)) }
+        let view = accumulator.view(id: "j", name: "n", kind: "thumbnail", state: "cancelled", total: 3, running: 0, elapsed: 1)
+        XCTAssertEqual([view.succeeded, view.failed, view.skipped, view.cancelled], [1, 1, 0, 1])
+        XCTAssertEqual(view.failures.map(\.code), ["corrupt"])
+    }
+
     func testTheHTMLReportOfShuffledRecordsIsWritten() {
         var generator = SeededGenerator(seed: 28)
         let shuffled = records(300).shuffled(using: &generator)

@@ -1,0 +1,68 @@
+import Foundation
+import TesseraModel
+import XCTest
+
+/// How a task ended: one list, its names, and counts by it.
+final class OutcomeTests: XCTestCase {
+    func testOutcomesAreNamedOnceAndCountedByName() throws {
+        XCTAssertEqual(Outcome.allCases.map(\.name), ["succeeded", "failed", "skipped", "cancelled"])
+        // The journal's status column: the raw values never change.
+        XCTAssertEqual(Outcome.allCases.map(\.rawValue), [0, 1, 2, 3])
+        for o in Outcome.allCases {
+            XCTAssertEqual(Outcome(name: o.name), o)
+            let json = try JSONEncoder().encode([o])
+            XCTAssertEqual(String(decoding: json, as: UTF8.self), "[\"\(o.name)\"]")
+            XCTAssertEqual(try JSONDecoder().decode([Outcome].self, from: json), [o])
+        }
+        XCTAssertThrowsError(try JSONDecoder().decode([Outcome].self, from: Data("[\"done\"]".utf8)))
+        var counts = OutcomeCounts()
+        counts[.succeeded] += 3
+        counts[.failed] += 1
+        counts[.cancelled] += 2
+        XCTAssertEqual(counts.total, 6)
+        XCTAssertEqual(counts.worked, 4)
+        XCTAssertEqual(counts, OutcomeCounts(succeeded: 3, failed: 1, cancelled: 2))
+    }
+}
+
+/// Every millisecond of a task belongs to a stage, and a stage's share is defined once.
+final class StageTimingsTests: XCTestCase {
+    func testClosingGivesTheUntimedRestToOneStage() {
+        var t = StageTimings()
+        t.decode = 10
+        t.encode = 5
+        t.queueWait = 100  // before the task: not part of its total
+        t.close(at: 18, remainderTo: .write)
+        XCTAssertEqual(t.total, 18)
+        XCTAssertEqual(t.write, 3)
+        XCTAssertEqual(t.staged, 18)
+        // Stages that already cover more than the clock (rounding) are left as they are.
+        t.close(at: 17, remainderTo: .finish)
+        XCTAssertEqual(t.finish, 0)
+    }
+
+    func testSharesAreOfTheStagesThatMakeUpATask() {
+        let shares = StageTimings.shares(of: [.queueWait: 50, .decode: 30, .encode: 10, .total: 999])
+        XCTAssertEqual(shares[.decode]!, 0.75, accuracy: 1e-12)
+        XCTAssertEqual(shares[.encode]!, 0.25, accuracy: 1e-12)
+        XCTAssertNil(shares[.queueWait])
+        XCTAssertNil(shares[.total])
+        XCTAssertEqual(shares.values.reduce(0, +), 1, accuracy: 1e-12)
+        XCTAssertTrue(StageTimings.shares(of: [.queueWait: 5]).isEmpty)
+    }
+}
+
+/// One way to name an input to people: never a URL's query string.
+final class DisplayNameTests: XCTestCase {
+    func testURLsLoseTheirQueryAndBytesShowAsEscapes() {
+        let signed = "https://bucket.example/photos/a.jpg?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=deadbeef#frag"
+        XCTAssertEqual(DisplayName.of(signed), "https://bucket.example/photos/a.jpg")
+        XCTAssertEqual(DisplayName.of("HTTP://h/x.png#top"), "HTTP://h/x.png")
+        XCTAssertEqual(ImagingError(.corrupt, "bad", file: signed).description, "https://bucket.example/photos/a.jpg: bad [corrupt]")
+        // A file name may hold a question mark: only URLs have query strings.
+        XCTAssertEqual(DisplayName.of("/in/what?.jpg"), "/in/what?.jpg")
+        var name = "/in/caf"
+        name.unicodeScalars.append(Unicode.Scalar(DisplayName.escapeBase + 0xE9)!)
+        XCTAssertEqual(DisplayName.of(name + ".jpg"), "/in/caf\\xE9.jpg")
+    }
+}
