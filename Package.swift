@@ -58,9 +58,11 @@ let libraries: [Target] = [
     .target(name: "TesseraTasks", dependencies: ["TesseraModel"]),
     // Job files (YAML/JSON) and planning a job into tasks.
     .target(name: "TesseraJobs", dependencies: ["TesseraModel", "TesseraImaging", "TesseraTasks", "TesseraStorage", .product(name: "Yams", package: "Yams")]),
-    // Running one task (read, render, write) and summarising records: the worker's and `tessera render`'s.
-    .target(name: "TesseraExecution", dependencies: [
-        "TesseraModel", "TesseraImaging", "TesseraTasks", "TesseraStorage", .product(name: "Histogram", package: "hdrhistogram-swift"),
+    // Running one task (fetch, render, store) and its record: the worker's and `tessera render`'s.
+    .target(name: "TesseraExecution", dependencies: ["TesseraModel", "TesseraImaging", "TesseraTasks", "TesseraStorage"]),
+    // Records summed up, once: the terminal and --json summary, the HTML report, the dashboard page.
+    .target(name: "TesseraReports", dependencies: [
+        "TesseraModel", "TesseraTasks", .product(name: "Histogram", package: "hdrhistogram-swift"),
     ]),
     // Where inputs and outputs live beyond the local disk: S3-compatible object storage and
     // HTTP(S) URLs (libcurl through the shim), with an on-disk cache of originals.
@@ -79,7 +81,7 @@ let libraries: [Target] = [
     ),
     .target(
         name: "TesseraCoordinator",
-        dependencies: ["TesseraModel", "TesseraTasks", "TesseraWire", "TesseraJobs", "TesseraExecution", "TesseraService",
+        dependencies: ["TesseraModel", "TesseraTasks", "TesseraWire", "TesseraJobs", "TesseraReports", "TesseraService",
                        .product(name: "CoreMetrics", package: "swift-metrics"),
                        .product(name: "GRDB", package: "GRDB.swift"),
                        .product(name: "Logging", package: "swift-log")]
@@ -97,6 +99,7 @@ let executables: [Target] = [
             "TesseraTasks",
             "TesseraJobs",
             "TesseraExecution",
+            "TesseraReports",
             "TesseraStorage",
             "TesseraWire",
             "TesseraCoordinator",
@@ -114,6 +117,9 @@ let tests: [Target] = [
     // The process runner and the binary's location, shared by the test targets.
     .target(name: "TesseraTestSupport", path: "Tests/TesseraTestSupport"),
     .testTarget(name: "TesseraModelTests", dependencies: ["TesseraModel"]),
+    .testTarget(name: "TesseraTasksTests", dependencies: ["TesseraModel", "TesseraTasks", "TesseraTestSupport"]),
+    .testTarget(name: "TesseraExecutionTests", dependencies: ["TesseraModel", "TesseraImaging", "TesseraTasks", "TesseraExecution", "TesseraTestSupport"]),
+    .testTarget(name: "TesseraReportsTests", dependencies: ["TesseraModel", "TesseraTasks", "TesseraReports", "TesseraTestSupport"]),
     .testTarget(name: "TesseraImagingTests", dependencies: ["TesseraModel", "TesseraImaging"]),
     .testTarget(name: "TesseraJobsTests", dependencies: ["TesseraTestSupport", "TesseraModel", "TesseraImaging", "TesseraTasks", "TesseraJobs", "TesseraExecution", .product(name: "Yams", package: "Yams")]),
     .testTarget(name: "TesseraCLITests", dependencies: ["tessera", "TesseraModel", "TesseraImaging", "TesseraTasks", "TesseraTestSupport"]),

@@ -1,9 +1,9 @@
 import Foundation
-import TesseraExecution
 import TesseraService
 import TesseraTasks
 import TesseraWire
 import TesseraModel
+import TesseraReports
 
 /// What the dashboard shows, published by the event loop every half second as one JSON
 /// snapshot (bounded: views of the active jobs and the 20 latest finished ones, the

@@ -5,6 +5,7 @@ import TesseraJobs
 import TesseraTasks
 import TesseraWire
 import TesseraModel
+import TesseraReports
 
 /// Replaces a job's inputs and output root (command-line overrides, relative to the current directory).
 struct JobOverrides: ParsableArguments {

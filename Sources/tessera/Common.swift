@@ -6,6 +6,7 @@ import TesseraExecution
 import TesseraJobs
 import TesseraTasks
 import TesseraModel
+import TesseraReports
 
 /// Options every command that reads images shares.
 struct LimitOptions: ParsableArguments {

@@ -5,6 +5,7 @@ import TesseraExecution
 import TesseraJobs
 import TesseraTasks
 import TesseraModel
+import TesseraReports
 
 struct Render: ParsableCommand {
     static let configuration = CommandConfiguration(

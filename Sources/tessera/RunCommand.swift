@@ -8,6 +8,7 @@ import TesseraJobs
 import TesseraTasks
 import TesseraWire
 import TesseraModel
+import TesseraReports
 
 struct Run: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -5,6 +5,7 @@ import TesseraExecution
 import TesseraJobs
 import TesseraTasks
 import TesseraModel
+import TesseraReports
 
 struct Strip: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -4,6 +4,7 @@ import TesseraExecution
 import TesseraJobs
 import TesseraTasks
 import XCTest
+import TesseraTestSupport
 
 final class JobFileTests: XCTestCase {
     func parse(_ yaml: String, base: String = "/base") throws -> JobSpec {

@@ -5,6 +5,7 @@ import TesseraJobs
 import TesseraTasks
 import XCTest
 import TesseraModel
+import TesseraTestSupport
 
 /// `scales: [1, 2, 3]` on an output: device-pixel-ratio variants from one decode.
 final class SizeVariantTests: XCTestCase {

@@ -1,0 +1,50 @@
+import Foundation
+import TesseraImaging
+import TesseraExecution
+import TesseraTasks
+import XCTest
+import TesseraModel
+import TesseraTestSupport
+
+/// Fenced attempts in the executor: outputs are staged and published only on commit;
+/// what a killed attempt left is cleared by the next one.
+final class StagingTests: XCTestCase {
+    func job(_ root: String) throws -> ExecutableJob {
+        ExecutableJob(kind: .thumbnail,
+                      outputs: [OutputSpec(name: "favicon", recipe: try PresetCatalog.builtIn.recipe(named: "favicon"), path: OutputNaming.single)],
+                      outputRoot: root, options: JobOptions())
+    }
+
+    func testCommittedAttemptPublishesAndClearsAKilledAttemptsLeftovers() throws {
+        let tmp = TemporaryDirectory()
+        let input = tmp.write("in/a.jpg", try jpeg(200, 150))
+        let root = tmp.path + "/out"
+        // Attempt 1 was killed while writing: a half-written temporary and a staged file.
+        _ = tmp.write("out/.tessera/staging/42/65537/.a.jpg.tmp-999-1", [1, 2, 3])
+        _ = tmp.write("out/.tessera/staging/42/65537/a.jpg", [4, 5, 6])
+        let asked = NSLock()
+        nonisolated(unsafe) var commits = 0
+        let fence = Fence(task: 42, attempt: 65538) {
+            asked.lock(); commits += 1; asked.unlock()
+            return true
+        }
+        let outcome = TaskExecutor.run(try job(root), input: InputFile(path: input, root: tmp.path + "/in"), fence: fence)
+        XCTAssertEqual(outcome.record.status, .succeeded, outcome.record.error?.message ?? "")
+        XCTAssertFalse(outcome.superseded)
+        XCTAssertEqual(commits, 1)
+        XCTAssertEqual(tmp.files(under: "out"), ["a.jpg"], "the output, and nothing of either attempt's staging")
+        let info = try ImageInfo.inspect([UInt8](try Data(contentsOf: URL(fileURLWithPath: root + "/a.jpg"))))
+        XCTAssertEqual(info.width, 64)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: root + "/.tessera/staging/42"))
+    }
+
+    func testRefusedAttemptPublishesNothing() throws {
+        let tmp = TemporaryDirectory()
+        let input = tmp.write("in/a.jpg", try jpeg(200, 150))
+        let root = tmp.path + "/out"
+        let fence = Fence(task: 7, attempt: 3) { false }
+        let outcome = TaskExecutor.run(try job(root), input: InputFile(path: input, root: tmp.path + "/in"), fence: fence)
+        XCTAssertTrue(outcome.superseded)
+        XCTAssertEqual(tmp.files(under: "out"), [], "nothing published, nothing left staged")
+    }
+}
