@@ -46,204 +46,253 @@ public enum TaskExecutor {
                            stores: RemoteStores = RemoteStores(), prefetched: Result<Fetched, Error>? = nil) -> TaskOutcome {
         let clock = Stopwatch()
         // A presigned URL's query string is a credential: records name the URL without it.
-        let name = Location.withoutQuery(input.path)
-        var outcome = TaskOutcome(record: TaskRecord(input: name, status: .failed), inputHash: 0,
-                                  retryable: false, inlineOutputs: [])
-        var record = TaskRecord(input: name, status: .failed)
+        var task = Run(record: TaskRecord(input: Location.withoutQuery(input.path), status: .failed), clock: clock)
+        let publishing = Publishing(job, returnInline: returnInline, fence: fence)
         do {
-            if job.kind == .noop {
-                record.status = .succeeded
-                outcome.record = record
-                return outcome
+            guard job.kind != .noop else {
+                task.record.status = .succeeded
+                return task.outcome
             }
             let options = renderOptions ?? job.options.renderOptions
             let storage = stores.storage(job.storage)
             let remoteInput = inlineInput == nil && Location.isRemote(input.path)
-            let remoteOutputs = remoteOutputs(job, returnInline)
-            if remoteInput || remoteOutputs { record.transfer = .init() }
+            if remoteInput || publishing == .objectStore { task.record.transfer = .init() }
             // An object listed with its version: unchanged version and recipe, outputs still
             // there (HEAD) — skipped without downloading it.
             if remoteInput, job.options.incremental, let etag = input.etag, let expected = expectedHash,
                expected == versionHash(etag), try expectedOutputs.allSatisfy(storage.exists) {
-                outcome.inputHash = expected
-                record.status = .skipped
-                record.transfer?.etag = etag
-                record.timings.total = clock.milliseconds
-                outcome.record = record
-                return outcome
+                task.inputHash = expected
+                task.record.status = .skipped
+                task.record.transfer?.etag = etag
+                task.record.timings.total = clock.milliseconds
+                return task.outcome
             }
-            // Inline bytes as they came; files mapped, not copied; URLs fetched (or from the cache).
-            func body(_ bytes: UnsafeRawBufferPointer, version: String?) throws {
-                record.bytesIn = bytes.count
-                // The content hash (or the store's version of an object) is only needed for incremental reruns.
-                if job.options.incremental { outcome.inputHash = version.map(versionHash) ?? XXH64.hash(bytes) }
-                if job.options.incremental, let expected = expectedHash, expected == outcome.inputHash,
+            try withInput(input, inline: inlineInput, remote: remoteInput, prefetched: prefetched, storage: storage,
+                          limit: options.limits.maxInputBytes, task: &task) { bytes, version, task in
+                // 1. Read: the content hash (or the store's version) for incremental reruns.
+                task.record.bytesIn = bytes.count
+                if job.options.incremental { task.inputHash = version.map(versionHash) ?? XXH64.hash(bytes) }
+                if job.options.incremental, let expected = expectedHash, expected == task.inputHash,
                    try expectedOutputs.allSatisfy(storage.exists) {
-                    record.status = .skipped
+                    task.record.status = .skipped
                     return
                 }
                 // Everything up to here that is not the download: opening and mapping the file,
                 // hashing, the rerun check.
-                record.timings.read = max(0, clock.milliseconds - record.timings.fetch)
-                // Every millisecond of a task belongs to a stage: what the renderer does not
-                // time itself (naming, staging, commit) is the write stage's.
-                var workEnd = clock.milliseconds
-                var files: [OutputFile] = []
-                switch job.kind {
-                case .thumbnail, .recompress:
-                    let result: RenderResult
-                    let r0 = clock.milliseconds
-                    do {
-                        result = try Renderer.render(bytes: bytes, recipes: job.outputs.map(\.recipe), options: options)
-                    } catch let e as ImagingError {
-                        throw e.naming(input.path)
-                    }
-                    workEnd = r0 + result.timings.total
-                    record.sourceFormat = result.source.format.rawValue
-                    record.sourceWidth = result.source.storedSize.width
-                    record.sourceHeight = result.source.storedSize.height
-                    record.scaleEighths = result.scaleEighths
-                    record.decodePath = result.decodePath.rawValue
-                    for stage in [Stage.decode, .resize, .finish, .encode] { record.timings[stage] = result.timings[stage] }
-                    for out in result.outputs {
-                        let spec = job.outputs[out.recipeIndex]
-                        let rel = try job.naming(spec).relativePath(for: input, preset: spec.name, format: out.format)
-                        files.append(OutputFile(record: .init(name: spec.name, path: rel, format: out.format.rawValue,
-                                                              width: out.size.width, height: out.size.height,
-                                                              bytes: out.bytes.count, quality: out.quality),
-                                                bytes: out.bytes))
-                    }
-                case .strip:
-                    let t0 = clock.milliseconds
-                    let result: StripResult
-                    do { result = try LosslessStrip.strip(Array(bytes), options: job.strip) } catch let e as ImagingError {
-                        throw e.naming(input.path)
-                    }
-                    record.sourceFormat = result.format.rawValue
-                    record.timings.encode = clock.milliseconds - t0
-                    workEnd = clock.milliseconds
-                    record.strip = .init(removed: result.removed, orientation: result.orientation, transformed: result.transformed)
-                    // Stripping keeps names: `{ext}` is the input's own extension.
-                    let rel = try job.naming(job.outputs.first).relativePath(
-                        for: input, preset: "strip", ext: input.fileExtension.isEmpty ? result.format.fileExtension : input.fileExtension)
-                    files.append(OutputFile(record: .init(name: "strip", path: rel, format: result.format.rawValue,
-                                                          width: 0, height: 0, bytes: result.bytes.count, quality: nil),
-                                            bytes: result.bytes))
-                case .tiles:
+                task.record.timings.read = max(0, clock.milliseconds - task.record.timings.fetch)
+                // 2. Make the files (tiles stream theirs and publish them as they go).
+                if job.kind == .tiles {
                     try runTiles(job, input: input, bytes: bytes, options: options, returnInline: returnInline,
-                                 fence: fence, record: &record, outcome: &outcome)
-                    record.status = .succeeded
+                                 fence: fence, task: &task)
+                    if !task.superseded { task.record.status = .succeeded }
                     return
-                case .noop:
-                    break
                 }
-                let relatives = files.map(\.record.path)
-                guard Set(relatives).count == files.count else {
-                    throw JobError(.outputCollision, "two outputs would be written to the same path (\(relatives.joined(separator: ", ")))",
-                                   file: input.path)
-                }
-                let writeStart = workEnd
-                if returnInline {
-                    outcome.inlineOutputs = files.map { ($0.record.path, $0.bytes) }
-                } else if remoteOutputs {
-                    // Objects appear whole (S3 semantics): asked first, then uploaded.
-                    if let fence, !fence.commit() {
-                        outcome.superseded = true
-                        return
-                    }
-                    var stored: [String] = []
-                    for f in files {
-                        let url = Location.join(job.outputRoot, f.record.path)
-                        let cacheControl = job.outputs.first { $0.name == f.record.name }?.cacheControl ?? job.storage?.cacheControl
-                        do {
-                            try f.bytes.withUnsafeBytes {
-                                try storage.store($0, to: url, contentType: Location.contentType(forExtension: (url as NSString).pathExtension),
-                                                  cacheControl: cacheControl)
-                            }
-                        } catch {
-                            // All of a task's outputs or none.
-                            for done in stored { storage.delete(done) }
-                            throw error
-                        }
-                        stored.append(url)
-                        record.transfer?.storedBytes += f.bytes.count
-                    }
-                    record.timings.store = clock.milliseconds - writeStart
-                } else if let fence {
-                    // Staged, then published only while this attempt is the current one.
-                    let staging = try Staging(root: job.outputRoot, fence: fence)
-                    do {
-                        for f in files { try staging.stage(f.record.path, f.bytes) }
-                    } catch {
-                        staging.discard()
-                        throw error
-                    }
-                    guard fence.commit() else {
-                        staging.discard()
-                        outcome.superseded = true
-                        return
-                    }
-                    try staging.publish()
-                } else {
-                    var written: [String] = []
-                    for f in files {
-                        do {
-                            let path = try OutputNaming.confine(f.record.path, under: job.outputRoot)
-                            try FileIO.writeAtomically(f.bytes, to: path)
-                            written.append(path)
-                        } catch {
-                            // All of a task's outputs or none: remove what this task already wrote.
-                            for done in written { unlink(done) }
-                            throw error
-                        }
-                    }
-                }
-                for f in files {
-                    var o = f.record
-                    if !returnInline { o.path = Location.join(job.outputRoot, o.path) }
-                    record.outputs.append(o)
-                }
-                if !remoteOutputs { record.timings.write = clock.milliseconds - writeStart }
-                record.status = .succeeded
+                let files = try produce(job, input: input, bytes: bytes, options: options, record: &task.record)
+                // 3. Publish them, all or none; every millisecond not timed by the renderer
+                // (naming, staging, commit) belongs to the write stage (store for objects).
+                try publish(files, of: job, as: publishing, fence: fence, storage: storage, task: &task)
+                if !task.superseded { task.record.status = .succeeded }
             }
-            if let inlineInput {
-                try inlineInput.withUnsafeBytes { try body($0, version: nil) }
-            } else if remoteInput {
-                let f0 = clock.milliseconds
-                let fetched = try prefetched?.get() ?? storage.fetch(input.path, knownETag: input.etag, limit: options.limits.maxInputBytes)
-                record.timings.fetch = clock.milliseconds - f0
-                record.transfer?.downloadMilliseconds = prefetched == nil ? record.timings.fetch : fetched.seconds * 1000
-                record.transfer?.fetchedBytes = fetched.transferred
-                record.transfer?.cacheHit = fetched.cacheHit
-                record.transfer?.etag = fetched.etag
-                try withExtendedLifetime(fetched) { try body(fetched.bytes.bytes, version: fetched.etag) }
-            } else {
-                let mapped = try FileIO.map(input.path, limit: options.limits.maxInputBytes)
-                try withExtendedLifetime(mapped) { try body(mapped.bytes, version: nil) }
-            }
-        } catch let e as ImagingError {
-            record.error = .init(code: e.code.rawValue, message: e.description)
-        } catch var e as JobError {
-            e.file = e.file ?? input.path
-            record.error = .init(code: e.code.rawValue, message: e.description)
-            outcome.retryable = e.isRetryable
         } catch {
-            record.error = .init(code: "internal", message: "\(input.path): \(error)")
-            outcome.retryable = true
+            task.fail(error, input: input.path)
         }
         // What follows the last timed step (the record's outputs) is the write stage's.
-        if record.status == .succeeded {
-            record.timings.close(at: clock.milliseconds, remainderTo: remoteOutputs(job, returnInline) ? .store : .write)
+        if task.record.status == .succeeded {
+            task.record.timings.close(at: clock.milliseconds, remainderTo: publishing == .objectStore ? .store : .write)
         } else {
-            record.timings.total = clock.milliseconds
+            task.record.timings.total = clock.milliseconds
         }
-        record.finishedAt = Date().timeIntervalSince1970
-        outcome.record = record
-        return outcome
+        task.record.finishedAt = Date().timeIntervalSince1970
+        return task.outcome
     }
 
-    private static func remoteOutputs(_ job: ExecutableJob, _ returnInline: Bool) -> Bool {
-        !returnInline && Location.isRemote(job.outputRoot)
+    /// One task while it runs: its record and what the outcome will carry.
+    struct Run {
+        var record: TaskRecord
+        let clock: Stopwatch
+        var inputHash: UInt64 = 0
+        var retryable = false
+        var inlineOutputs: [(path: String, bytes: [UInt8])] = []
+        var superseded = false
+
+        var outcome: TaskOutcome {
+            TaskOutcome(record: record, inputHash: inputHash, retryable: retryable, inlineOutputs: inlineOutputs,
+                        superseded: superseded)
+        }
+
+        /// A failure as the record says it: the input's fault (never retried) or trouble that may pass.
+        mutating func fail(_ error: Error, input: String) {
+            switch error {
+            case let e as ImagingError:
+                record.error = .init(code: e.code.rawValue, message: e.description)
+            case var e as JobError:
+                e.file = e.file ?? input
+                record.error = .init(code: e.code.rawValue, message: e.description)
+                retryable = e.isRetryable
+            default:
+                record.error = .init(code: "internal", message: "\(input): \(error)")
+                retryable = true
+            }
+        }
+    }
+
+    /// Calls `body` with the input's bytes: inline bytes as they came, files mapped (not
+    /// copied), URLs fetched (or from the cache, or already, by the prefetcher).
+    private static func withInput(_ input: InputFile, inline: [UInt8]?, remote: Bool, prefetched: Result<Fetched, Error>?,
+                                  storage: RemoteStorage, limit: Int, task: inout Run,
+                                  _ body: (UnsafeRawBufferPointer, String?, inout Run) throws -> Void) throws {
+        if let inline {
+            try inline.withUnsafeBytes { try body($0, nil, &task) }
+        } else if remote {
+            let f0 = task.clock.milliseconds
+            let fetched = try prefetched?.get() ?? storage.fetch(input.path, knownETag: input.etag, limit: limit)
+            task.record.timings.fetch = task.clock.milliseconds - f0
+            task.record.transfer?.downloadMilliseconds = prefetched == nil ? task.record.timings.fetch : fetched.seconds * 1000
+            task.record.transfer?.fetchedBytes = fetched.transferred
+            task.record.transfer?.cacheHit = fetched.cacheHit
+            task.record.transfer?.etag = fetched.etag
+            try withExtendedLifetime(fetched) { try body(fetched.bytes.bytes, fetched.etag, &task) }
+        } else {
+            let mapped = try FileIO.map(input.path, limit: limit)
+            try withExtendedLifetime(mapped) { try body(mapped.bytes, nil, &task) }
+        }
+    }
+
+    /// The files of a thumbnail, recompress or strip task, named, with their source in the record.
+    private static func produce(_ job: ExecutableJob, input: InputFile, bytes: UnsafeRawBufferPointer, options: RenderOptions,
+                                record: inout TaskRecord) throws -> [OutputFile] {
+        var files: [OutputFile] = []
+        switch job.kind {
+        case .thumbnail, .recompress:
+            let result: RenderResult
+            do {
+                result = try Renderer.render(bytes: bytes, recipes: job.outputs.map(\.recipe), options: options)
+            } catch let e as ImagingError {
+                throw e.naming(input.path)
+            }
+            record.sourceFormat = result.source.format.rawValue
+            record.sourceWidth = result.source.storedSize.width
+            record.sourceHeight = result.source.storedSize.height
+            record.scaleEighths = result.scaleEighths
+            record.decodePath = result.decodePath.rawValue
+            for stage in [Stage.decode, .resize, .finish, .encode] { record.timings[stage] = result.timings[stage] }
+            for out in result.outputs {
+                let spec = job.outputs[out.recipeIndex]
+                let rel = try job.naming(spec).relativePath(for: input, preset: spec.name, format: out.format)
+                files.append(OutputFile(record: .init(name: spec.name, path: rel, format: out.format.rawValue,
+                                                      width: out.size.width, height: out.size.height,
+                                                      bytes: out.bytes.count, quality: out.quality),
+                                        bytes: out.bytes))
+            }
+        case .strip:
+            let clock = Stopwatch()
+            let result: StripResult
+            do { result = try LosslessStrip.strip(Array(bytes), options: job.strip) } catch let e as ImagingError {
+                throw e.naming(input.path)
+            }
+            record.sourceFormat = result.format.rawValue
+            record.timings.encode = clock.milliseconds
+            record.strip = .init(removed: result.removed, orientation: result.orientation, transformed: result.transformed)
+            // Stripping keeps names: `{ext}` is the input's own extension.
+            let rel = try job.naming(job.outputs.first).relativePath(
+                for: input, preset: "strip", ext: input.fileExtension.isEmpty ? result.format.fileExtension : input.fileExtension)
+            files.append(OutputFile(record: .init(name: "strip", path: rel, format: result.format.rawValue,
+                                                  width: 0, height: 0, bytes: result.bytes.count, quality: nil),
+                                    bytes: result.bytes))
+        case .tiles, .noop:
+            break
+        }
+        let relatives = files.map(\.record.path)
+        guard Set(relatives).count == files.count else {
+            throw JobError(.outputCollision, "two outputs would be written to the same path (\(relatives.joined(separator: ", ")))",
+                           file: input.path)
+        }
+        return files
+    }
+
+    /// Where a task's files go.
+    enum Publishing: Equatable {
+        /// Back in the report (workers without shared storage).
+        case inline
+        /// Uploaded to object storage (S3 semantics: objects appear whole), after the commit.
+        case objectStore
+        /// Staged under the root, published by rename after the commit (the pool).
+        case fencedStaging
+        /// Written in place, atomically (`tessera render`, no coordinator to ask).
+        case direct
+
+        init(_ job: ExecutableJob, returnInline: Bool, fence: Fence?) {
+            if returnInline { self = .inline } else if Location.isRemote(job.outputRoot) { self = .objectStore } else {
+                self = fence == nil ? .direct : .fencedStaging
+            }
+        }
+    }
+
+    /// Asks the coordinator whether this attempt is still the current one. When it is not,
+    /// `discard` undoes what the attempt staged and the task ends superseded: nothing was
+    /// published, nothing is reported. Without a fence (`tessera render`) there is no one to ask.
+    static func commit(_ fence: Fence?, task: inout Run, discard: () -> Void = {}) -> Bool {
+        guard let fence, !fence.commit() else { return true }
+        discard()
+        task.superseded = true
+        return false
+    }
+
+    /// Publishes a task's files, all of them or none.
+    private static func publish(_ files: [OutputFile], of job: ExecutableJob, as publishing: Publishing, fence: Fence?,
+                                storage: RemoteStorage, task: inout Run) throws {
+        let writeStart = task.clock.milliseconds
+        switch publishing {
+        case .inline:
+            task.inlineOutputs = files.map { ($0.record.path, $0.bytes) }
+        case .objectStore:
+            guard commit(fence, task: &task) else { return }
+            var stored: [String] = []
+            for f in files {
+                let url = Location.join(job.outputRoot, f.record.path)
+                let cacheControl = job.outputs.first { $0.name == f.record.name }?.cacheControl ?? job.storage?.cacheControl
+                do {
+                    try f.bytes.withUnsafeBytes {
+                        try storage.store($0, to: url, contentType: Location.contentType(forExtension: (url as NSString).pathExtension),
+                                          cacheControl: cacheControl)
+                    }
+                } catch {
+                    for done in stored { storage.delete(done) }
+                    throw error
+                }
+                stored.append(url)
+                task.record.transfer?.storedBytes += f.bytes.count
+            }
+        case .fencedStaging:
+            let staging = try Staging(root: job.outputRoot, fence: fence!)
+            do {
+                for f in files { try staging.stage(f.record.path, f.bytes) }
+            } catch {
+                staging.discard()
+                throw error
+            }
+            guard commit(fence, task: &task, discard: staging.discard) else { return }
+            try staging.publish()
+        case .direct:
+            var written: [String] = []
+            for f in files {
+                do {
+                    let path = try OutputNaming.confine(f.record.path, under: job.outputRoot)
+                    try FileIO.writeAtomically(f.bytes, to: path)
+                    written.append(path)
+                } catch {
+                    for done in written { unlink(done) }
+                    throw error
+                }
+            }
+        }
+        for f in files {
+            var o = f.record
+            if publishing != .inline { o.path = Location.join(job.outputRoot, o.path) }
+            task.record.outputs.append(o)
+        }
+        let spent = task.clock.milliseconds - writeStart
+        if publishing == .objectStore { task.record.timings.store = spent } else { task.record.timings.write = spent }
     }
 
     /// What reruns compare for an object whose store gave a version (ETag): unchanged
@@ -252,7 +301,7 @@ public enum TaskExecutor {
 
     /// A `tiles` task: one part of one pyramid.
     static func runTiles(_ job: ExecutableJob, input: InputFile, bytes: UnsafeRawBufferPointer, options: RenderOptions,
-                         returnInline: Bool, fence: Fence?, record: inout TaskRecord, outcome: inout TaskOutcome) throws {
+                         returnInline: Bool, fence: Fence?, task: inout Run) throws {
         guard let settings = job.tiles else { throw JobError(.invalidJob, "a tiles job without tile settings") }
         guard let part = input.part else {
             throw JobError(.invalidJob, "a tiles task names no pyramid part", file: input.path)
@@ -262,9 +311,9 @@ public enum TaskExecutor {
         limits.maxInputBytes = options.limits.maxInputBytes
         let info: TileSourceInfo
         do { info = try TileSourceInfo.probe(bytes, limits: limits) } catch let e as ImagingError { throw e.naming(input.path) }
-        record.sourceFormat = info.format.rawValue
-        record.sourceWidth = info.width
-        record.sourceHeight = info.height
+        task.record.sourceFormat = info.format.rawValue
+        task.record.sourceWidth = info.width
+        task.record.sourceHeight = info.height
         let name = input.pyramidName
         var renderer = TileRenderer(settings: settings, info: info, name: name)
         renderer.limits = limits
@@ -286,7 +335,7 @@ public enum TaskExecutor {
                     inline.append((out.path, out.bytes))
                 }
                 // Every file is an output: incremental reruns check they all still exist.
-                record.outputs.append(.init(name: out.width > 0 ? "tile" : "descriptor",
+                task.record.outputs.append(.init(name: out.width > 0 ? "tile" : "descriptor",
                                             path: returnInline ? out.path : Location.join(job.outputRoot, out.path),
                                             format: (out.path as NSString).pathExtension, width: out.width,
                                             height: out.height, bytes: out.bytes.count, quality: nil))
@@ -296,23 +345,19 @@ public enum TaskExecutor {
             writer?.removeWritten()
             throw e.naming(input.path)
         }
-        if let staging, let fence {
-            guard fence.commit() else {
-                staging.discard()
-                outcome.superseded = true
-                return
-            }
+        if let staging {
+            guard commit(fence, task: &task, discard: staging.discard) else { return }
             let w0 = clock.milliseconds
             try staging.publish()
             writeTime += clock.milliseconds - w0
         }
-        outcome.inlineOutputs = inline
-        record.tiles = work
-        record.scaleEighths = work.decode.scaleEighths
-        record.decodePath = info.format == .jpeg ? "jpeg-\(work.decode.seek)" : "png-\(work.decode.seek)"
-        record.timings.decode = work.timings.decode
-        record.timings.encode = work.timings.encode
-        record.timings.write = writeTime
-        record.timings.finish = max(0, clock.milliseconds - record.timings.decode - record.timings.encode - record.timings.write)
+        task.inlineOutputs = inline
+        task.record.tiles = work
+        task.record.scaleEighths = work.decode.scaleEighths
+        task.record.decodePath = info.format == .jpeg ? "jpeg-\(work.decode.seek)" : "png-\(work.decode.seek)"
+        task.record.timings.decode = work.timings.decode
+        task.record.timings.encode = work.timings.encode
+        task.record.timings.write = writeTime
+        task.record.timings.finish = max(0, clock.milliseconds - task.record.timings.decode - task.record.timings.encode - task.record.timings.write)
     }
 }
