@@ -13,7 +13,7 @@ public struct TaskOutcome: Sendable {
     /// the input's own fault (corrupt, unsupported), which is never retried.
     public var retryable: Bool
     /// Outputs to send back instead of writing (inline mode): path relative to the root.
-    public var inlineOutputs: [(path: String, bytes: [UInt8])]
+    public var inlineOutputs: [InlineFile]
     /// The coordinator refused this attempt's commit (it was superseded): nothing was
     /// published and there is nothing to report.
     public var superseded = false
@@ -112,7 +112,7 @@ public enum TaskExecutor {
         let clock: Stopwatch
         var inputHash: UInt64 = 0
         var retryable = false
-        var inlineOutputs: [(path: String, bytes: [UInt8])] = []
+        var inlineOutputs: [InlineFile] = []
         var superseded = false
 
         var outcome: TaskOutcome {
@@ -244,7 +244,7 @@ public enum TaskExecutor {
         let writeStart = task.clock.milliseconds
         switch publishing {
         case .inline:
-            task.inlineOutputs = files.map { ($0.record.path, $0.bytes) }
+            task.inlineOutputs = files.map { InlineFile(path: $0.record.path, bytes: $0.bytes) }
         case .objectStore:
             guard commit(fence, task: &task) else { return }
             var stored: [String] = []
@@ -322,7 +322,7 @@ public enum TaskExecutor {
         let staging = returnInline ? nil : try fence.map { try Staging(root: job.outputRoot, fence: $0, adopt: true) }
         let writer = returnInline ? nil : try TileWriter(root: job.outputRoot, name: name, resumeAfter: job.createdAt,
                                                          staging: staging)
-        var inline: [(path: String, bytes: [UInt8])] = []
+        var inline: [InlineFile] = []
         var writeTime = 0.0
         let work: TileWork
         do {
@@ -332,7 +332,7 @@ public enum TaskExecutor {
                     try writer.write(out.path, out.bytes)
                     writeTime += clock.milliseconds - w0
                 } else {
-                    inline.append((out.path, out.bytes))
+                    inline.append(InlineFile(path: out.path, bytes: out.bytes))
                 }
                 // Every file is an output: incremental reruns check they all still exist.
                 task.record.outputs.append(.init(name: out.width > 0 ? "tile" : "descriptor",
@@ -354,7 +354,7 @@ public enum TaskExecutor {
         task.inlineOutputs = inline
         task.record.tiles = work
         task.record.scaleEighths = work.decode.scaleEighths
-        task.record.decodePath = info.format == .jpeg ? "jpeg-\(work.decode.seek)" : "png-\(work.decode.seek)"
+        task.record.decodePath = work.decode.decodePath(info.format)
         task.record.timings.decode = work.timings.decode
         task.record.timings.encode = work.timings.encode
         task.record.timings.write = writeTime

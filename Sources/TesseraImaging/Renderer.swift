@@ -12,8 +12,6 @@ public struct RenderedOutput: Sendable {
     /// The encoder quality (1...100) used, for lossy formats; below the recipe's when a
     /// byte budget lowered it.
     public let quality: Int?
-    /// The same, for JPEG outputs only (kept for the records' `jpegQuality`).
-    public var jpegQuality: Int? { format == .jpeg ? quality : nil }
     public let timings: StageTimings
 }
 

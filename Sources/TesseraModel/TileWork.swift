@@ -56,8 +56,26 @@ public struct TileDecodeInfo: Sendable, Codable, Equatable {
     /// How the decoder reached the first row: `restart-marker` (decoding starts at a
     /// restart marker, nothing before it is read), `skip-scanlines` (entropy-decoded, not
     /// reconstructed), `read-through` (PNG: inflated and dropped), `none` (from the top).
-    public var seek: String = "none"
+    public var seek = TileSeek.none
     /// Source rows (full-resolution coordinates) the task decoded.
     public var sourceRows: [Int] = []
     public init() {}
+}
+
+/// How a tile task's decoder reached the first row it needs.
+public enum TileSeek: String, Sendable, Codable {
+    /// From the top: the part starts at row 0, or the source cannot seek.
+    case none
+    /// Decoding starts at a restart marker: nothing before it is read (baseline JPEG).
+    case restartMarker = "restart-marker"
+    /// Rows above are entropy-decoded, not reconstructed (`jpeg_skip_scanlines`).
+    case skipScanlines = "skip-scanlines"
+    /// Rows above are decoded and dropped (PNG: inflated, unfiltered).
+    case readThrough = "read-through"
+}
+
+extension TileDecodeInfo {
+    /// The record's `decodePath` of a tile task, e.g. `jpeg-restart-marker`: the source's
+    /// format and how its decoder reached the part.
+    public func decodePath(_ format: ImageFormat) -> String { format.rawValue + "-" + seek.rawValue }
 }

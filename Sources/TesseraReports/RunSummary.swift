@@ -142,7 +142,7 @@ public struct RunSummary: Codable, Sendable {
             for (r, t) in tileRecords where t.part != .descriptor {
                 let scale = r.sourceFormat == "png" ? "png" : "\(t.decode.scaleEighths)/8"
                 scales[scale + (t.decode.boxShrink > 1 ? "+box\(t.decode.boxShrink)" : ""), default: 0] += 1
-                seeks[t.decode.seek, default: 0] += 1
+                seeks[t.decode.seek.rawValue, default: 0] += 1
             }
             let tiles = tileRecords.reduce(0) { $0 + $1.1.tilesWritten }
             pyramids = PyramidSummary(sources: Set(records.map(\.input)).count, tasks: tileRecords.count,

@@ -225,3 +225,15 @@ public struct TaskRecord: Sendable, Codable {
 public enum JSONOutput {
     public static let version = 1
 }
+
+/// A file a task sends back instead of writing (inline mode, `render -o -`): its path
+/// relative to the output root, and its bytes.
+public struct InlineFile: Sendable, Equatable {
+    public var path: String
+    public var bytes: [UInt8]
+
+    public init(path: String, bytes: [UInt8]) {
+        self.path = path
+        self.bytes = bytes
+    }
+}

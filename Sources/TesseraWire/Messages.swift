@@ -281,11 +281,11 @@ public struct TaskReport: Sendable {
     /// The `TaskRecord` as JSON.
     public var record: [UInt8]
     /// Outputs sent back inline: path relative to the output root, and bytes.
-    public var inlineOutputs: [(path: String, bytes: [UInt8])]
+    public var inlineOutputs: [InlineFile]
 
     public init(ref: TaskRef, status: Status, retryable: Bool = false, timings: StageTimings = StageTimings(),
                 peakMemory: PeakMemory? = nil, inputHash: UInt64 = 0, errorCode: String = "", errorMessage: String = "",
-                record: [UInt8] = [], inlineOutputs: [(path: String, bytes: [UInt8])] = []) {
+                record: [UInt8] = [], inlineOutputs: [InlineFile] = []) {
         self.ref = ref
         self.status = status
         self.retryable = retryable
@@ -337,12 +337,12 @@ public struct TaskReport: Sendable {
             let record = try r.blob()
             let outs = Int(try r.u32())
             guard outs <= e.payloads.count else { throw WireError("report names \(outs) inline outputs") }
-            var inline: [(path: String, bytes: [UInt8])] = []
+            var inline: [InlineFile] = []
             for _ in 0..<outs {
                 let path = try r.string()
                 let index = Int(try r.u32())
                 guard index < e.payloads.count else { throw WireError("report names payload \(index)") }
-                inline.append((path, e.payloads[index]))
+                inline.append(InlineFile(path: path, bytes: e.payloads[index]))
             }
             return TaskReport(ref: ref, status: status, retryable: retryable, timings: timings,
                               peakMemory: peakBytes == 0 ? nil : PeakMemory(bytes: peakBytes, isUpperBound: upperBound),

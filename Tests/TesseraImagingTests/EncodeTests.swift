@@ -6,11 +6,11 @@ final class EncodeTests: XCTestCase {
     func testByteBudgetFindsTheHighestQualityThatFits() throws {
         let source = try Codec.encodePNG(Fixtures.noise(width: 800, height: 600))
         let unlimited = try Renderer.render(source, recipes: [recipe([], quality: 0.95)]).outputs[0]
-        XCTAssertEqual(unlimited.jpegQuality, 95)
+        XCTAssertEqual(unlimited.quality, 95)
         let budget = unlimited.bytes.count / 3
         let out = try Renderer.render(source, recipes: [recipe([], quality: 0.95) { $0.maxBytes = budget }]).outputs[0]
         XCTAssertLessThanOrEqual(out.bytes.count, budget)
-        let q = try XCTUnwrap(out.jpegQuality)
+        let q = try XCTUnwrap(out.quality)
         XCTAssertLessThan(q, 95)
         // The highest: one step up no longer fits.
         let above = try Renderer.render(source, recipes: [recipe([], quality: Double(q + 1) / 100)]).outputs[0]
@@ -61,8 +61,8 @@ final class EncodeTests: XCTestCase {
     /// Quality is 0...1: a value outside is refused (with a hint for a percentage), not clamped.
     func testQualityOutsideZeroToOneIsRefused() throws {
         let source = try Codec.encodePNG(Fixtures.noise(width: 32, height: 32))
-        XCTAssertEqual(try Renderer.render(source, recipes: [recipe([], quality: 0.8)]).outputs[0].jpegQuality, 80)
-        XCTAssertEqual(try Renderer.render(source, recipes: [recipe([], quality: 0)]).outputs[0].jpegQuality, 1)
+        XCTAssertEqual(try Renderer.render(source, recipes: [recipe([], quality: 0.8)]).outputs[0].quality, 80)
+        XCTAssertEqual(try Renderer.render(source, recipes: [recipe([], quality: 0)]).outputs[0].quality, 1)
         XCTAssertThrowsError(try Renderer.render(source, recipes: [recipe([], quality: 85)])) {
             XCTAssertTrue("\($0)".contains("output.quality: expected 0...1 (a fraction, not a percentage: 85.0 means 0.85), got 85.0"), "\($0)")
         }

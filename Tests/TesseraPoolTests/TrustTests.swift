@@ -56,7 +56,7 @@ final class TrustTests: XCTestCase {
         record.outputs = [.init(name: "favicon", path: path, format: "jpeg", width: 1, height: 1, bytes: 9, quality: nil)]
         let json = Array((try? JSONEncoder().encode(record)) ?? Data())
         return TaskReport.envelope([TaskReport(ref: ref, status: .succeeded, record: json,
-                                               inlineOutputs: [(path, Array("FORGED!!!".utf8))])])
+                                               inlineOutputs: [InlineFile(path: path, bytes: Array("FORGED!!!".utf8))])])
     }
 
     struct CurveCluster {

@@ -26,7 +26,7 @@ final class WireCodecTests: XCTestCase {
         return TaskReport(ref: TaskRef(task: 42, attempt: 3), status: .failed, retryable: true,
                    timings: timings, peakMemory: PeakMemory(bytes: 96 << 20, isUpperBound: true), inputHash: 99,
                    errorCode: "corrupt", errorMessage: "x.jpg: bad Huffman table", record: Array("{\"input\":\"x.jpg\"}".utf8),
-                   inlineOutputs: [("thumbs/x.jpg", [1, 2, 3]), ("icons/x.png", [])])
+                   inlineOutputs: [InlineFile(path: "thumbs/x.jpg", bytes: [1, 2, 3]), InlineFile(path: "icons/x.png", bytes: [])])
     }
 
     func roundTrip(_ e: Envelope) throws -> Envelope { try Envelope(frames: e.frames) }

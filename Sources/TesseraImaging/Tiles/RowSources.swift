@@ -69,7 +69,7 @@ final class JPEGRowSource: RowSource {
                 patchedHeader = copy
                 let mcuHeight = 8 * (h.components == 1 ? 1 : h.maxSampling.v)
                 base = start.mcuRows * mcuHeight * scaleEighths / 8
-                describe.seek = "restart-marker"
+                describe.seek = .restartMarker
             }
         }
         decoder = d
@@ -84,7 +84,7 @@ final class JPEGRowSource: RowSource {
         self.base = base
         position = base
         if startRow > base {
-            if describe.seek == "none" { describe.seek = "skip-scanlines" }
+            if describe.seek == .none { describe.seek = .skipScanlines }
             try seek(to: startRow)
         }
     }
@@ -216,7 +216,7 @@ final class PNGRowSource: RowSource {
     func seek(to y: Int) throws {
         precondition(y >= position, "row sources only move forward")
         if y > position, whole == nil {
-            describe.seek = "read-through"
+            describe.seek = .readThrough
             let scratch = UnsafeMutablePointer<UInt8>.allocate(capacity: width * channels)
             defer { scratch.deallocate() }
             for _ in position..<y { try decoder.read(into: scratch, stride: 0, rows: 1) }
@@ -338,7 +338,7 @@ final class DecodedRowSource: RowSource {
     func seek(to y: Int) throws {
         precondition(y >= position, "row sources only move forward")
         if y > position {
-            describe.seek = "read-through"
+            describe.seek = .readThrough
             let scratch = UnsafeMutablePointer<UInt8>.allocate(capacity: width * channels)
             defer { scratch.deallocate() }
             while position < y { position += try decoder.read(into: scratch, stride: 0, maxRows: 1) }
