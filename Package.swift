@@ -126,6 +126,7 @@ let tests: [Target] = [
     .testTarget(name: "TesseraServiceTests", dependencies: ["TesseraService", "TesseraTestSupport", .product(name: "CoreMetrics", package: "swift-metrics")]),
     .testTarget(name: "TesseraStorageTests", dependencies: ["TesseraStorage", "TesseraTasks", "TesseraTestSupport"]),
     .testTarget(name: "TesseraWireTests", dependencies: ["TesseraTestSupport", "TesseraModel", "TesseraWire", "TesseraTasks"]),
+    .testTarget(name: "TesseraWorkerTests", dependencies: ["TesseraWorker"]),
     .testTarget(name: "TesseraCoordinatorTests", dependencies: ["TesseraTestSupport", "TesseraCoordinator", "TesseraModel", "TesseraImaging", "TesseraTasks", "TesseraJobs", "TesseraWire", .product(name: "Logging", package: "swift-log")]),
     .testTarget(name: "TesseraPoolTests", dependencies: ["tessera", "TesseraTestSupport", "TesseraService", "TesseraModel", "TesseraImaging", "TesseraTasks", "TesseraJobs", "TesseraExecution", "TesseraStorage", "TesseraWire"]),
 ]

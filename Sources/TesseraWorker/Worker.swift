@@ -445,13 +445,14 @@ public final class Worker: @unchecked Sendable {
         }
     }
 
-    private enum Outcome { case ok, drain }
+    /// What a message asks of the loop.
+    private enum Next { case carryOn, drain }
 
-    private func handle(_ frames: [[UInt8]], _ dealer: ZMQSocket, now: Double) throws -> Outcome {
+    private func handle(_ frames: [[UInt8]], _ dealer: ZMQSocket, now: Double) throws -> Next {
         let e: Envelope
         do { e = try Envelope(frames: frames) } catch {
             logger.error("bad message from coordinator: \(error)")
-            return .ok
+            return .carryOn
         }
         switch e.type {
         case MessageType.welcome:
@@ -520,7 +521,7 @@ public final class Worker: @unchecked Sendable {
         default:
             logger.warning("ignoring \(e.type)")
         }
-        return .ok
+        return .carryOn
     }
 
     /// Queues a task, or asks for its bytes when the path is not readable here.
