@@ -126,7 +126,7 @@ let tests: [Target] = [
     .testTarget(name: "TesseraServiceTests", dependencies: ["TesseraService", "TesseraTestSupport", .product(name: "CoreMetrics", package: "swift-metrics")]),
     .testTarget(name: "TesseraStorageTests", dependencies: ["TesseraStorage", "TesseraTasks", "TesseraTestSupport"]),
     .testTarget(name: "TesseraWireTests", dependencies: ["TesseraTestSupport", "TesseraModel", "TesseraWire", "TesseraTasks"]),
-    .testTarget(name: "TesseraWorkerTests", dependencies: ["TesseraWorker"]),
+    .testTarget(name: "TesseraWorkerTests", dependencies: ["TesseraModel", "TesseraTasks", "TesseraWire", "TesseraWorker"]),
     .testTarget(name: "TesseraCoordinatorTests", dependencies: ["TesseraTestSupport", "TesseraCoordinator", "TesseraModel", "TesseraImaging", "TesseraTasks", "TesseraJobs", "TesseraWire", .product(name: "Logging", package: "swift-log")]),
     .testTarget(name: "TesseraPoolTests", dependencies: ["tessera", "TesseraTestSupport", "TesseraService", "TesseraModel", "TesseraImaging", "TesseraTasks", "TesseraJobs", "TesseraExecution", "TesseraStorage", "TesseraWire"]),
 ]
@@ -136,6 +136,8 @@ let package = Package(
     platforms: [.macOS(.v13)],
     products: [
         .executable(name: "tessera", targets: ["tessera"]),
+        // The plain-Swift model (recipes, presets, formats, timings, outcomes).
+        .library(name: "TesseraModel", targets: ["TesseraModel"]),
         .library(name: "TesseraImaging", targets: ["TesseraImaging"]),
         .library(name: "TesseraJobs", targets: ["TesseraTasks", "TesseraJobs", "TesseraExecution"]),
         // The message codec, for the fuzz targets (Fuzz/) and tools that speak the protocol.

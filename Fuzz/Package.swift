@@ -13,7 +13,8 @@ let package = Package(
     dependencies: [.package(path: "..")],
     targets: [
         .executableTarget(name: "FuzzTargets",
-                          dependencies: [.product(name: "TesseraImaging", package: root),
+                          dependencies: [.product(name: "TesseraModel", package: root),
+                                         .product(name: "TesseraImaging", package: root),
                                          .product(name: "TesseraJobs", package: root),
                                          .product(name: "TesseraWire", package: root)],
                           swiftSettings: [.unsafeFlags(["-parse-as-library"])]),

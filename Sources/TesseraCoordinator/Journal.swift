@@ -192,7 +192,7 @@ package final class Journal {
             }
             try write()
             // An input under the output root came after tasks it was not compared with.
-            if let claims = outputClaims, claims.needsRecheck {
+            if var claims = outputClaims, claims.needsRecheck {
                 try db.read { db in
                     let cursor = try Row.fetchCursor(db, sql: "SELECT id, path, root, part, etag FROM tasks WHERE id >= ? AND id < ? ORDER BY id",
                                                      arguments: [Int64(first), Int64(next)])

@@ -82,17 +82,16 @@ public struct OutputClaims {
 
     /// After planning, when `needsRecheck`: every task's outputs in any format they may take,
     /// against the inputs under the output root.
-    public func recheck(_ input: InputFile, task: UInt64) throws {
+    public mutating func recheck(_ input: InputFile, task: UInt64) throws {
         let planned = job.plannedOutputs(for: input, alternatives: true)
         for rel in planned.expected + planned.possible { try checkAgainstInputs(rel, task: task, input: input) }
     }
 
-    private func checkAgainstInputs(_ relative: String, task: UInt64, input: InputFile) throws {
+    private mutating func checkAgainstInputs(_ relative: String, task: UInt64, input: InputFile) throws {
         guard let owner = inputsUnderRoot[OutputClaims.hash(relative)] else { return }
         let original = owner == task ? input : self.input(owner)
         guard let original else { return }
-        var claims = self
-        guard claims.relativeInput(original) == relative else { return }
+        guard relativeInput(original) == relative else { return }
         throw replaces(original, by: input, relative)
     }
 

@@ -122,21 +122,12 @@ public final class Worker: @unchecked Sendable {
     private var drainRequested = false
 
     // Loop thread only.
-    private var jobs: [String: ExecutableJob] = [:]
-    private var parked: [String: [TaskAssignment]] = [:]
-    private var awaitingBytes: [TaskRef: TaskAssignment] = [:]
-    /// When the last hello went out, until its welcome: the reregisters answering what this
-    /// worker sent before that hello arrived are not reasons to say hello again (after a
-    /// coordinator restart they come by the hundred, and each hello lists every task held).
-    private var helloAwaitingWelcome: Double?
-    private var unacked: [TaskRef: (report: TaskReport, sent: Double)] = [:]
+    /// The protocol's state and decisions (jobs, parked tasks, unacknowledged reports, the
+    /// hello in flight, the refusal back-off): socket-free, tested alone.
+    private var session = WorkerSession()
     private var lastHeard = 0.0
     private var lastSent = 0.0
     private var lastHeartbeat = 0.0
-    /// While the coordinator refuses this worker's key (`forbidden`: revoked, or a client
-    /// key), heartbeats wait until then, backing off up to a minute (and say so once each).
-    private var refusedUntil = 0.0
-    private var refusedBackoff = 0.0
     private var completedCount = 0
     /// The highest task peak this worker reported.
     public private(set) var peakMemory: PeakMemory?
@@ -313,7 +304,7 @@ public final class Worker: @unchecked Sendable {
             if let started = drainStarted, drained(link.dealer, since: started, now: now) { return }
             // One heartbeat a second even while reports flow: it carries what runs and the
             // worker's memory and CPU (the coordinator's view of it, the dashboard's sparklines).
-            if now - lastHeartbeat >= config.heartbeatInterval && now >= refusedUntil {
+            if now - lastHeartbeat >= config.heartbeatInterval && session.mayHeartbeat(now: now) {
                 lastHeartbeat = now
                 heartbeat(link.dealer, now: now)
             }
@@ -403,12 +394,11 @@ public final class Worker: @unchecked Sendable {
     /// Drain, first step: take no more tasks and hand back every queued one.
     private func beginDrain(_ dealer: ZMQSocket) {
         lock.lock()
-        let returned = queue.map { $0.0.ref } + awaitingBytes.keys + parked.values.flatMap { $0.map(\.ref) }
+        var returned = queue.map { $0.0.ref }
         for (t, _, _) in queue { prefetcher?.discard(Worker.key(t.ref)) }
         queue.removeAll()
         lock.unlock()
-        awaitingBytes.removeAll()
-        parked.removeAll()
+        returned += session.handBack()
         logger.info("draining: handing back \(returned.count) queued tasks")
         _ = try? dealer.send(Envelope(MessageType.bye, json: WorkerBye(returned: returned)).frames, dontWait: true)
     }
@@ -419,8 +409,8 @@ public final class Worker: @unchecked Sendable {
         lock.lock()
         let busy = !running.isEmpty || !outbox.isEmpty
         lock.unlock()
-        guard (!busy && unacked.isEmpty) || now - started > config.drainTimeout else { return false }
-        if !unacked.isEmpty { logger.warning("exiting with \(unacked.count) unacknowledged reports") }
+        guard (!busy && session.unacked.isEmpty) || now - started > config.drainTimeout else { return false }
+        if !session.unacked.isEmpty { logger.warning("exiting with \(session.unacked.count) unacknowledged reports") }
         try? dealer.setLinger(milliseconds: 500)  // the last word is sent as the socket closes, not dropped
         _ = try? dealer.send(Envelope(MessageType.bye, json: WorkerBye(returned: [])).frames, dontWait: true)
         logger.info("drained after \(completedCount) tasks")
@@ -438,106 +428,79 @@ public final class Worker: @unchecked Sendable {
         hb.rssBytes = ResourceAccounting.currentResident()
         hb.cpuSeconds = Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
         send(dealer, Envelope(MessageType.heartbeat, json: hb), now: now)
-        let stale = unacked.filter { now - $0.value.sent > config.resendAfter }
-        if !stale.isEmpty {
-            send(dealer, TaskReport.envelope(stale.map(\.value.report)), now: now)
-            for k in stale.keys { unacked[k]?.sent = now }
-        }
+        let stale = session.stale(now: now, after: config.resendAfter)
+        if !stale.isEmpty { send(dealer, TaskReport.envelope(stale), now: now) }
     }
 
     /// What a message asks of the loop.
     private enum Next { case carryOn, drain }
 
+    /// One message from the coordinator: the session decides, the loop carries it out.
     private func handle(_ frames: [[UInt8]], _ dealer: ZMQSocket, now: Double) throws -> Next {
         let e: Envelope
         do { e = try Envelope(frames: frames) } catch {
             logger.error("bad message from coordinator: \(error)")
             return .carryOn
         }
-        switch e.type {
-        case MessageType.welcome:
-            helloAwaitingWelcome = nil
-            refusedBackoff = 0
-        case MessageType.heartbeat:
-            break
-        case MessageType.reregister:
-            if let sent = helloAwaitingWelcome, now - sent < 5 { break }  // the hello is on its way
-            lock.lock()
-            let leaving = drainRequested
-            lock.unlock()
-            if leaving { break }  // a draining worker has said goodbye: it does not come back
-            // The coordinator does not know this worker (it restarted, or gave this worker up
-            // and requeued its tasks): queued tasks are dropped, not run; then hello again
-            // with what is still running, and ask again for the commits still waiting (a
-            // restarted coordinator re-attaches those tasks and may grant them).
-            lock.lock()
-            let dropped = queue.count
-            for (t, _, _) in queue { prefetcher?.discard(Worker.key(t.ref)) }
-            queue.removeAll()
-            commitOutbox = Array(awaitingCommit.filter { commitAnswers[$0] == nil })
-            lock.unlock()
-            parked.removeAll()
-            awaitingBytes.removeAll()
-            if dropped > 0 { logger.warning("coordinator lost track of this worker: dropped \(dropped) queued tasks") }
-            try sendHello(dealer)
-        case MessageType.committed:
-            let refs = try TaskRef.decode(e.body)
-            lock.lock()
-            for ref in refs where awaitingCommit.contains(ref) { commitAnswers[ref] = true }
-            lock.broadcast()
-            lock.unlock()
-        case MessageType.job:
-            let a = try e.decode(JobAnnouncement.self)
-            jobs[a.job] = a.spec
-            for t in parked.removeValue(forKey: a.job) ?? [] { accept(t, dealer, now: now) }
-        case MessageType.tasks:
-            for t in try TaskAssignment.decode(e) {
-                if jobs[t.job] == nil { parked[t.job, default: []].append(t) } else { accept(t, dealer, now: now) }
+        lock.lock()
+        let leaving = drainRequested
+        lock.unlock()
+        var next = Next.carryOn
+        for effect in try session.receive(e, now: now, draining: leaving) {
+            switch effect {
+            case .accept(let t, let job):
+                accept(t, job, dealer, now: now)
+            case .forgetQueued:
+                // Queued tasks are dropped, not run; the commits still waiting are asked
+                // again (a restarted coordinator re-attaches those tasks and may grant them).
+                lock.lock()
+                let dropped = queue.count
+                for (t, _, _) in queue { prefetcher?.discard(Worker.key(t.ref)) }
+                queue.removeAll()
+                commitOutbox = Array(awaitingCommit.filter { commitAnswers[$0] == nil })
+                lock.unlock()
+                if dropped > 0 { logger.warning("coordinator lost track of this worker: dropped \(dropped) queued tasks") }
+            case .hello:
+                try sendHello(dealer)
+            case .committed(let refs):
+                lock.lock()
+                for ref in refs where awaitingCommit.contains(ref) { commitAnswers[ref] = true }
+                lock.broadcast()
+                lock.unlock()
+            case .revoke(let refs):
+                lock.lock()
+                queue.removeAll { refs.contains($0.0.ref) }
+                for ref in refs { prefetcher?.discard(Worker.key(ref)) }
+                for ref in refs where awaitingCommit.contains(ref) { commitAnswers[ref] = false }
+                revokedRunning.formUnion(refs.intersection(running))
+                lock.broadcast()
+                lock.unlock()
+            case .drain:
+                next = .drain
+            case .log(.info, let message):
+                logger.info("\(message)")
+            case .log(.warning, let message):
+                logger.warning("\(message)")
+            case .log(.error, let message):
+                logger.error("\(message)")
             }
-        case MessageType.ack:
-            for ref in try TaskRef.decode(e.body) { unacked.removeValue(forKey: ref) }
-        case MessageType.revoke:
-            let refs = Set(try TaskRef.decode(e.body))
-            lock.lock()
-            queue.removeAll { refs.contains($0.0.ref) }
-            for ref in refs { prefetcher?.discard(Worker.key(ref)) }
-            for ref in refs where awaitingCommit.contains(ref) { commitAnswers[ref] = false }
-            revokedRunning.formUnion(refs.intersection(running))
-            lock.broadcast()
-            lock.unlock()
-            for r in refs { awaitingBytes.removeValue(forKey: r) }
-        case MessageType.drain:
-            return .drain
-        case MessageType.error:
-            let err = try? e.decode(ErrorReply.self)
-            if err?.code == "forbidden" {
-                guard now >= refusedUntil else { break }  // replies to what was sent before the pause
-                refusedBackoff = min(60, max(2, refusedBackoff * 2))
-                refusedUntil = now + refusedBackoff
-                logger.error("coordinator error: \(err?.description ?? "?"); trying again in \(Int(refusedBackoff)) s")
-            } else {
-                logger.error("coordinator error: \(err?.description ?? "?")")
-            }
-        default:
-            logger.warning("ignoring \(e.type)")
         }
-        return .carryOn
+        return next
     }
 
     /// Queues a task, or asks for its bytes when the path is not readable here.
-    private func accept(_ t: TaskAssignment, _ dealer: ZMQSocket, now: Double) {
-        guard let job = jobs[t.job] else { return }
+    private func accept(_ t: TaskAssignment, _ job: ExecutableJob, _ dealer: ZMQSocket, now: Double) {
         if let marker = config.crashOnReceiving, t.input.path.contains(marker) {
             logger.critical("fault injection: crashing on receiving \(Paths.display(t.input.name))")
             abort()
         }
         let remote = Location.isRemote(t.input.path)
         if t.inlineInput == nil && job.kind != .noop && !remote && Paths.withCString(t.input.path, { access($0, R_OK) }) != 0 {
-            awaitingBytes[t.ref] = t
+            session.awaitBytes(t)
             send(dealer, Envelope(MessageType.needBytes, body: TaskRef.encode([t.ref])), now: now)
             return
         }
-        awaitingBytes.removeValue(forKey: t.ref)
+        session.queued(t.ref)
         // A URL input is downloaded while the task waits for an executor (unless a rerun
         // may skip it by its version without downloading).
         if remote && t.inlineInput == nil && job.kind != .noop, let prefetcher,
@@ -563,8 +526,7 @@ public final class Worker: @unchecked Sendable {
         lock.unlock()
         let hello = WorkerHello(worker: config.id, host: host, pid: getpid(), concurrency: config.concurrency,
                                 credit: credit, inline: config.inline,
-                                holding: holding + Array(unacked.keys) + Array(awaitingBytes.keys))
-        helloAwaitingWelcome = Monotonic.seconds()
+                                holding: holding + session.helloSent(now: Monotonic.seconds()))
         send(dealer, Envelope(MessageType.hello, json: hello), now: Monotonic.seconds())
     }
 
@@ -591,10 +553,8 @@ public final class Worker: @unchecked Sendable {
         if !started.isEmpty { send(dealer, Envelope(MessageType.started, body: TaskRef.encode(started)), now: now) }
         if !commits.isEmpty { send(dealer, Envelope(MessageType.commit, body: TaskRef.encode(commits)), now: now) }
         guard !reports.isEmpty else { return }
-        for r in reports {
-            unacked[r.ref] = (r, now)
-            peakMemory = r.peakMemory?.max(peakMemory) ?? peakMemory
-        }
+        session.sent(reports, now: now)
+        for r in reports { peakMemory = r.peakMemory?.max(peakMemory) ?? peakMemory }
         for r in reports {
             taskCounters[r.status]?.increment()
             taskDuration?.recordNanoseconds(Int64(r.timings.total * 1e6))

@@ -103,6 +103,20 @@ func strictRecords(_ skipped: SkippedFiles) -> [TaskRecord] {
     }
 }
 
+/// The end of `render` and `strip`: the files the walk passed over (failed with `--strict`,
+/// each said as it is; counted in the summary without), then the summary of every record.
+func summarise(_ records: [TaskRecord], skipped: SkippedFiles, strict: Bool, json: Bool, seconds: Double,
+               outputRoot: String?) -> RunSummary {
+    let passedOver = strictRecords(skipped)
+    for r in passedOver {
+        warn("error: \(r.error?.message ?? r.input)")
+        if json { printJSONLine(r) }
+    }
+    var summary = RunSummary(records: records + passedOver, seconds: seconds, outputRoot: outputRoot)
+    if !strict && skipped.total > 0 { summary.skippedFiles = skipped.byExtension }
+    return summary
+}
+
 /// `1 image`, `2 images`: a count with its noun, plural when it is not 1.
 func counted(_ n: Int, _ noun: String, plural: String? = nil) -> String {
     "\(n) " + (n == 1 ? noun : plural ?? noun + "s")

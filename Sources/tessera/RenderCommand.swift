@@ -380,14 +380,8 @@ struct Render: ParsableCommand {
             lock.unlock()
         }
         let seconds = clock.seconds
-        let passedOver = strictRecords(skipped)
-        for r in passedOver {
-            warn("error: \(r.error?.message ?? r.input)")
-            if json && !toStdout { printJSONLine(r) }
-        }
-        let done = records.compactMap { $0 } + passedOver
-        var summary = RunSummary(records: done, seconds: seconds, outputRoot: toStdout ? nil : output)
-        if !strict && skipped.total > 0 { summary.skippedFiles = skipped.byExtension }
+        let summary = summarise(records.compactMap { $0 }, skipped: skipped, strict: strict, json: json && !toStdout,
+                                seconds: seconds, outputRoot: toStdout ? nil : output)
         if toStdout {
             if summary.failed > 0 { throw Exit.someFailed }
             return

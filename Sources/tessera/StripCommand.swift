@@ -85,13 +85,7 @@ struct Strip: ParsableCommand {
                 print("ok   \(Paths.display(file.name)) -> \(out.path) \(formatBytes(record.bytesIn)) -> \(formatBytes(out.bytes)); removed \(removed)\(how)")
             }
         }
-        let passedOver = strictRecords(skipped)
-        for r in passedOver {
-            warn("error: \(r.error?.message ?? r.input)")
-            if json { printJSONLine(r) }
-        }
-        var summary = RunSummary(records: records + passedOver, seconds: clock.seconds, outputRoot: output)
-        if !strict && skipped.total > 0 { summary.skippedFiles = skipped.byExtension }
+        let summary = summarise(records, skipped: skipped, strict: strict, json: json, seconds: clock.seconds, outputRoot: output)
         if json { printJSONLine(summary) } else { summary.printStripSummary() }
         if summary.failed > 0 { throw Exit.someFailed }
     }

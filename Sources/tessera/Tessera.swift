@@ -17,6 +17,16 @@ struct Tessera: ParsableCommand {
                       CoordinatorCommand.self, WorkerCommand.self, Keygen.self]
     )
 
+    /// A usage error (parsing or an option combination found in `run()`): the reason, where
+    /// to read more, exit 2.
+    static func usageError(_ error: Error) -> Never {
+        warn("error: " + message(for: error))
+        let names = configuration.subcommands.map { $0._commandName }
+        let sub = CommandLine.arguments.dropFirst().first.flatMap { names.contains($0) ? $0 + " " : nil } ?? ""
+        warn("see 'tessera \(sub)--help'")
+        Foundation.exit(Exit.usage.rawValue)
+    }
+
     /// Like `ParsableCommand.main()`, but usage errors exit with 2 (the documented code)
     /// rather than argument-parser's 64, in the one error style: `error: reason`.
     static func main() {
@@ -24,25 +34,13 @@ struct Tessera: ParsableCommand {
         do {
             command = try parseAsRoot()
         } catch {
-            if exitCode(for: error) == .validationFailure {
-                warn("error: " + message(for: error))
-                let names = configuration.subcommands.map { $0._commandName }
-                let sub = CommandLine.arguments.dropFirst().first.flatMap { names.contains($0) ? $0 + " " : nil } ?? ""
-                warn("see 'tessera \(sub)--help'")
-                Foundation.exit(Exit.usage.rawValue)
-            }
+            if exitCode(for: error) == .validationFailure { usageError(error) }
             exit(withError: error)
         }
         do {
             try command.run()
         } catch {
-            if exitCode(for: error) == .validationFailure {
-                warn("error: " + message(for: error))
-                let names = configuration.subcommands.map { $0._commandName }
-                let sub = CommandLine.arguments.dropFirst().first.flatMap { names.contains($0) ? $0 + " " : nil } ?? ""
-                warn("see 'tessera \(sub)--help'")
-                Foundation.exit(Exit.usage.rawValue)
-            }
+            if exitCode(for: error) == .validationFailure { usageError(error) }
             // Exit codes thrown on purpose, help and version requests: as argument-parser does.
             if error is ExitCode || exitCode(for: error) != .failure { exit(withError: error) }
             // Anything else stopped the command before it could do its work: one error

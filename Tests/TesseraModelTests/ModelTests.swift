@@ -52,6 +52,21 @@ final class StageTimingsTests: XCTestCase {
     }
 }
 
+/// A task's peak memory, and whether it is the task's own or the process' over the task.
+final class PeakMemoryTests: XCTestCase {
+    func testTheHigherPeakWinsAndAnUpperBoundSaysSo() {
+        let own = PeakMemory(bytes: 50_000_000, isUpperBound: false)
+        let shared = PeakMemory(bytes: 80_000_000, isUpperBound: true)
+        XCTAssertEqual(own.max(shared), shared)
+        XCTAssertEqual(shared.max(own), shared)
+        XCTAssertEqual(own.max(nil), own)
+        // At the same figure, the task's own measurement is preferred to a bound.
+        XCTAssertEqual(PeakMemory(bytes: 1, isUpperBound: true).max(PeakMemory(bytes: 1, isUpperBound: false)).isUpperBound, false)
+        XCTAssertEqual(own.display, "50.0 MB")
+        XCTAssertEqual(shared.display, "≤ 80.0 MB")
+    }
+}
+
 /// One way to name an input to people: never a URL's query string.
 final class DisplayNameTests: XCTestCase {
     func testURLsLoseTheirQueryAndBytesShowAsEscapes() {
