@@ -68,7 +68,8 @@ public struct WorkerConfig: Sendable {
     /// The cache of originals fetched from URLs (nil: none), and its bound in bytes.
     public var cacheDirectory: String?
     public var cacheBytes = 2 << 30
-    /// Fault injection for tests: abort the process when an input path contains this.
+    /// Fault injection for tests: abort the process in the middle of a task whose input path
+    /// contains this — after its `started` notice went out, as a decoder's crash would.
     public var crashOnInputContaining: String?
     /// Fault injection for tests: abort as soon as such a task arrives (before `started`).
     public var crashOnReceiving: String?
@@ -593,6 +594,17 @@ public final class Worker: @unchecked Sendable {
 
             let wait = Monotonic.seconds() - queuedAt
             if let marker = config.crashOnInputContaining, task.input.path.contains(marker) {
+                // The loop sends the notice within a turn (100 ms at most); libzmq's I/O
+                // thread writes it. Aborting before that crashed "before started", and the
+                // death then counted against every task this worker held (a flaky test).
+                for _ in 0..<100 {
+                    lock.lock()
+                    let pending = startedOutbox.contains(task.ref)
+                    lock.unlock()
+                    if !pending { break }
+                    usleep(10_000)
+                }
+                usleep(200_000)
                 logger.critical("fault injection: crashing on \(Paths.display(task.input.name))")
                 abort()
             }
