@@ -141,7 +141,7 @@ enum WireSeeds {
             ]),
             "report": TaskReport.envelope([
                 TaskReport(ref: refs[0], status: .succeeded, inputHash: 9, record: Array(try JSONEncoder().encode(record)),
-                           inlineOutputs: [(path: "out/a.jpg", bytes: [1, 2, 3])]),
+                           inlineOutputs: [InlineFile(path: "out/a.jpg", bytes: [1, 2, 3])]),
                 TaskReport(ref: refs[1], status: .failed, retryable: true, errorCode: "corrupt", errorMessage: "bad"),
             ]),
             "commit": Envelope(MessageType.commit, body: TaskRef.encode(refs)),
