@@ -838,10 +838,10 @@ public final class Coordinator: @unchecked Sendable {
         if job.spec.options.incremental, let r = slot.rendition, !r.outputs.isEmpty {
             // Files are checked here; objects by the worker (HEAD), never from the event loop.
             if r.outputs.contains(where: Location.isRemote) {
-                expected = r.hash
+                expected = r.inputHash
                 remoteOutputs = r.outputs
             } else if r.outputs.allSatisfy(Paths.exists) {
-                expected = r.hash
+                expected = r.inputHash
             }
         }
         return TaskAssignment(ref: ref, job: job.id, input: slot.input, expectedHash: expected, expectedOutputs: remoteOutputs,

@@ -317,7 +317,8 @@ package final class Journal {
                 rows.append(PageRow(id: UInt64(r[0] as Int64),
                                     input: InputFile(path: r[1], root: r[2], part: Journal.part(r[3]), etag: etag.isEmpty ? nil : etag),
                                     attempts: r[4], crashes: r[5],
-                                    rendition: hash.map { (UInt64(bitPattern: $0), outputs?.split(separator: "\n").map(String.init) ?? []) }))
+                                    rendition: hash.map { Rendition(inputHash: UInt64(bitPattern: $0),
+                                                                    outputs: outputs?.split(separator: "\n").map(String.init) ?? []) }))
             }
             return rows
         }
@@ -328,7 +329,14 @@ package final class Journal {
         package var input: InputFile
         package var attempts: Int
         package var crashes: Int
-        package var rendition: (hash: UInt64, outputs: [String])?
+        package var rendition: Rendition?
+    }
+
+    /// What an incremental job may skip an input by: the input's hash when its outputs
+    /// were last made with this recipe, and those outputs (which must still exist).
+    package struct Rendition: Equatable {
+        package var inputHash: UInt64
+        package var outputs: [String]
     }
 
     /// Results of a job so far, by outcome.

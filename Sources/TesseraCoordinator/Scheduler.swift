@@ -27,7 +27,7 @@ package struct TaskSlot {
     /// When the current attempt was dispatched (monotonic seconds).
     package var dispatchedAt: Double = 0
     /// Incremental jobs: the earlier rendition of this input with the same recipe.
-    package var rendition: (hash: UInt64, outputs: [String])?
+    package var rendition: Journal.Rendition?
 
     package init(input: InputFile) { self.input = input }
 }

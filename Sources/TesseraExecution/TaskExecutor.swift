@@ -19,12 +19,6 @@ public struct TaskOutcome: Sendable {
     public var superseded = false
 }
 
-/// One file a task made, before it is written: its record (path relative to the root) and bytes.
-struct OutputFile {
-    var record: TaskRecord.OutputRecord
-    var bytes: [UInt8]
-}
-
 /// Runs tasks: read, render (decode once) or strip, write every output atomically.
 /// Never throws: failures become a record naming the file and the reason, and no
 /// output of a failed task is left behind.
@@ -170,7 +164,7 @@ public enum TaskExecutor {
             } catch let e as ImagingError {
                 throw e.naming(input.path)
             }
-            record.sourceFormat = result.source.format.rawValue
+            record.sourceFormat = result.source.format
             record.sourceWidth = result.source.storedSize.width
             record.sourceHeight = result.source.storedSize.height
             record.scaleEighths = result.scaleEighths
@@ -179,10 +173,10 @@ public enum TaskExecutor {
             for out in result.outputs {
                 let spec = job.outputs[out.recipeIndex]
                 let rel = try job.naming(spec).relativePath(for: input, preset: spec.name, format: out.format)
-                files.append(OutputFile(record: .init(name: spec.name, path: rel, format: out.format.rawValue,
-                                                      width: out.size.width, height: out.size.height,
-                                                      bytes: out.bytes.count, quality: out.quality),
-                                        bytes: out.bytes))
+                var file = out.file
+                file.record.name = spec.name
+                file.record.path = rel
+                files.append(file)
             }
         case .strip:
             let clock = Stopwatch()
@@ -190,15 +184,14 @@ public enum TaskExecutor {
             do { result = try LosslessStrip.strip(Array(bytes), options: job.strip) } catch let e as ImagingError {
                 throw e.naming(input.path)
             }
-            record.sourceFormat = result.format.rawValue
+            record.sourceFormat = result.format
             record.timings.encode = clock.milliseconds
             record.strip = .init(removed: result.removed, orientation: result.orientation, transformed: result.transformed)
             // Stripping keeps names: `{ext}` is the input's own extension.
             let rel = try job.naming(job.outputs.first).relativePath(
                 for: input, preset: "strip", ext: input.fileExtension.isEmpty ? result.format.fileExtension : input.fileExtension)
-            files.append(OutputFile(record: .init(name: "strip", path: rel, format: result.format.rawValue,
-                                                  width: 0, height: 0, bytes: result.bytes.count, quality: nil),
-                                    bytes: result.bytes))
+            files.append(OutputFile(.init(name: "strip", path: rel, format: result.format, width: 0, height: 0,
+                                          bytes: result.bytes.count, quality: nil), bytes: result.bytes))
         case .tiles, .noop:
             break
         }
@@ -311,7 +304,7 @@ public enum TaskExecutor {
         limits.maxInputBytes = options.limits.maxInputBytes
         let info: TileSourceInfo
         do { info = try TileSourceInfo.probe(bytes, limits: limits) } catch let e as ImagingError { throw e.naming(input.path) }
-        task.record.sourceFormat = info.format.rawValue
+        task.record.sourceFormat = info.format
         task.record.sourceWidth = info.width
         task.record.sourceHeight = info.height
         let name = input.pyramidName
@@ -327,18 +320,17 @@ public enum TaskExecutor {
         let work: TileWork
         do {
             work = try renderer.render(bytes, part: part, exists: { writer?.exists($0) ?? false }) { out in
+                var record = out.record
                 if let writer {
                     let w0 = clock.milliseconds
-                    try writer.write(out.path, out.bytes)
+                    try writer.write(record.path, out.bytes)
                     writeTime += clock.milliseconds - w0
+                    record.path = Location.join(job.outputRoot, record.path)
                 } else {
-                    inline.append(InlineFile(path: out.path, bytes: out.bytes))
+                    inline.append(InlineFile(path: record.path, bytes: out.bytes))
                 }
                 // Every file is an output: incremental reruns check they all still exist.
-                task.record.outputs.append(.init(name: out.width > 0 ? "tile" : "descriptor",
-                                            path: returnInline ? out.path : Location.join(job.outputRoot, out.path),
-                                            format: (out.path as NSString).pathExtension, width: out.width,
-                                            height: out.height, bytes: out.bytes.count, quality: nil))
+                task.record.outputs.append(record)
             }
         } catch let e as ImagingError {
             // The input's fault: no attempt will do better, so leave no tiles of this part behind.

@@ -1,18 +1,20 @@
 import Foundation
 import TesseraModel
 
-/// One encoded output.
+/// One encoded output of a render: the file made (named and placed by the caller) and
+/// which of the render's recipes made it (a recipe with several formats makes several).
 public struct RenderedOutput: Sendable {
     public let recipe: Recipe
-    /// Which of the render's recipes this output is of (a recipe with several formats has several outputs).
     public let recipeIndex: Int
-    public let bytes: [UInt8]
-    public let format: ImageFormat
-    public let size: Size
-    /// The encoder quality (1...100) used, for lossy formats; below the recipe's when a
-    /// byte budget lowered it.
-    public let quality: Int?
+    /// The file, its record's name the recipe's and its path empty until the caller names it.
+    public let file: OutputFile
     public let timings: StageTimings
+
+    public var bytes: [UInt8] { file.bytes }
+    public var format: ImageFormat { file.record.format ?? .jpeg }
+    public var size: Size { Size(width: file.record.width, height: file.record.height) }
+    /// The encoder quality (1...100) used, for lossy formats.
+    public var quality: Int? { file.record.quality }
 }
 
 /// What was learnt about the source.
@@ -104,9 +106,9 @@ public enum Renderer {
                 let (bytes, quality) = try encode(&image, &format, settings, icc: attachedICC, exif: exif)
                 t.encode = clock.milliseconds - encodeStart
                 t.total = t.finish + t.encode
-                outputs.append(RenderedOutput(recipe: recipe, recipeIndex: i, bytes: bytes, format: format,
-                                              size: Size(width: image.width, height: image.height),
-                                              quality: format == .png ? nil : quality, timings: t))
+                let record = OutputRecord(name: recipe.name ?? "", path: "", format: format, width: image.width,
+                                          height: image.height, bytes: bytes.count, quality: format == .png ? nil : quality)
+                outputs.append(RenderedOutput(recipe: recipe, recipeIndex: i, file: OutputFile(record, bytes: bytes), timings: t))
                 timings.finish += t.finish
                 timings.encode += t.encode
             }

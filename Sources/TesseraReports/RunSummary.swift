@@ -140,7 +140,7 @@ public struct RunSummary: Codable, Sendable {
         if !tileRecords.isEmpty {
             var scales: [String: Int] = [:], seeks: [String: Int] = [:]
             for (r, t) in tileRecords where t.part != .descriptor {
-                let scale = r.sourceFormat == "png" ? "png" : "\(t.decode.scaleEighths)/8"
+                let scale = r.sourceFormat == .png ? "png" : "\(t.decode.scaleEighths)/8"
                 scales[scale + (t.decode.boxShrink > 1 ? "+box\(t.decode.boxShrink)" : ""), default: 0] += 1
                 seeks[t.decode.seek.rawValue, default: 0] += 1
             }
@@ -253,7 +253,7 @@ public enum RecordWriters {
             let outputs = r.outputs.map { "\($0.name):\($0.width)x\($0.height):\($0.bytes)" }.joined(separator: ";")
             var row: [String] = [
                 r.input, r.status.name, r.error?.code ?? "", r.error?.message ?? "", r.worker ?? "",
-                r.sourceFormat ?? "", r.sourceWidth.map(String.init) ?? "", r.sourceHeight.map(String.init) ?? "",
+                r.sourceFormat?.rawValue ?? "", r.sourceWidth.map(String.init) ?? "", r.sourceHeight.map(String.init) ?? "",
                 r.scaleEighths.map(String.init) ?? "", String(r.bytesIn), String(r.bytesOut), outputs,
             ]
             for stage in Stage.allCases { row.append(num(r.timings[stage])) }

@@ -6,57 +6,6 @@ public struct TaskRecord: Sendable, Codable {
     /// How the task ended (`Outcome`): one list from the scheduler to the report.
     public typealias Status = Outcome
 
-    /// One file the task made.
-    public struct OutputRecord: Sendable, Codable, Equatable {
-        /// The output's name (`{preset}`).
-        public var name: String
-        /// Where it was written (relative to the output root when sent back inline).
-        public var path: String
-        public var format: String
-        public var width: Int
-        public var height: Int
-        public var bytes: Int
-        /// The encoder quality (1...100) of a lossy output (JPEG, WebP, AVIF).
-        public var quality: Int?
-        /// The same, for JPEG outputs only (the records' `jpegQuality`).
-        public var jpegQuality: Int? { format == "jpeg" ? quality : nil }
-
-        public init(name: String, path: String, format: String, width: Int, height: Int, bytes: Int, quality: Int?) {
-            self.name = name
-            self.path = path
-            self.format = format
-            self.width = width
-            self.height = height
-            self.bytes = bytes
-            self.quality = quality
-        }
-
-        enum CodingKeys: String, CodingKey { case name, path, format, width, height, bytes, quality, jpegQuality }
-
-        public init(from decoder: Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            name = try c.decode(String.self, forKey: .name)
-            path = try c.decode(String.self, forKey: .path)
-            format = try c.decode(String.self, forKey: .format)
-            width = try c.decode(Int.self, forKey: .width)
-            height = try c.decode(Int.self, forKey: .height)
-            bytes = try c.decode(Int.self, forKey: .bytes)
-            quality = try c.decodeIfPresent(Int.self, forKey: .quality) ?? c.decodeIfPresent(Int.self, forKey: .jpegQuality)
-        }
-
-        public func encode(to encoder: Encoder) throws {
-            var c = encoder.container(keyedBy: CodingKeys.self)
-            try c.encode(name, forKey: .name)
-            try c.encode(path, forKey: .path)
-            try c.encode(format, forKey: .format)
-            try c.encode(width, forKey: .width)
-            try c.encode(height, forKey: .height)
-            try c.encode(bytes, forKey: .bytes)
-            try c.encodeIfPresent(quality, forKey: .quality)
-            try c.encodeIfPresent(jpegQuality, forKey: .jpegQuality)
-        }
-    }
-
     public struct Failure: Sendable, Codable, Equatable {
         public var code: String
         public var message: String
@@ -110,7 +59,7 @@ public struct TaskRecord: Sendable, Codable {
     public var status: Status
     public var error: Failure?
     public var bytesIn: Int = 0
-    public var sourceFormat: String?
+    public var sourceFormat: ImageFormat?
     public var sourceWidth: Int?
     public var sourceHeight: Int?
     /// DCT scale used, in eighths (8 = full size; 8 for PNG).
@@ -151,7 +100,7 @@ public struct TaskRecord: Sendable, Codable {
         // Records before `cancelled` was an outcome: failed, with the error code `cancelled`.
         if status == .failed && error?.code == Outcome.cancelled.name { status = .cancelled }
         bytesIn = try c.decodeIfPresent(Int.self, forKey: .bytesIn) ?? 0
-        sourceFormat = try c.decodeIfPresent(String.self, forKey: .sourceFormat)
+        sourceFormat = try c.decodeIfPresent(String.self, forKey: .sourceFormat).flatMap(ImageFormat.init(rawValue:))
         sourceWidth = try c.decodeIfPresent(Int.self, forKey: .sourceWidth)
         sourceHeight = try c.decodeIfPresent(Int.self, forKey: .sourceHeight)
         scaleEighths = try c.decodeIfPresent(Int.self, forKey: .scaleEighths)

@@ -126,6 +126,11 @@ final class TileResumeTests: XCTestCase {
         XCTAssertEqual(first.record.status, .succeeded, "\(String(describing: first.record.error))")
         let tiles = try XCTUnwrap(first.record.tiles)
         XCTAssertEqual(tiles.tilesWritten, 5 * 8)  // 2000 px: 8 columns of 254
+        // Each tile is an output record like a render's: named, placed, its format typed.
+        XCTAssertEqual(first.record.outputs.count, 40)
+        XCTAssertEqual(Set(first.record.outputs.map(\.name)), ["tile"])
+        XCTAssertEqual(Set(first.record.outputs.map(\.format)), [.jpeg])
+        XCTAssertTrue(first.record.outputs.allSatisfy { $0.path.hasPrefix(dir.path + "/out/big_files/") && $0.width > 0 })
         // The attempt was cut short: two tiles never made it.
         let gone = [dir.path + "/out/big_files/11/0_0.jpg", dir.path + "/out/big_files/11/7_4.jpg"]
         for g in gone { XCTAssertEqual(unlink(g), 0) }

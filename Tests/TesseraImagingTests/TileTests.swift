@@ -73,8 +73,8 @@ final class TileTests: XCTestCase {
         for part in renderer.geometry.plan(info: info, settings: settings) {
             let w = try jpeg.withUnsafeBytes { raw in
                 try renderer.render(raw, part: part) { out in
-                    XCTAssertNil(files[out.path], "\(out.path) written twice")
-                    files[out.path] = out.bytes
+                    XCTAssertNil(files[out.record.path], "\(out.record.path) written twice")
+                    files[out.record.path] = out.bytes
                 }
             }
             works.append(w)
@@ -160,7 +160,7 @@ final class TileTests: XCTestCase {
             for part in [PyramidPart.band(shrink: 0, rows: 13..<15), PyramidPart.band(shrink: 1, rows: 7..<9), PyramidPart.band(shrink: 2, rows: 3..<5)] {
                 let w = try jpeg.withUnsafeBytes { raw in
                     try renderer.render(raw, part: part) { out in
-                        XCTAssertTrue(files[out.path] == out.bytes, "\(label) \(part): \(out.path) differs from the full run")
+                        XCTAssertTrue(files[out.record.path] == out.bytes, "\(label) \(part): \(out.record.path) differs from the full run")
                     }
                 }
                 XCTAssertEqual(w.decode.seek.rawValue, expectedSeek, "\(label) \(part)")
@@ -205,10 +205,10 @@ final class TileTests: XCTestCase {
             let full = levels[0]!, fullPixels = full.bytes
             let w = try jpeg.withUnsafeBytes { raw in
                 try ra.render(raw, part: PyramidPart.band(shrink: 0, rows: 8..<9)) { out in
-                    let c = Int(out.path.split(separator: "/").last!.split(separator: "_")[0])!
+                    let c = Int(out.record.path.split(separator: "/").last!.split(separator: "_")[0])!
                     let t = ga.tile(0, column: c, row: 8)
                     XCTAssertTrue(out.bytes == (try TileTests.directTile(full, pixels: fullPixels, x: t.x, y: t.y)),
-                                  "\(label): aligned band tile \(out.path) differs from the direct render")
+                                  "\(label): aligned band tile \(out.record.path) differs from the direct render")
                 }
             }
             XCTAssertEqual(w.tilesWritten, ga.columns(0))

@@ -81,3 +81,22 @@ final class DisplayNameTests: XCTestCase {
         XCTAssertEqual(DisplayName.of(name + ".jpg"), "/in/caf\\xE9.jpg")
     }
 }
+
+/// What was made: one record shape, the format typed until it is JSON.
+final class OutputRecordTests: XCTestCase {
+    func testFormatIsTheImageFormatsNameAndDescriptorsHaveNone() throws {
+        let tile = OutputRecord(name: "tile", path: "p_files/0/0_0.jpg", format: .jpeg, width: 1, height: 1, bytes: 9, quality: 80)
+        let descriptor = OutputRecord(name: "descriptor", path: "p.dzi", format: nil, width: 0, height: 0, bytes: 9, quality: nil)
+        let json = try JSONSerialization.jsonObject(with: JSONEncoder().encode([tile, descriptor])) as! [[String: Any]]
+        XCTAssertEqual(json[0]["format"] as? String, "jpeg")
+        XCTAssertEqual(json[0]["jpegQuality"] as? Int, 80)
+        XCTAssertNil(json[1]["format"])
+        XCTAssertEqual(try JSONDecoder().decode([OutputRecord].self, from: JSONEncoder().encode([tile, descriptor])), [tile, descriptor])
+        // Records written before one shape named a tile's format by its extension.
+        let old = #"[{"name":"tile","path":"a.jpg","format":"jpg","width":1,"height":1,"bytes":9,"jpegQuality":70},"#
+            + #"{"name":"descriptor","path":"a.dzi","format":"dzi","width":0,"height":0,"bytes":9}]"#
+        let decoded = try JSONDecoder().decode([OutputRecord].self, from: Data(old.utf8))
+        XCTAssertEqual(decoded.map(\.format), [.jpeg, nil])
+        XCTAssertEqual(decoded[0].quality, 70)
+    }
+}

@@ -53,7 +53,7 @@ final class TrustTests: XCTestCase {
     /// A forged success with inline bytes for `ref`.
     static func forged(_ ref: TaskRef, path: String) -> Envelope {
         var record = TaskRecord(input: "x", status: .succeeded)
-        record.outputs = [.init(name: "favicon", path: path, format: "jpeg", width: 1, height: 1, bytes: 9, quality: nil)]
+        record.outputs = [.init(name: "favicon", path: path, format: .jpeg, width: 1, height: 1, bytes: 9, quality: nil)]
         let json = Array((try? JSONEncoder().encode(record)) ?? Data())
         return TaskReport.envelope([TaskReport(ref: ref, status: .succeeded, record: json,
                                                inlineOutputs: [InlineFile(path: path, bytes: Array("FORGED!!!".utf8))])])

@@ -125,7 +125,7 @@ enum WireSeeds {
         let spec = try JobFile.parse(yaml: "name: seed\ninputs: [a.jpg]\noutput: out\noutputs:\n  - preset: widget\n    path: \"{dir}/{stem}.{ext}\"\n",
                                      file: "seed.yaml", baseDirectory: "/tmp")
         var record = TaskRecord(input: "a.jpg", status: .succeeded)
-        record.outputs = [TaskRecord.OutputRecord(name: "thumbnail", path: "out/a.jpg", format: "jpeg", width: 64, height: 48,
+        record.outputs = [OutputRecord(name: "thumbnail", path: "out/a.jpg", format: .jpeg, width: 64, height: 48,
                                             bytes: 1234, quality: 80)]
         let envelopes: [String: Envelope] = [
             "hello": Envelope(MessageType.hello, json: WorkerHello(worker: "w-1", host: "h", pid: 42, concurrency: 2, credit: 4,

@@ -70,14 +70,6 @@ extension TileSourceInfo {
     }
 }
 
-/// One file a pyramid task makes: a tile (with its size) or a descriptor (size 0).
-public struct TileOutput: Sendable {
-    public var path: String
-    public var bytes: [UInt8]
-    public var width: Int
-    public var height: Int
-}
-
 /// Makes the tiles of one part of a pyramid from the source bytes, streaming: a band
 /// holds `tileSize + 2·overlap` rows of its level; the tail holds one small level.
 /// Bytes in, tiles out: `emit` gets each tile's relative path and bytes (the caller
@@ -129,11 +121,14 @@ public struct TileRenderer {
 
     /// Renders `part`.
     public func render(_ bytes: UnsafeRawBufferPointer, part: PyramidPart, exists: (String) -> Bool = { _ in false },
-                       emit: (TileOutput) throws -> Void) throws -> TileWork {
+                       emit: (OutputFile) throws -> Void) throws -> TileWork {
         var work = TileWork()
         work.part = part
         if case .descriptor = part {
-            for (path, data) in descriptors() { try emit(TileOutput(path: path, bytes: data, width: 0, height: 0)) }
+            for (path, data) in descriptors() {
+                try emit(OutputFile(.init(name: "descriptor", path: path, format: nil, width: 0, height: 0, bytes: data.count,
+                                          quality: nil), bytes: data))
+            }
             return work
         }
         let inside: Bool
@@ -181,7 +176,8 @@ public struct TileRenderer {
                                                  channels: outChannels, compressionLevel: 6)
                 }
                 encodeTime += clock.milliseconds - t0
-                try emit(TileOutput(path: path, bytes: data, width: t.x.count, height: t.y.count))
+                try emit(OutputFile(.init(name: "tile", path: path, format: settings.format, width: t.x.count,
+                                          height: t.y.count, bytes: data.count, quality: nil), bytes: data))
                 work.tilesWritten += 1
                 work.bytes += data.count
             }
