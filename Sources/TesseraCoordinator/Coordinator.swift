@@ -84,8 +84,7 @@ public final class Coordinator: @unchecked Sendable {
     private var stopRequested = false
     private var dispatchHeld = false
     /// The unfinished jobs found in the journal at start (set before `run()`; read-only after).
-    /// `worked`: tasks that succeeded or failed (not skipped or cancelled).
-    public private(set) var recovered: [(id: String, spec: JobSpec, done: Int, worked: Int, total: Int)] = []
+    public private(set) var recovered: [RecoveredJob] = []
     private var boundEndpoints: [String] = []
     private let boundCondition = NSCondition()
     private var zap: ZMQSocket?
@@ -175,7 +174,8 @@ public final class Coordinator: @unchecked Sendable {
         let rows = try journal.unfinishedJobs()
         for row in rows {
             let job = try activate(row)
-            recovered.append((row.id, row.spec, job.done, job.counts[.succeeded] + job.counts[.failed], job.total))
+            recovered.append(RecoveredJob(id: row.id, spec: row.spec, done: job.done,
+                                          worked: job.counts[.succeeded] + job.counts[.failed], total: job.total))
             logger.info("recovered job \(row.id) (\(row.spec.name)): \(job.done)/\(job.total) done")
             // Jobs whose every task finished just before the crash end now.
             scheduler.add(job)

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import TesseraTasks
 import TesseraWire
 
 /// A coordinator in this process and worker processes on this machine: what
@@ -117,5 +118,49 @@ public final class LocalPool: @unchecked Sendable {
                 p.waitUntilExit()
             }
         }
+    }
+}
+
+/// An unfinished job a coordinator found in its journal at start.
+public struct RecoveredJob: Sendable {
+    public var id: String
+    public var spec: JobSpec
+    public var done: Int
+    /// Tasks that succeeded or failed (not skipped or cancelled): what the earlier run worked on.
+    public var worked: Int
+    public var total: Int
+
+    public init(id: String, spec: JobSpec, done: Int, worked: Int, total: Int) {
+        self.id = id
+        self.spec = spec
+        self.done = done
+        self.worked = worked
+        self.total = total
+    }
+}
+
+/// Where `tessera run` keeps a job's journal, and which interrupted job a rerun resumes.
+public enum LocalRun {
+    /// Where journals of jobs whose outputs are not on this machine live: `$XDG_STATE_HOME/tessera`
+    /// (an absolute path, per the XDG base directory spec), else `~/.local/state/tessera`.
+    public static func stateDirectory(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/tessera" }
+        return (environment["HOME"] ?? NSHomeDirectory()) + "/.local/state/tessera"
+    }
+
+    /// The journal of a job writing to `output`: beside the outputs (`.tessera/journal.sqlite`);
+    /// a bucket holds no journal, so one writing to object storage keeps it in the state
+    /// directory, named after the output root.
+    public static func journalPath(output: String, stateDirectory: @autoclosure () -> String = stateDirectory()) -> String {
+        Location.isRemote(output)
+            ? stateDirectory() + "/journal-\(String(XXH64.hash(Array(output.utf8)), radix: 16)).sqlite"
+            : output + "/.tessera/journal.sqlite"
+    }
+
+    /// An interrupted run of this same job resumes (the first unfinished job with an equal
+    /// spec); every other unfinished job of the journal was another run's, to be dropped.
+    public static func resumption(of spec: JobSpec, among recovered: [RecoveredJob]) -> (resume: RecoveredJob?, drop: [RecoveredJob]) {
+        let earlier = recovered.first { $0.spec == spec }
+        return (earlier, recovered.filter { $0.id != earlier?.id })
     }
 }

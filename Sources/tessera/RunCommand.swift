@@ -71,35 +71,59 @@ struct Run: ParsableCommand {
         try execute(try loadJob(job, presets: presets, overrides: overrides))
     }
 
-    /// Where journals of jobs whose outputs are not on this machine live: `$XDG_STATE_HOME/tessera`
-    /// (an absolute path, per the XDG base directory spec), else `~/.local/state/tessera`.
-    static var stateDirectory: String {
-        let environment = ProcessInfo.processInfo.environment
-        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/tessera" }
-        return (environment["HOME"] ?? NSHomeDirectory()) + "/.local/state/tessera"
-    }
-
     /// Seconds running tasks get to finish after SIGINT/SIGTERM before their workers are killed.
     static let interruptGrace = 3.0
 
-    /// Runs `spec` on a local pool (what `run` does with a job file, and `tiles` with its arguments).
+    /// Runs `spec` on a local pool (what `run` does with a job file, and `tiles` with its arguments):
+    /// start the pool, submit the job (or resume an interrupted run of it), follow it to its
+    /// end, then report.
     func execute(_ job: JobSpec) throws {
         var spec = job
         if inline { spec.options.inline = true }
-        // A bucket holds no journal: it stays on this machine, in the user's state directory
-        // ($XDG_STATE_HOME/tessera, or ~/.local/state/tessera), named after the output root.
-        let journalPath = journal ?? (Location.isRemote(spec.output)
-            ? Run.stateDirectory + "/journal-\(String(XXH64.hash(Array(spec.output.utf8)), radix: 16)).sqlite"
-            : spec.output + "/.tessera/journal.sqlite")
+        let journalPath = journal ?? LocalRun.journalPath(output: spec.output)
         // A root that cannot be written is a usage error, found before any work starts.
         try OutputRoot.prepare(spec.output, journal: journalPath, storage: spec.storage)
+        let pool = try startPool(journal: journalPath)
+        // First SIGINT/SIGTERM: `follow` stops the job cleanly; a second: kill the workers and exit now.
+        let signals = StopSignals(again: { sig in
+            pool.killWorkers()
+            warn("\n\(StopSignals.name(sig)) again: workers killed, exiting now (a rerun resumes)")
+            Foundation.exit(StopSignals.status(sig))
+        })
+        defer { _ = signals }
+        let client = CoordinatorClient(endpoint: pool.endpoint, timeout: 5)
+        let clock = Stopwatch()
+        let started = try submitOrResume(spec, pool: pool, client: client, journal: journalPath)
+        let last = try follow(started, spec: spec, pool: pool, client: client, signals: signals, clock: clock,
+                              journal: journalPath)
+        let seconds = clock.seconds
+        let raw = (try? client.results(job: started.id)) ?? []
+        pool.shutdown()
+        let records = raw.compactMap { try? JSONDecoder().decode(TaskRecord.self, from: Data($0)) }
+        var summary = RunSummary(records: records, seconds: seconds, outputRoot: spec.output, journal: journalPath,
+                                 workedBefore: started.earlier?.worked ?? 0)
+        summary.skippedFiles = started.skippedFiles
+        if let report {
+            try writeReport(to: report, raw: raw, records: records, summary: summary, spec: spec, id: started.id,
+                            journal: journalPath)
+        }
+        if json {
+            printJSONLine(summary)
+        } else {
+            printSummary(summary, job: last, planMilliseconds: started.planMilliseconds)
+        }
+        if last.failed > 0 || last.state == .cancelled { throw Exit.someFailed }
+    }
+
+    /// The coordinator in this process and the worker processes, the dashboard's address printed.
+    private func startPool(journal: String) throws -> LocalPool {
         var logger = log.logger("tessera.run")
         if log.logLevel == "info" { logger.logLevel = .warning }  // the progress bar says enough
         let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
             ?? CommandLine.arguments[0]
         let pool: LocalPool
         do {
-            pool = try LocalPool(journal: journalPath, workers: workers, executable: executable,
+            pool = try LocalPool(journal: journal, workers: workers, executable: executable,
                                  workerArguments: ["--concurrency", String(concurrency), "--prefetch", String(prefetch),
                                                    "--log-level", "warning"],
                                  configure: {
@@ -108,114 +132,110 @@ struct Run: ParsableCommand {
                                      $0.dashboard = dashboard
                                  }, logger: logger)
         } catch {
-            warn("error: \(journalPath): cannot start the coordinator: \(error) [coordinator-failed]")
+            warn("error: \(journal): cannot start the coordinator: \(error) [coordinator-failed]")
             throw Exit.coordinator
         }
         if dashboard, let port = pool.coordinator.metricsPort {
             warn("dashboard: http://\(metricsAddress.contains(":") ? "[\(metricsAddress)]" : metricsAddress):\(port)/")
         }
-        // First SIGINT/SIGTERM: the loop below stops the job cleanly; a second: kill the workers and exit now.
-        let signals = StopSignals(again: { sig in
-            pool.killWorkers()
-            warn("\n\(StopSignals.name(sig)) again: workers killed, exiting now (a rerun resumes)")
-            Foundation.exit(StopSignals.status(sig))
-        })
-        defer { _ = signals }
-        let client = CoordinatorClient(endpoint: pool.endpoint, timeout: 5)
-        let poll = CoordinatorClient(endpoint: pool.endpoint, timeout: 1)  // progress: a dead coordinator shows fast
-        let clock = Stopwatch()
+        return pool
+    }
 
-        // An interrupted run of this same job resumes; other unfinished jobs of this journal are dropped.
-        let earlier = pool.coordinator.recovered.first { $0.spec == spec }
-        for other in pool.coordinator.recovered where other.id != earlier?.id {
+    /// The job this run follows: submitted now, or an interrupted run's, resumed.
+    struct Started {
+        var id: String
+        var total: Int
+        var planMilliseconds: Double
+        var skippedFiles: [String: Int]?
+        var earlier: RecoveredJob?
+    }
+
+    /// Resumes an interrupted run of this same job (other unfinished jobs of this journal
+    /// are dropped), or submits it.
+    private func submitOrResume(_ spec: JobSpec, pool: LocalPool, client: CoordinatorClient, journal: String) throws -> Started {
+        let (earlier, others) = LocalRun.resumption(of: spec, among: pool.coordinator.recovered)
+        for other in others {
             _ = try? client.cancel(job: other.id)
             warn("note: cancelled unfinished job \(other.id) (\(other.spec.name)) of an earlier run with other settings")
         }
-        let jobID: String, total: Int, planMilliseconds: Double
-        var skippedFiles: [String: Int]?
         if let earlier {
-            (jobID, total, planMilliseconds) = (earlier.id, earlier.total, 0)
             warn("resuming \(earlier.id) (\(spec.name)): \(earlier.done) of \(earlier.total) tasks done by an earlier run")
-        } else {
-            do {
-                // Our own coordinator: planning may take as long as it takes (it stops with us).
-                let submitted = try client.submit(spec, timeout: 3600)
-                (jobID, total, planMilliseconds) = (submitted.job, submitted.tasks, submitted.planMilliseconds)
-                skippedFiles = submitted.skippedFiles
-                if total == 0 { warn("warning: no images in the job's inputs" + (SkippedFiles.line(skippedFiles ?? [:]).map { " (\($0))" } ?? "")) }
-            } catch let e as ErrorReply {
-                pool.killWorkers()
-                pool.stopCoordinator()
-                warn("error: \(e)")
-                throw e.code == "internal" ? Exit.coordinator : Exit.usage
-            } catch {
-                pool.killWorkers()
-                warn("error: \(pool.failure.map { "\(journalPath): the coordinator stopped: \($0)" } ?? "\(error)") [coordinator-failed]")
-                throw Exit.coordinator
-            }
+            return Started(id: earlier.id, total: earlier.total, planMilliseconds: 0, earlier: earlier)
         }
-        let progress = Progress(total: total, tiles: spec.kind == .tiles, json: json, doneBefore: earlier?.done ?? 0,
-                                workedBefore: earlier?.worked ?? 0)
-        var last = JobStatus(id: jobID, name: spec.name, kind: spec.kind, priority: spec.priority, state: .queued,
-                             total: total, pending: total, running: 0, succeeded: 0, failed: 0, skipped: 0, cancelled: 0,
-                             submitted: Date().timeIntervalSince1970 - clock.seconds, finished: nil)
+        do {
+            // Our own coordinator: planning may take as long as it takes (it stops with us).
+            let submitted = try client.submit(spec, timeout: 3600)
+            if submitted.tasks == 0 {
+                warn("warning: no images in the job's inputs" + (SkippedFiles.line(submitted.skippedFiles ?? [:]).map { " (\($0))" } ?? ""))
+            }
+            return Started(id: submitted.job, total: submitted.tasks, planMilliseconds: submitted.planMilliseconds,
+                           skippedFiles: submitted.skippedFiles)
+        } catch let e as ErrorReply {
+            pool.killWorkers()
+            pool.stopCoordinator()
+            warn("error: \(e)")
+            throw e.code == "internal" ? Exit.coordinator : Exit.usage
+        } catch {
+            pool.killWorkers()
+            warn("error: \(pool.failure.map { "\(journal): the coordinator stopped: \($0)" } ?? "\(error)") [coordinator-failed]")
+            throw Exit.coordinator
+        }
+    }
+
+    /// Shows progress until the job ends; a signal stops it (`interrupted`), a dead coordinator fails it.
+    private func follow(_ started: Started, spec: JobSpec, pool: LocalPool, client: CoordinatorClient,
+                        signals: StopSignals, clock: Stopwatch, journal: String) throws -> JobStatus {
+        let poll = CoordinatorClient(endpoint: pool.endpoint, timeout: 1)  // progress: a dead coordinator shows fast
+        let progress = Progress(total: started.total, tiles: spec.kind == .tiles, json: json,
+                                doneBefore: started.earlier?.done ?? 0, workedBefore: started.earlier?.worked ?? 0)
+        var last = JobStatus(id: started.id, name: spec.name, kind: spec.kind, priority: spec.priority, state: .queued,
+                             total: started.total, pending: started.total, running: 0, succeeded: 0, failed: 0, skipped: 0,
+                             cancelled: 0, submitted: Date().timeIntervalSince1970 - clock.seconds, finished: nil)
         while !last.isTerminal {
             if let sig = signals.first {
                 progress.finish()
-                try interrupted(by: sig, pool: pool, client: client, last: last, clock: clock, spec: spec,
-                                journal: journalPath)
+                try interrupted(by: sig, pool: pool, client: client, last: last, clock: clock, spec: spec, journal: journal)
             }
             if !pool.isRunning {
                 progress.finish()
                 pool.killWorkers()
-                warn("error: \(journalPath): the coordinator stopped: \(pool.failure.map { "\($0)" } ?? "no reason given")"
+                warn("error: \(journal): the coordinator stopped: \(pool.failure.map { "\($0)" } ?? "no reason given")"
                      + " [coordinator-failed]")
                 throw Exit.coordinator
             }
             // `wait` answers the moment the job ends; its timeout paces the progress updates.
-            if let done = try? client.request(Envelope(MessageType.wait, json: JobQuery(job: jobID)),
+            if let done = try? client.request(Envelope(MessageType.wait, json: JobQuery(job: started.id)),
                                               timeout: progress.interactive ? 0.2 : 1).decode(JobStatus.self) {
                 last = done
-            } else if pool.isRunning, let s = try? poll.status(job: jobID).jobs.first {
+            } else if pool.isRunning, let s = try? poll.status(job: started.id).jobs.first {
                 last = s
             }
             progress.update(last, elapsed: clock.seconds)
         }
         progress.finish()
-        let seconds = clock.seconds
-        let raw = (try? client.results(job: jobID)) ?? []
-        pool.shutdown()
-        let records = raw.compactMap { try? JSONDecoder().decode(TaskRecord.self, from: Data($0)) }
-        var summary = RunSummary(records: records, seconds: seconds, outputRoot: spec.output, journal: journalPath,
-                                 workedBefore: earlier?.worked ?? 0)
-        summary.skippedFiles = skippedFiles
-        if let report {
-            let base = report.hasSuffix(".jsonl") || report.hasSuffix(".csv") || report.hasSuffix(".html")
-                ? (report as NSString).deletingPathExtension : report
-            // The records, then this run's summary (what `tessera report` takes its rate from).
-            let summaryLine = (try? JSONEncoder().encode(summary)).map { [UInt8]($0) }
-            try FileIO.writeAtomically(RecordWriters.jsonLines(raw + (summaryLine.map { [$0] } ?? [])), to: base + ".jsonl")
-            try FileIO.writeAtomically(RecordWriters.csv(records), to: base + ".csv")
-            if report.hasSuffix(".html") {
-                var about = ReportAbout.here()
-                // `tessera tiles` runs a job made from its arguments ("-"), not a file.
-                let file = self.job
-                if file != "-" {
-                    about["job file"] = file
-                    about["jobFile"] = try? String(contentsOfFile: file, encoding: .utf8)
-                }
-                about["journal"] = journalPath
-                about["outputs"] = spec.output
-                let run = RecordWriters.ReportRun(records: records, summary: summary, id: jobID, name: spec.name, kind: spec.kind.rawValue)
-                try FileIO.writeAtomically(RecordWriters.html([run], about: about), to: report)
-            }
+        return last
+    }
+
+    /// `--report FILE`: the records as JSON lines (then this run's summary, what `tessera report`
+    /// takes its rate from) and CSV; with `.html`, the self-contained report too.
+    private func writeReport(to report: String, raw: [[UInt8]], records: [TaskRecord], summary: RunSummary, spec: JobSpec,
+                             id: String, journal: String) throws {
+        let base = report.hasSuffix(".jsonl") || report.hasSuffix(".csv") || report.hasSuffix(".html")
+            ? (report as NSString).deletingPathExtension : report
+        let summaryLine = (try? JSONEncoder().encode(summary)).map { [UInt8]($0) }
+        try FileIO.writeAtomically(RecordWriters.jsonLines(raw + (summaryLine.map { [$0] } ?? [])), to: base + ".jsonl")
+        try FileIO.writeAtomically(RecordWriters.csv(records), to: base + ".csv")
+        guard report.hasSuffix(".html") else { return }
+        var about = ReportAbout.here()
+        // `tessera tiles` runs a job made from its arguments ("-"), not a file.
+        if self.job != "-" {
+            about["job file"] = self.job
+            about["jobFile"] = try? String(contentsOfFile: self.job, encoding: .utf8)
         }
-        if json {
-            printJSONLine(summary)
-        } else {
-            printSummary(summary, job: last, planMilliseconds: planMilliseconds)
-        }
-        if last.failed > 0 || last.state == .cancelled { throw Exit.someFailed }
+        about["journal"] = journal
+        about["outputs"] = spec.output
+        let run = RecordWriters.ReportRun(records: records, summary: summary, id: id, name: spec.name, kind: spec.kind.rawValue)
+        try FileIO.writeAtomically(RecordWriters.html([run], about: about), to: report)
     }
 
     /// The first SIGINT/SIGTERM: no new tasks; running ones get `interruptGrace` seconds,
