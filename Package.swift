@@ -35,12 +35,15 @@ let cTargets: [Target] = [
     // WebP decode/encode, demux (VP8X metadata, animation), mux (ICC in outputs).
     .systemLibrary(name: "CWebP", pkgConfig: "libwebpmux",
                    providers: [.apt(["libwebp-dev"])]),
+    // TIFF and BigTIFF: strips, tiles, pages, every compression Debian's libtiff was built with.
+    .systemLibrary(name: "CTIFF", pkgConfig: "libtiff-4",
+                   providers: [.apt(["libtiff-dev"])]),
     // HTTP(S) and S3 (AWS Signature V4) transfers: docs/decisions/013-object-storage.md.
     .systemLibrary(name: "CCurl", pkgConfig: "libcurl",
                    providers: [.apt(["libcurl4-openssl-dev"])]),
     // C that Swift cannot express: the setjmp guards for libjpeg and libpng, SIMD kernels, prctl,
-    // Little CMS's memory plugin.
-    .target(name: "TesseraShim", dependencies: ["CJPEG", "CPNG", "CCurl", "CLCMS2"]),
+    // Little CMS's memory plugin, libtiff's variadic tag calls and error handlers.
+    .target(name: "TesseraShim", dependencies: ["CJPEG", "CPNG", "CCurl", "CLCMS2", "CTIFF"]),
 ]
 
 // MARK: - Libraries
@@ -51,7 +54,7 @@ let libraries: [Target] = [
     .target(name: "TesseraModel"),
     .target(
         name: "TesseraImaging",
-        dependencies: ["TesseraModel", "TesseraShim", "CTurboJPEG", "CJPEG", "CExif", "CLCMS2", "CHeif", "CWebP"]
+        dependencies: ["TesseraModel", "TesseraShim", "CTurboJPEG", "CJPEG", "CExif", "CLCMS2", "CHeif", "CWebP", "CTIFF"]
     ),
     // The task model: jobs as validated values, inputs, output naming, records. What the
     // wire carries; no parsing of job files, no execution.

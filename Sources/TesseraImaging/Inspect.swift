@@ -46,7 +46,7 @@ public struct ImageInfo: Sendable, Codable {
             switch ImageFormat.sniff(raw) {
             case .jpeg: return try jpeg(raw)
             case .png: return try png(raw)
-            case .webp, .heif, .avif: return try modern(raw)
+            case .webp, .heif, .avif, .tiff: return try modern(raw)
             case nil:
                 throw ImagingError(.unsupportedFormat, FormatDetection.unsupportedMessage(raw))
             }
@@ -151,7 +151,15 @@ public struct ImageInfo: Sendable, Codable {
                              copyright: nil, camera: nil, hasXMP: source.xmp != nil, hasIPTC: false, comments: 0,
                              trailingBytes: 0, structure: source.structure)
         if let e = source.exif { apply(e, to: &info) }
-        if source.format != .webp {
+        if source.format == .tiff {
+            // TIFF: the Orientation tag (274) in the page's own directory.
+            let o = source.orientation.exifValue
+            info.orientation = o
+            if o >= 5 {
+                info.displayWidth = size.height
+                info.displayHeight = size.width
+            }
+        } else if source.format != .webp {
             // HEIF: the size is as displayed (irot/imir applied); EXIF orientation does not apply.
             info.orientation = 1
             info.displayWidth = size.width

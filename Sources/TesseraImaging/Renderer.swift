@@ -402,6 +402,7 @@ public enum Renderer {
         switch source.format {
         case .png: return .png
         case .webp: return .webp
+        case .tiff: return .tiff
         case .heif, .avif: return source.heifThumbnail != nil ? .heifThumbnail : .heifPrimary
         case .jpeg: return source.usedDCScans ? (fastMode ? .progressiveDCOnly : .progressiveDC) : .jpeg
         }

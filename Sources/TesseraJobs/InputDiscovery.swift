@@ -1,12 +1,14 @@
 import Foundation
 import TesseraStorage
 import TesseraTasks
+import TesseraModel
 
 /// Expands files and directories (recursively) into image inputs, sorted.
 public enum InputDiscovery {
     /// Extensions picked up when walking directories. Files named explicitly are taken
     /// whatever their name (the renderer sniffs content, not names).
-    public static let imageExtensions: Set<String> = ["jpg", "jpeg", "jpe", "jfif", "png", "webp", "heic", "heif", "hif", "avif"]
+    /// The extensions of every format Tessera reads (`ImageFormat.byExtension`).
+    public static let imageExtensions = Set(ImageFormat.byExtension.keys)
 
     /// Files and directories (searched with the jobs' walker), `s3://` keys and prefixes
     /// (listed) and HTTP(S) URLs as inputs, in order.

@@ -2,10 +2,10 @@ import Foundation
 
 /// Container formats Tessera reads and writes.
 public enum ImageFormat: String, Codable, Sendable, CaseIterable {
-    case jpeg, png, webp, heif, avif
+    case jpeg, png, webp, heif, avif, tiff
 
     /// Formats Tessera writes.
-    public var isWritable: Bool { self != .heif }
+    public var isWritable: Bool { self != .heif && self != .tiff }
 
     /// Recognises a format from its first bytes.
     public static func sniff(_ bytes: UnsafeRawBufferPointer) -> ImageFormat? {
@@ -18,6 +18,11 @@ public enum ImageFormat: String, Codable, Sendable, CaseIterable {
             return bytes.count >= offset + u.count && (0..<u.count).allSatisfy { bytes[offset + $0] == u[$0] }
         }
         if ascii("RIFF", at: 0) && ascii("WEBP", at: 8) { return .webp }
+        // TIFF (version 42) and BigTIFF (43), either byte order.
+        if bytes.count >= 4, (bytes[0] == 0x49 && bytes[1] == 0x49 && (bytes[2] == 42 || bytes[2] == 43) && bytes[3] == 0)
+            || (bytes[0] == 0x4D && bytes[1] == 0x4D && bytes[2] == 0 && (bytes[3] == 42 || bytes[3] == 43)) {
+            return .tiff
+        }
         // ISO base media: a leading ftyp box; the major and compatible brands say HEIF or AVIF.
         if ascii("ftyp", at: 4), bytes.count >= 16 {
             let boxSize = Int(bytes[0]) << 24 | Int(bytes[1]) << 16 | Int(bytes[2]) << 8 | Int(bytes[3])
@@ -40,7 +45,7 @@ public enum ImageFormat: String, Codable, Sendable, CaseIterable {
     /// predicts before the content is read.
     public static let byExtension: [String: ImageFormat] = [
         "jpg": .jpeg, "jpeg": .jpeg, "jpe": .jpeg, "jfif": .jpeg, "png": .png, "webp": .webp,
-        "heic": .heif, "heif": .heif, "hif": .heif, "avif": .avif,
+        "heic": .heif, "heif": .heif, "hif": .heif, "avif": .avif, "tif": .tiff, "tiff": .tiff,
     ]
 
     public var fileExtension: String {
@@ -50,6 +55,7 @@ public enum ImageFormat: String, Codable, Sendable, CaseIterable {
         case .webp: return "webp"
         case .heif: return "heic"
         case .avif: return "avif"
+        case .tiff: return "tif"
         }
     }
 }

@@ -19,6 +19,8 @@ public struct ImagingError: Error, Equatable, Sendable, CustomStringConvertible 
         public static let corrupt = Code(rawValue: "corrupt")
         /// A valid file using a feature this build cannot decode (12-bit, lossless JPEG, ...).
         public static let unsupportedFeature = Code(rawValue: "unsupported-feature")
+        /// A valid file compressed with a scheme this build's library was not built with.
+        public static let unsupportedCompression = Code(rawValue: "unsupported-compression")
         /// Over a configured limit (bytes, pixels, scans), checked before allocating pixels.
         public static let limitExceeded = Code(rawValue: "limit-exceeded")
         /// The byte budget cannot be met even at the lowest quality.

@@ -47,6 +47,8 @@ public enum DecodePath: String, Sendable, Codable {
     case heifPrimary = "heif-primary"
     /// libheif, a thumbnail item that covers every output.
     case heifThumbnail = "heif-thumbnail"
+    /// libtiff, the page's full-resolution image, strip by strip or tile row by tile row.
+    case tiff
 }
 
 /// How the JPEG DCT scale is chosen for an output.

@@ -14,14 +14,16 @@ final class InputDiscoveryTests: XCTestCase {
         _ = tmp.write("b.jpg", img)
         _ = tmp.write("A/c.JPEG", img)
         _ = tmp.write("A/B/d.png", img)
+        _ = tmp.write("A/g.TIF", img)
+        _ = tmp.write("h.tiff", img)
         _ = tmp.write("notes.txt", Array("x".utf8))
         _ = tmp.write(".hidden/e.jpg", img)
         _ = tmp.write(".f.jpg", img)
         let found = try InputDiscovery.expand([tmp.path])
-        XCTAssertEqual(found.map { String($0.path.dropFirst(tmp.path.count + 1)) }, ["A/B/d.png", "A/c.JPEG", "b.jpg"])
+        XCTAssertEqual(found.map { String($0.path.dropFirst(tmp.path.count + 1)) }, ["A/B/d.png", "A/c.JPEG", "A/g.TIF", "b.jpg", "h.tiff"])
         XCTAssertEqual(found[0].relativeDirectory, "A/B")
         let flat = try InputDiscovery.expand([tmp.path], recursive: false)
-        XCTAssertEqual(flat.count, 1)
+        XCTAssertEqual(flat.count, 2)
         XCTAssertThrowsError(try InputDiscovery.expand([tmp.path + "/missing.jpg"])) {
             XCTAssertEqual(($0 as? JobError)?.code, .inputNotFound)
         }

@@ -21,6 +21,7 @@ final class SourceDecoder {
     private let png: PNGDecoder?
     private let webp: WebPDecoder?
     private let heif: HEIFDecoder?
+    private let tiff: TIFFDecoder?
     /// HEIF: the thumbnail item decoded instead of the primary image, when one covers every output.
     private(set) var heifThumbnail: UInt32?
     /// What decoding a HEIF/AVIF holds per pixel at its peak (nil for other formats).
@@ -69,6 +70,7 @@ final class SourceDecoder {
             png = nil
             webp = nil
             heif = nil
+            tiff = nil
             jpegHeader = d.header
             storedSize = Size(width: d.header.width, height: d.header.height)
             exif = d.exif.flatMap(Exif.read)
@@ -79,6 +81,7 @@ final class SourceDecoder {
             jpeg = nil
             webp = nil
             heif = nil
+            tiff = nil
             pngHeader = d.header
             storedSize = Size(width: d.header.width, height: d.header.height)
             exif = d.header.exif.flatMap(Exif.read)
@@ -89,16 +92,29 @@ final class SourceDecoder {
             jpeg = nil
             png = nil
             heif = nil
+            tiff = nil
             storedSize = d.size
             exif = d.exif.flatMap(Exif.read)
             iccProfile = d.iccProfile
             xmp = d.xmp
+        case .tiff:
+            let d = try TIFFDecoder(bytes: bytes, limits: options.limits)
+            tiff = d
+            jpeg = nil
+            png = nil
+            webp = nil
+            heif = nil
+            storedSize = d.size
+            // The Orientation tag plays EXIF's part; the ICC profile is tag 34675.
+            orientationOverride = d.orientation
+            iccProfile = d.iccProfile
         case .heif, .avif:
             let d = try HEIFDecoder(bytes: bytes, limits: options.limits)
             heif = d
             jpeg = nil
             png = nil
             webp = nil
+            tiff = nil
             storedSize = d.size
             exif = d.exif.flatMap(Exif.read)
             xmp = d.xmp
@@ -140,14 +156,15 @@ final class SourceDecoder {
     private var heifThumbnailSize: Size?
 
     /// Bits per channel of the stored image.
-    var bitDepth: Int { heif?.bitDepth ?? pngHeader?.bitDepth ?? jpegHeader?.precision ?? 8 }
+    var bitDepth: Int { heif?.bitDepth ?? tiff?.bitsPerSample ?? pngHeader?.bitDepth ?? jpegHeader?.precision ?? 8 }
 
     /// Whether the image declares transparency.
-    var declaresAlpha: Bool { heif?.hasAlpha ?? webp?.hasAlpha ?? pngHeader?.hasTransparency ?? false }
+    var declaresAlpha: Bool { heif?.hasAlpha ?? webp?.hasAlpha ?? tiff?.hasAlpha ?? pngHeader?.hasTransparency ?? false }
 
     /// How the image is coded, for `inspect`: `lossy`, `lossless`, `animated lossy`, `HEVC`, `AV1`, ...
     var codingDescription: String? {
         if let webp { return (webp.isAnimated ? "animated " : "") + webp.compression }
+        if let tiff { return tiff.description }
         if let heif {
             var parts = [heif.isAVIF ? "AV1" : "HEVC", "\(heif.bitDepth)-bit"]
             if let n = heif.nclx {
@@ -168,6 +185,11 @@ final class SourceDecoder {
             if webp.iccProfile != nil { s.append("ICCP") }
             if webp.exif != nil { s.append("EXIF") }
             if webp.xmp != nil { s.append("XMP ") }
+        }
+        if let tiff {
+            s.append("\(tiff.pageCount) page\(tiff.pageCount == 1 ? "" : "s")"
+                     + (tiff.pageCount > 1 ? ": " + tiff.pageSizes.prefix(16).map { "\($0)" }.joined(separator: ", ") : ""))
+            if tiff.iccProfile != nil { s.append("ICC profile") }
         }
         if let heif {
             s.append("primary")
@@ -254,6 +276,10 @@ final class SourceDecoder {
             scaleEighths = 8
             if image.bits > 8 { deep = DeepToEight(bits: image.bits, nclx: heif.nclx) }
             heifImage = image
+        } else if let tiff {
+            decodedSize = storedSize
+            channels = tiff.channels
+            scaleEighths = 8
         } else if let png {
             let (c, wholeImage) = try png.start(correctGamma: options.correctPNGGamma)
             decodedSize = storedSize
@@ -317,6 +343,8 @@ final class SourceDecoder {
                 }
                 if channels == 4 && heif?.premultipliedAlpha == true { Self.unpremultiply(dst, count: width) }
             }
+        } else if let tiff {
+            n = try tiff.read(into: buffer, stride: stride, maxRows: want)
         } else if let png {
             try png.read(into: buffer, stride: stride, rows: want)
         }

@@ -54,7 +54,7 @@ extension TileSourceInfo {
             return TileSourceInfo(format: .png, width: h.width, height: h.height, progressive: h.interlaced,
                                   restartSeekable: false,
                                   wholeImageBytes: h.interlaced ? h.width * h.height * channels : 0, channels: channels)
-        case .webp, .heif, .avif:
+        case .webp, .heif, .avif, .tiff:
             // No streaming decoder: the image is decoded whole (once per part), within the budget.
             let d = try SourceDecoder(bytes: bytes, options: { var o = RenderOptions(); o.limits = limits; return o }())
             let size = d.storedSize
@@ -109,7 +109,7 @@ public struct TileRenderer {
         case .png:
             base = try PNGRowSource(bytes: bytes, limits: limits)
             try base.seek(to: startRow << shift)
-        case .webp, .heif, .avif:
+        case .webp, .heif, .avif, .tiff:
             base = try DecodedRowSource(bytes: bytes, limits: limits)
             try base.seek(to: startRow << shift)
         }

@@ -166,6 +166,58 @@ void ts_filter_v_out(const float *const *rows, const float *w, int taps, int wid
 /// 1 when the AVX2+FMA kernels are in use.
 int ts_kernels_avx2(void);
 
+// MARK: - TIFF (libtiff: TIFFGetField/TIFFSetField are variadic, its error handlers take a va_list)
+
+typedef struct ts_tiff ts_tiff;
+
+/// What one directory (page) says, read before any pixel memory is allocated.
+typedef struct {
+    uint32_t width, height;
+    uint16_t bits_per_sample, samples_per_pixel, sample_format, photometric, planar, compression;
+    uint16_t orientation, fill_order, ink_set, jpeg_quality_unused;
+    uint16_t extra_samples, extra_sample_type;   ///< count, and the first's type (EXTRASAMPLE_*)
+    uint16_t ycbcr_h, ycbcr_v;                   ///< YCbCr subsampling
+    uint16_t resolution_unit;
+    uint16_t has_photometric;                    ///< the tag is present
+    int tiled;
+    uint32_t tile_width, tile_height, rows_per_strip;
+    uint32_t subfile_type;                       ///< NewSubfileType (1: a reduced-resolution image)
+    uint32_t strips_or_tiles;
+    uint16_t subifd_count;
+    float x_resolution, y_resolution;
+    const uint8_t *icc;                          ///< into libtiff's memory (valid until the next directory)
+    uint32_t icc_length;
+    const uint16_t *colormap[3];
+} ts_tiff_info;
+
+/// Opens a TIFF held in memory (not copied; `data` must outlive the handle). Errors and
+/// warnings are kept in the handle, never printed; `max_alloc` bounds any one of libtiff's
+/// allocations. NULL only when memory runs out; check `ts_tiff_ok`.
+ts_tiff *ts_tiff_open(const uint8_t *data, size_t size, long max_alloc);
+void ts_tiff_close(ts_tiff *t);
+/// 1 when the file opened (its first directory read).
+int ts_tiff_ok(const ts_tiff *t);
+/// The first error libtiff reported (empty when none), and the number of warnings.
+const char *ts_tiff_message(const ts_tiff *t);
+int ts_tiff_warnings(const ts_tiff *t);
+const char *ts_tiff_first_warning(const ts_tiff *t);
+/// Forgets the error so far (before an operation whose failure is to be told apart).
+void ts_tiff_clear(ts_tiff *t);
+/// libtiff's handle, for the non-variadic calls.
+void *ts_tiff_handle(ts_tiff *t);
+/// Fills `out` from the current directory.
+int ts_tiff_info_read(ts_tiff *t, ts_tiff_info *out);
+/// JPEG-compressed YCbCr: have libjpeg convert to RGB (TIFFTAG_JPEGCOLORMODE).
+int ts_tiff_jpeg_rgb(ts_tiff *t);
+/// The SubIFD offsets of the current directory (at most `max`); their count.
+int ts_tiff_subifds(ts_tiff *t, uint64_t *offsets, int max);
+/// 1 when the current directory is a page libtiff can convert to RGBA (its TIFFRGBAImage);
+/// else 0 with the reason in `ts_tiff_message`.
+int ts_tiff_rgba_ok(ts_tiff *t);
+/// Reads `rows` rows from `row` of the current directory as packed RGBA (8 bits each,
+/// alpha premultiplied), in stored order (no flips), `width` pixels each. 0 on success.
+int ts_tiff_rgba_rows(ts_tiff *t, uint32_t row, uint32_t rows, uint32_t *out);
+
 // MARK: - HTTP (libcurl's easy API: curl_easy_setopt and curl_easy_getinfo are variadic)
 
 /// One request. `headers` are "Name: value" lines. `aws_sigv4` ("aws:amz:REGION:s3") and

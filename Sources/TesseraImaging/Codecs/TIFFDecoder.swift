@@ -1,0 +1,418 @@
+import CTIFF
+import Foundation
+import TesseraModel
+import TesseraShim
+
+/// A TIFF or BigTIFF opened with libtiff from memory: one page (directory), read row by row
+/// into the pipeline's 8-bit gray, RGB or RGBA, strip by strip or tile row by tile row, so
+/// memory holds one band of the source, never the whole image.
+///
+/// Two ways to unpack: 8-, 16-bit and 32-bit float gray, RGB and CMYK, contiguous or planar
+/// (and JPEG-compressed YCbCr, which libjpeg turns into RGB), are unpacked here, with rounding
+/// from 16 bits and CMYK through the file's ICC profile; everything else libtiff understands
+/// (bilevel, 2- and 4-bit, palette, YCbCr, CIELab, old-style JPEG) goes through libtiff's own
+/// RGBA reader. libtiff's errors and warnings are kept per file, never printed. Every call into
+/// libtiff is in this file or in the shim.
+final class TIFFDecoder {
+    /// Pages (directories) in the file.
+    let pageCount: Int
+    /// The page decoded.
+    let page: Int
+    let size: Size
+    let orientation: Orientation
+    let iccProfile: [UInt8]?
+    /// 1 (gray), 3 (RGB) or 4 (RGBA): what `read` produces.
+    let channels: Int
+    let bitsPerSample: Int
+    /// `LZW`, `Deflate`, `JPEG`, …, then what the samples are (`16-bit RGB, planar, tiled`).
+    let description: String
+    /// Every page's size, for `inspect`.
+    let pageSizes: [Size]
+
+    private let handle: OpaquePointer
+    private let tif: OpaquePointer
+    private let info: ts_tiff_info
+    private let unpack: Unpack
+    private var row = 0
+    // The band of decoded rows [bandTop, bandTop + bandRows), interleaved samples.
+    private var band: UnsafeMutableRawPointer?
+    private var bandTop = 0
+    private var bandRows = 0
+    private var chunk: UnsafeMutableRawPointer?
+    private var rowScratch: UnsafeMutablePointer<UInt8>?
+    private let cmyk: CMYKConverter?
+
+    /// How the samples become pixels.
+    private enum Unpack {
+        /// Unpacked here: `colour` samples per pixel of `kind`, then an alpha sample when `alpha`.
+        case samples(kind: Kind, alpha: Alpha)
+        /// libtiff's RGBA reader (premultiplied RGBA, 8 bits).
+        case rgba
+    }
+
+    private enum Kind: Equatable { case gray(inverted: Bool), rgb, cmyk }
+    private enum Alpha: Equatable { case none, straight, associated }
+
+    /// The most one band (a strip, or a row of tiles) may hold, in bytes.
+    static let maxBandBytes = 256 << 20
+
+    init(bytes: UnsafeRawBufferPointer, limits: Limits, page requested: Int = 0) throws {
+        guard let h = ts_tiff_open(bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count,
+                                   max(64 << 20, min(limits.maxDecoderMemory, 1 << 30))) else {
+            throw ImagingError(.outOfMemory, "TIFF: out of memory opening the file")
+        }
+        handle = h
+        guard ts_tiff_ok(h) != 0, let t = ts_tiff_handle(h) else {
+            let message = String(cString: ts_tiff_message(h))
+            ts_tiff_close(h)
+            throw TIFFDecoder.failure(message, header: true, size: bytes.count)
+        }
+        tif = OpaquePointer(t)
+        do {
+            // Pages: libtiff 4.5 refuses an IFD chain that loops; a page count is bounded anyway.
+            var sizes: [Size] = []
+            repeat {
+                var i = ts_tiff_info()
+                if ts_tiff_info_read(h, &i) == 0 { sizes.append(Size(width: Int(i.width), height: Int(i.height))) }
+                guard sizes.count < 10_000 else { break }
+            } while TIFFReadDirectory(tif) != 0
+            ts_tiff_clear(h)
+            pageCount = max(1, sizes.count)
+            pageSizes = sizes
+            guard requested >= 0, requested < pageCount else {
+                throw ImagingError(.invalidRecipe, "page \(requested) of a \(pageCount)-page TIFF (pages count from 0)")
+            }
+            page = requested
+            guard TIFFSetDirectory(tif, UInt32(requested)) != 0 else {
+                throw TIFFDecoder.failure(String(cString: ts_tiff_message(h)), header: true, size: bytes.count)
+            }
+            var i = ts_tiff_info()
+            guard ts_tiff_info_read(h, &i) == 0 else {
+                throw TIFFDecoder.failure(String(cString: ts_tiff_message(h)), header: true, size: bytes.count)
+            }
+            size = Size(width: Int(i.width), height: Int(i.height))
+            try limits.checkDimensions(size)
+            orientation = Orientation(exif: (1...8).contains(Int(i.orientation)) ? Int(i.orientation) : 1)
+            iccProfile = i.icc.map { Array(UnsafeBufferPointer(start: $0, count: Int(min(i.icc_length, 16 << 20)))) }
+            bitsPerSample = Int(i.bits_per_sample)
+            guard TIFFIsCODECConfigured(i.compression) != 0 else {
+                throw ImagingError(.unsupportedCompression,
+                                   "TIFF compression \(TIFFDecoder.compressionName(i.compression)) is not in this build of libtiff")
+            }
+            // JPEG-compressed YCbCr: libjpeg converts to RGB (and upsamples chroma) itself.
+            if i.compression == UInt16(COMPRESSION_JPEG), i.photometric == UInt16(PHOTOMETRIC_YCBCR) {
+                _ = ts_tiff_jpeg_rgb(h)
+            }
+            let (unpack, channels) = try TIFFDecoder.choose(i, handle: h)
+            self.unpack = unpack
+            self.channels = channels
+            if case .samples(.cmyk, _) = unpack {
+                cmyk = CMYKConverter(icc: iccProfile, adobeInverted: false)
+            } else {
+                cmyk = nil
+            }
+            info = i
+            description = TIFFDecoder.describe(i, unpack: unpack)
+            _ = try bandBytes()  // over the band budget: refused now, before any pixel memory
+        } catch {
+            ts_tiff_close(h)
+            throw error
+        }
+    }
+
+    deinit {
+        band?.deallocate()
+        chunk?.deallocate()
+        rowScratch?.deallocate()
+        ts_tiff_close(handle)
+    }
+
+    /// Whether the page declares transparency.
+    var hasAlpha: Bool { channels == 4 }
+
+    private static func choose(_ i: ts_tiff_info, handle: OpaquePointer) throws -> (Unpack, Int) {
+        let bits = Int(i.bits_per_sample), spp = Int(i.samples_per_pixel)
+        guard i.has_photometric != 0 else {
+            throw ImagingError(.corrupt, "TIFF without a PhotometricInterpretation tag (262): what its samples mean is not said")
+        }
+        let float = i.sample_format == UInt16(SAMPLEFORMAT_IEEEFP)
+        let depthOK = (bits == 8 || bits == 16) && (i.sample_format == UInt16(SAMPLEFORMAT_UINT) || i.sample_format == 0)
+            || (bits == 32 && float)
+        var kind: Kind?
+        switch Int32(i.photometric) {
+        case PHOTOMETRIC_MINISBLACK, PHOTOMETRIC_MINISWHITE:
+            kind = .gray(inverted: Int32(i.photometric) == PHOTOMETRIC_MINISWHITE)
+        case PHOTOMETRIC_RGB:
+            if spp >= 3 { kind = .rgb }
+        case PHOTOMETRIC_YCBCR where i.compression == UInt16(COMPRESSION_JPEG):
+            if spp >= 3 { kind = .rgb }
+        case PHOTOMETRIC_SEPARATED where i.ink_set == UInt16(INKSET_CMYK) || i.ink_set == 0:
+            if spp >= 4 { kind = .cmyk }
+        default:
+            kind = nil
+        }
+        if let kind, depthOK, i.compression != UInt16(COMPRESSION_OJPEG) {
+            let colour: Int
+            switch kind { case .gray: colour = 1; case .rgb: colour = 3; case .cmyk: colour = 4 }
+            var alpha = Alpha.none
+            if spp > colour {
+                switch Int32(i.extra_sample_type) {
+                case EXTRASAMPLE_ASSOCALPHA: alpha = .associated
+                case EXTRASAMPLE_UNASSALPHA: alpha = .straight
+                // An unspecified extra sample is taken as alpha, as libvips does.
+                default: alpha = i.extra_samples > 0 || spp == colour + 1 ? .straight : .none
+                }
+            }
+            let out: Int
+            switch kind { case .gray: out = alpha == .none ? 1 : 4; case .rgb, .cmyk: out = alpha == .none ? 3 : 4 }
+            return (.samples(kind: kind, alpha: alpha), out)
+        }
+        if bits == 12 || (bits > 16 && !float) || (float && bits != 32) {
+            throw ImagingError(.unsupportedFeature, "TIFF with \(bits)-bit\(float ? " floating-point" : "") samples")
+        }
+        guard ts_tiff_rgba_ok(handle) != 0 else {
+            throw ImagingError(.unsupportedFeature, "TIFF: \(String(cString: ts_tiff_message(handle)))")
+        }
+        let alpha = spp > 1 && i.extra_samples > 0
+        // Gray without alpha stays one channel; everything else is RGB(A).
+        let gray = (Int32(i.photometric) == PHOTOMETRIC_MINISBLACK || Int32(i.photometric) == PHOTOMETRIC_MINISWHITE) && !alpha
+        return (.rgba, gray ? 1 : alpha ? 4 : 3)
+    }
+
+    /// Rows per band and its bytes: a strip, or a row of tiles (every plane).
+    private func bandBytes() throws -> (rows: Int, bytes: Int, chunkBytes: Int) {
+        let rows: Int
+        if info.tiled != 0 {
+            guard info.tile_width > 0, info.tile_height > 0 else { throw ImagingError(.corrupt, "TIFF tiles of size 0") }
+            rows = Int(info.tile_height)
+        } else {
+            rows = max(1, min(Int(info.rows_per_strip), size.height))
+        }
+        let samples: Int
+        let sampleBytes: Int
+        switch unpack {
+        case .samples: samples = Int(info.samples_per_pixel); sampleBytes = Int(info.bits_per_sample) / 8
+        case .rgba: samples = 4; sampleBytes = 1
+        }
+        let width = info.tiled != 0 ? (size.width + Int(info.tile_width) - 1) / Int(info.tile_width) * Int(info.tile_width) : size.width
+        let (b1, o1) = width.multipliedReportingOverflow(by: samples * sampleBytes)
+        let (bytes, o2) = b1.multipliedReportingOverflow(by: rows)
+        let chunkBytes = info.tiled != 0 ? Int(TIFFTileSize64(tif)) : Int(TIFFStripSize64(tif))
+        guard !o1, !o2, bytes <= Self.maxBandBytes, chunkBytes >= 0, chunkBytes <= Self.maxBandBytes else {
+            throw ImagingError(.limitExceeded, "TIFF \(info.tiled != 0 ? "tiles" : "strips") of \(rows) rows of \(size.width) pixels need over \(Self.maxBandBytes >> 20) MB each")
+        }
+        return (rows, bytes, chunkBytes)
+    }
+
+    /// Reads up to `maxRows` rows in `channels` bytes per pixel; 0 at the end.
+    func read(into buffer: UnsafeMutablePointer<UInt8>, stride: Int, maxRows: Int) throws -> Int {
+        var done = 0
+        while done < maxRows, row < size.height {
+            if row >= bandTop + bandRows || band == nil { try loadBand(containing: row) }
+            let n = min(maxRows - done, bandTop + bandRows - row)
+            for r in 0..<n { convert(bandRow: row - bandTop + r, into: buffer + (done + r) * stride) }
+            row += n
+            done += n
+        }
+        return done
+    }
+
+    private func loadBand(containing y: Int) throws {
+        let (rows, bytes, chunkBytes) = try bandBytes()
+        if band == nil {
+            band = .allocate(byteCount: max(bytes, 1), alignment: 16)
+            chunk = .allocate(byteCount: max(chunkBytes, 1), alignment: 16)
+            rowScratch = .allocate(capacity: size.width * 4)
+        }
+        bandTop = y / rows * rows
+        bandRows = min(rows, size.height - bandTop)
+        ts_tiff_clear(handle)
+        switch unpack {
+        case .rgba:
+            guard ts_tiff_rgba_rows(handle, UInt32(bandTop), UInt32(bandRows), band!.assumingMemoryBound(to: UInt32.self)) == 0 else {
+                throw failure()
+            }
+        case .samples:
+            try readSamples()
+        }
+    }
+
+    /// The band's samples, interleaved, `size.width` pixels a row, from strips or tiles of every plane.
+    private func readSamples() throws {
+        let spp = Int(info.samples_per_pixel), sampleBytes = Int(info.bits_per_sample) / 8
+        let planar = info.planar == UInt16(PLANARCONFIG_SEPARATE) && spp > 1
+        let planes = planar ? spp : 1
+        let pixelBytes = spp * sampleBytes
+        let rowBytes = size.width * pixelBytes
+        let band = self.band!, chunk = self.chunk!
+        let chunkWidth = info.tiled != 0 ? Int(info.tile_width) : size.width
+        let chunkPixelBytes = planar ? sampleBytes : pixelBytes
+        let columns = info.tiled != 0 ? (size.width + chunkWidth - 1) / chunkWidth : 1
+        for p in 0..<planes {
+            for c in 0..<columns {
+                let x0 = c * chunkWidth
+                let got: tmsize_t
+                if info.tiled != 0 {
+                    let tile = TIFFComputeTile(tif, UInt32(x0), UInt32(bandTop), 0, UInt16(p))
+                    got = TIFFReadEncodedTile(tif, tile, chunk, -1)
+                } else {
+                    let strip = TIFFComputeStrip(tif, UInt32(bandTop), UInt16(p))
+                    got = TIFFReadEncodedStrip(tif, strip, chunk, -1)
+                }
+                guard got >= 0 else { throw failure() }
+                let width = min(chunkWidth, size.width - x0)
+                let chunkRowBytes = chunkWidth * chunkPixelBytes
+                // A short strip (the file ends early) leaves rows it did not fill: never read past `got`.
+                let rowsIn = min(bandRows, Int(got) / max(1, chunkRowBytes))
+                if rowsIn < bandRows {
+                    throw ImagingError(.truncated, "TIFF \(info.tiled != 0 ? "tile" : "strip") at row \(bandTop) holds \(rowsIn) of its \(bandRows) rows")
+                }
+                for r in 0..<rowsIn {
+                    let src = chunk + r * chunkRowBytes
+                    let dst = band + r * rowBytes + x0 * pixelBytes
+                    if !planar {
+                        dst.copyMemory(from: src, byteCount: width * pixelBytes)
+                    } else {
+                        for x in 0..<width {
+                            (dst + x * pixelBytes + p * sampleBytes).copyMemory(from: src + x * sampleBytes, byteCount: sampleBytes)
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Row `r` of the band in `channels` 8-bit samples a pixel.
+    private func convert(bandRow r: Int, into out: UnsafeMutablePointer<UInt8>) {
+        let width = size.width
+        switch unpack {
+        case .rgba:
+            let src = (band! + r * width * 4).assumingMemoryBound(to: UInt8.self)
+            // Packed ABGR words are R, G, B, A bytes in memory (little-endian); premultiplied.
+            switch channels {
+            case 1: for x in 0..<width { out[x] = src[x * 4] }
+            case 3: for x in 0..<width { out[x * 3] = src[x * 4]; out[x * 3 + 1] = src[x * 4 + 1]; out[x * 3 + 2] = src[x * 4 + 2] }
+            default:
+                out.update(from: src, count: width * 4)
+                SourceDecoder.unpremultiply(out, count: width)
+            }
+        case .samples(let kind, let alpha):
+            let spp = Int(info.samples_per_pixel), sampleBytes = Int(info.bits_per_sample) / 8
+            let src = band! + r * width * spp * sampleBytes
+            let colour: Int
+            switch kind { case .gray: colour = 1; case .rgb: colour = 3; case .cmyk: colour = 4 }
+            // Colour samples (and alpha) to 8 bits, into `channels` (CMYK: into scratch first).
+            let scratch = rowScratch!
+            let direct = kind == .cmyk ? scratch : out
+            let stepOut = kind == .cmyk ? 4 : channels
+            let take = colour + (alpha == .none ? 0 : 1)
+            for x in 0..<width {
+                for k in 0..<take {
+                    let s = k < colour ? k : spp > colour ? colour : k  // alpha: the first extra sample
+                    let v = TIFFDecoder.eight(src, index: x * spp + s, sampleBytes: sampleBytes, float: info.sample_format == UInt16(SAMPLEFORMAT_IEEEFP))
+                    if k < colour {
+                        direct[x * stepOut + k] = v
+                    } else if kind == .cmyk {
+                        out[x * 4 + 3] = v
+                    } else {
+                        direct[x * stepOut + stepOut - 1] = v
+                    }
+                }
+                if case .gray(let inverted) = kind {
+                    if inverted { out[x * channels] = 255 - out[x * channels] }
+                    if channels == 4 { out[x * 4 + 1] = out[x * 4]; out[x * 4 + 2] = out[x * 4] }
+                }
+            }
+            if kind == .cmyk {
+                if channels == 3 {
+                    cmyk!.convert(scratch, out, count: width)
+                } else {
+                    // RGB beside the alpha already in place: convert, then spread out.
+                    let rgb = UnsafeMutablePointer<UInt8>.allocate(capacity: width * 3)
+                    defer { rgb.deallocate() }
+                    cmyk!.convert(scratch, rgb, count: width)
+                    for x in 0..<width { out[x * 4] = rgb[x * 3]; out[x * 4 + 1] = rgb[x * 3 + 1]; out[x * 4 + 2] = rgb[x * 3 + 2] }
+                }
+            }
+            if alpha == .associated { SourceDecoder.unpremultiply(out, count: width) }
+        }
+    }
+
+    /// One sample as 8 bits: 16-bit rounded (v·255/65535), float clamped to 0…1.
+    @inline(__always)
+    private static func eight(_ p: UnsafeMutableRawPointer, index: Int, sampleBytes: Int, float: Bool) -> UInt8 {
+        switch sampleBytes {
+        case 1: return p.load(fromByteOffset: index, as: UInt8.self)
+        case 2:
+            let v = UInt32(p.loadUnaligned(fromByteOffset: index * 2, as: UInt16.self))
+            return UInt8((v * 255 + 32767) / 65535)
+        default:
+            if float {
+                let f = p.loadUnaligned(fromByteOffset: index * 4, as: Float.self)
+                return f.isNaN ? 0 : UInt8((min(max(f, 0), 1) * 255).rounded())
+            }
+            return UInt8(p.loadUnaligned(fromByteOffset: index * 4, as: UInt32.self) >> 24)
+        }
+    }
+
+    private func failure() -> ImagingError {
+        TIFFDecoder.failure(String(cString: ts_tiff_message(handle)), header: false, size: 0)
+    }
+
+    /// libtiff's message as a typed error: data that ends early is `truncated`, the rest `corrupt`.
+    static func failure(_ message: String, header: Bool, size: Int) -> ImagingError {
+        let text = message.isEmpty ? "libtiff could not read it" : message
+        let lower = text.lowercased()
+        if lower.contains("cannot handle") || lower.contains("not supported") || lower.contains("unsupported")
+            || lower.contains("sorry") {
+            return ImagingError(.unsupportedFeature, "TIFF: \(text)")
+        }
+        if lower.contains("read error") || lower.contains("unexpected end") || lower.contains("past end")
+            || lower.contains("eof") || lower.contains("seek error") || lower.contains("cannot read") {
+            return ImagingError(header ? .corrupt : .truncated, "\(header ? "corrupt" : "truncated") TIFF: \(text)")
+        }
+        return ImagingError(.corrupt, "corrupt TIFF: \(text)")
+    }
+
+    static func compressionName(_ c: UInt16) -> String {
+        switch Int32(c) {
+        case COMPRESSION_NONE: return "none"
+        case COMPRESSION_CCITTRLE: return "CCITT RLE"
+        case COMPRESSION_CCITTFAX3: return "CCITT G3"
+        case COMPRESSION_CCITTFAX4: return "CCITT G4"
+        case COMPRESSION_LZW: return "LZW"
+        case COMPRESSION_OJPEG: return "old-style JPEG"
+        case COMPRESSION_JPEG: return "JPEG"
+        case COMPRESSION_ADOBE_DEFLATE, COMPRESSION_DEFLATE: return "Deflate"
+        case COMPRESSION_PACKBITS: return "PackBits"
+        case COMPRESSION_LZMA: return "LZMA"
+        case COMPRESSION_ZSTD: return "ZSTD"
+        case COMPRESSION_WEBP: return "WebP"
+        case COMPRESSION_JXL: return "JPEG XL"
+        case COMPRESSION_LERC: return "LERC"
+        default: return "\(c)"
+        }
+    }
+
+    private static func describe(_ i: ts_tiff_info, unpack: Unpack) -> String {
+        let photometric: String
+        switch Int32(i.photometric) {
+        case PHOTOMETRIC_MINISWHITE: photometric = "gray (white is zero)"
+        case PHOTOMETRIC_MINISBLACK: photometric = i.bits_per_sample == 1 ? "bilevel" : "gray"
+        case PHOTOMETRIC_RGB: photometric = "RGB"
+        case PHOTOMETRIC_PALETTE: photometric = "palette"
+        case PHOTOMETRIC_SEPARATED: photometric = "CMYK"
+        case PHOTOMETRIC_YCBCR: photometric = "YCbCr"
+        case PHOTOMETRIC_CIELAB: photometric = "CIELab"
+        default: photometric = "photometric \(i.photometric)"
+        }
+        var parts = [compressionName(i.compression),
+                     "\(i.bits_per_sample)-bit\(i.sample_format == UInt16(SAMPLEFORMAT_IEEEFP) ? " float" : "") \(photometric)"]
+        if i.extra_samples > 0 {
+            parts.append(Int32(i.extra_sample_type) == EXTRASAMPLE_ASSOCALPHA ? "associated alpha" : "alpha")
+        }
+        if i.planar == UInt16(PLANARCONFIG_SEPARATE) && i.samples_per_pixel > 1 { parts.append("planar") }
+        parts.append(i.tiled != 0 ? "tiled \(i.tile_width)x\(i.tile_height)" : "strips of \(i.rows_per_strip) rows")
+        return parts.joined(separator: ", ")
+    }
+}

@@ -1,0 +1,228 @@
+import XCTest
+@testable import TesseraImaging
+import TesseraModel
+
+/// TIFF and BigTIFF sources: every layout libtiff reads, into the same pipeline as JPEG;
+/// hostile files fail typed. Files are made here (`TestTIFF`, and `tiffcp` for compressions).
+final class TIFFTests: XCTestCase {
+    private func decode(_ bytes: [UInt8], options: RenderOptions = RenderOptions()) throws -> PixelBuffer {
+        try Renderer.decode(bytes, options: options)
+    }
+
+    private func expectPixels(_ image: PixelBuffer, _ page: TestTIFF.Page, map: (Int, Int, Int) -> UInt8,
+                              file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertEqual(image.width, page.width, file: file, line: line)
+        XCTAssertEqual(image.height, page.height, file: file, line: line)
+        var wrong = 0
+        for y in 0..<image.height {
+            for x in 0..<image.width {
+                let p = image.pixel(x: x, y: y)
+                for c in 0..<image.layout.channels where p[c] != map(x, y, c) { wrong += 1 }
+            }
+        }
+        XCTAssertEqual(wrong, 0, "samples differ from the source", file: file, line: line)
+    }
+
+    func testDetectionAndExtensions() {
+        for head: [UInt8] in [[0x49, 0x49, 42, 0], [0x4D, 0x4D, 0, 42], [0x49, 0x49, 43, 0], [0x4D, 0x4D, 0, 43]] {
+            XCTAssertEqual((head + [0, 0, 0, 8]).withUnsafeBytes { ImageFormat.sniff($0) }, .tiff)
+        }
+        XCTAssertNil([0x49, 0x49, 44, 0, 0, 0, 0, 8].withUnsafeBytes { ImageFormat.sniff($0) })
+        XCTAssertEqual(ImageFormat.byExtension["tif"], .tiff)
+        XCTAssertEqual(ImageFormat.byExtension["tiff"], .tiff)
+        XCTAssertFalse(ImageFormat.tiff.isWritable)
+    }
+
+    func testRGBStripsTilesAndPlanesGiveTheSourcePixels() throws {
+        let base = TestTIFF.Page(width: 45, height: 31, rowsPerStrip: 7)
+        var tiled = base
+        tiled.tile = 16
+        tiled.rowsPerStrip = nil
+        var planar = base
+        planar.planar = true
+        var planarTiled = tiled
+        planarTiled.planar = true
+        for (name, page) in [("strips", base), ("tiles", tiled), ("planar strips", planar), ("planar tiles", planarTiled)] {
+            let image = try decode(TestTIFF(pages: [page]).bytes())
+            XCTAssertEqual(image.layout, .rgb, name)
+            expectPixels(image, page) { x, y, c in UInt8((x * 7 + y * 3 + c * 50) & 0xFF) }
+        }
+    }
+
+    func testSixteenBitAndFloatRoundToEightBits() throws {
+        var gray = TestTIFF.Page(width: 256, height: 2, samples: 1, bits: 16, photometric: 1)
+        gray.sample = { x, y, _ in UInt32(x * 256 + y * 128) }
+        let image = try decode(TestTIFF(pages: [gray]).bytes())
+        XCTAssertEqual(image.layout, .gray)
+        expectPixels(image, gray) { x, y, _ in UInt8((UInt32(x * 256 + y * 128) * 255 + 32767) / 65535) }
+
+        var float = TestTIFF.Page(width: 11, height: 1, samples: 1, bits: 32, photometric: 1, sampleFormat: 3)
+        float.sample = { x, _, _ in Float(Double(x) / 10 * 1.2 - 0.1).bitPattern }  // -0.1 … 1.1: clamped
+        expectPixels(try decode(TestTIFF(pages: [float]).bytes()), float) { x, _, _ in
+            UInt8((min(max(Float(Double(x) / 10 * 1.2 - 0.1), 0), 1) * 255).rounded())
+        }
+    }
+
+    func testAlphaAssociatedIsUnpremultipliedAndWhiteIsZeroInverted() throws {
+        var rgba = TestTIFF.Page(width: 8, height: 8, samples: 4, extraSample: 1)
+        // Premultiplied: colour 200·a/255 at alpha a.
+        rgba.sample = { x, _, s in s == 3 ? UInt32(x * 32 + 16) : UInt32(200 * (x * 32 + 16) / 255) }
+        let image = try decode(TestTIFF(pages: [rgba]).bytes())
+        XCTAssertEqual(image.layout, .rgba)
+        for x in 0..<8 {
+            let p = image.pixel(x: x, y: 3)
+            XCTAssertEqual(p[3], UInt8(x * 32 + 16))
+            // 8-bit premultiplied colour holds 200 to within 255/alpha.
+            XCTAssertEqual(Int(p[0]), 200, accuracy: 255 / Int(p[3]) + 1, "unpremultiplied at alpha \(p[3])")
+        }
+        var white = TestTIFF.Page(width: 4, height: 1, samples: 1, photometric: 0)
+        white.sample = { x, _, _ in UInt32(x * 60) }
+        expectPixels(try decode(TestTIFF(pages: [white]).bytes()), white) { x, _, _ in 255 - UInt8(x * 60) }
+    }
+
+    func testCMYKWithoutAProfileIsConvertedAsJPEGCMYKIs() throws {
+        var cmyk = TestTIFF.Page(width: 4, height: 1, samples: 4, photometric: 5)
+        let inks: [[UInt32]] = [[0, 0, 0, 0], [255, 0, 0, 0], [0, 0, 0, 255], [0, 128, 255, 0]]
+        cmyk.sample = { x, _, s in inks[x][s] }
+        let image = try decode(TestTIFF(pages: [cmyk]).bytes())
+        XCTAssertEqual(image.pixel(x: 0, y: 0), [255, 255, 255])
+        XCTAssertEqual(image.pixel(x: 1, y: 0), [0, 255, 255])
+        XCTAssertEqual(image.pixel(x: 2, y: 0), [0, 0, 0])
+        XCTAssertEqual(image.pixel(x: 3, y: 0), [255, 127, 0])
+    }
+
+    /// Every Orientation tag value: the displayed size, and the stored top-left corner where it belongs.
+    func testAllEightOrientationsAreUpright() throws {
+        var page = TestTIFF.Page(width: 6, height: 4, samples: 1, photometric: 1)
+        page.sample = { x, y, _ in x == 0 && y == 0 ? 255 : 0 }
+        // Where the stored (0, 0) ends up in the displayed image (EXIF semantics).
+        let corner: [Int: (Int, Int)] = [1: (0, 0), 2: (5, 0), 3: (5, 3), 4: (0, 3), 5: (0, 0), 6: (3, 0), 7: (3, 5), 8: (0, 5)]
+        for o in 1...8 {
+            page.orientation = o
+            let image = try decode(TestTIFF(pages: [page]).bytes())
+            XCTAssertEqual(image.width, o >= 5 ? 4 : 6, "orientation \(o)")
+            XCTAssertEqual(image.height, o >= 5 ? 6 : 4, "orientation \(o)")
+            let (x, y) = corner[o]!
+            XCTAssertEqual(image.pixel(x: x, y: y)[0], 255, "orientation \(o): stored corner at (\(x), \(y))")
+        }
+    }
+
+    func testPagesAreListedAndRenderedFromTheFirst() throws {
+        let pages = [TestTIFF.Page(width: 30, height: 20), TestTIFF.Page(width: 15, height: 10), TestTIFF.Page(width: 8, height: 5)]
+        let file = TestTIFF(pages: pages).bytes()
+        let info = try ImageInfo.inspect(file)
+        XCTAssertEqual(info.format, .tiff)
+        XCTAssertEqual(info.width, 30)
+        XCTAssertEqual(info.structure.first, "3 pages: 30x20, 15x10, 8x5")
+        let result = try Renderer.render(file, recipes: [recipe([fit(10, 10)], format: .png)])
+        XCTAssertEqual(result.decodePath, .tiff)
+        XCTAssertEqual(result.outputs[0].size, Size(width: 10, height: 7))
+        XCTAssertEqual(result.outputs[0].format, .png)
+    }
+
+    /// What libtiff reports becomes a typed error: never a crash, never printed.
+    func testHostileFilesFailTyped() throws {
+        let good = TestTIFF(pages: [TestTIFF.Page(width: 64, height: 64, rowsPerStrip: 8)]).bytes()
+        func code(_ bytes: [UInt8]) -> String? {
+            do { _ = try decode(bytes); return nil } catch let e as ImagingError { return e.code.rawValue } catch { return "untyped" }
+        }
+        // Cut in the middle of the pixel data: the header (at the end) is gone too.
+        XCTAssertNotNil(code(Array(good.prefix(good.count / 2))))
+        XCTAssertEqual(code(Array(good.prefix(8))), "corrupt")
+        // The IFD offset points past the end.
+        var past = good
+        past[4] = 0xFF; past[5] = 0xFF; past[6] = 0xFF; past[7] = 0x0F
+        XCTAssertEqual(code(past), "corrupt")
+        // Strips that point past the end of the file.
+        var lost = TestTIFF.Page(width: 64, height: 64, rowsPerStrip: 64)
+        lost.extraTags = [(273, 4, [0x7FFF_0000])]
+        XCTAssertNotNil(code(TestTIFF(pages: [lost]).bytes()))
+        // 70000 × 70000 declared: refused from the header, nothing allocated.
+        var huge = TestTIFF.Page(width: 1, height: 1)
+        huge.extraTags = [(256, 4, [70_000]), (257, 4, [70_000])]
+        XCTAssertEqual(code(TestTIFF(pages: [huge]).bytes()), "limit-exceeded")
+        // No PhotometricInterpretation: libtiff's guess (RGB for 3 samples), or a typed refusal.
+        var bare = TestTIFF.Page(width: 4, height: 4)
+        bare.extraTags = [(262, 3, [])]
+        XCTAssertNotEqual(code(TestTIFF(pages: [bare]).bytes()), "untyped")
+        // 12-bit samples.
+        var twelve = TestTIFF.Page(width: 4, height: 4, samples: 1, photometric: 1)
+        twelve.extraTags = [(258, 3, [12])]
+        XCTAssertEqual(code(TestTIFF(pages: [twelve]).bytes()), "unsupported-feature")
+        // A compression Debian's libtiff is not built with (JPEG 2000, 34712).
+        var packed = TestTIFF.Page(width: 4, height: 4)
+        packed.extraTags = [(259, 3, [34712])]
+        XCTAssertEqual(code(TestTIFF(pages: [packed]).bytes()), "unsupported-compression")
+    }
+
+    /// An IFD chain that loops back on itself: the pages are counted once, page 0 renders.
+    func testAnIFDLoopEnds() throws {
+        var bytes = TestTIFF(pages: [TestTIFF.Page(width: 10, height: 10), TestTIFF.Page(width: 5, height: 5)]).bytes()
+        // The last IFD's next pointer (the file's last 4 bytes) back to the first IFD.
+        let first = Array(bytes[4..<8])
+        bytes.replaceSubrange(bytes.count - 4..<bytes.count, with: first)
+        let image = try decode(bytes)
+        XCTAssertEqual(image.width, 10)
+        XCTAssertEqual(try ImageInfo.inspect(bytes).structure.first, "2 pages: 10x10, 5x5")
+    }
+
+    /// Compressions of Debian's libtiff (`tiffcp`): the same pixels (JPEG: close).
+    func testCompressionsGiveTheSamePixels() throws {
+        guard let tiffcp = ["/usr/bin/tiffcp", "/usr/local/bin/tiffcp"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw XCTSkip("tiffcp (libtiff-tools) not installed")
+        }
+        var page = TestTIFF.Page(width: 96, height: 64, rowsPerStrip: 16)
+        page.sample = { x, y, s in UInt32(x + y + s * 40) }  // smooth: what JPEG is for
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tiff-\(getpid())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = dir.appendingPathComponent("plain.tif")
+        try Data(TestTIFF(pages: [page]).bytes()).write(to: source)
+        let reference = try decode(try bytes(of: source))
+        for (scheme, args) in [("lzw", ["-c", "lzw:2"]), ("zip", ["-c", "zip"]), ("packbits", ["-c", "packbits"]),
+                               ("zstd", ["-c", "zstd"]), ("lzma", ["-c", "lzma"]), ("jpeg", ["-c", "jpeg:90", "-r", "16"]),
+                               ("tiled", ["-t", "-w", "32", "-l", "32", "-c", "zip"]), ("bigtiff", ["-8", "-c", "lzw"])] {
+            let out = dir.appendingPathComponent("\(scheme).tif")
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: tiffcp)
+            p.arguments = args + [source.path, out.path]
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            p.waitUntilExit()
+            XCTAssertEqual(p.terminationStatus, 0, scheme)
+            let image = try decode(try bytes(of: out))
+            XCTAssertEqual(image.width, 96, scheme)
+            XCTAssertEqual(image.height, 64, scheme)
+            let difference = meanAbsoluteDifference(image, reference)
+            XCTAssertLessThan(difference, scheme == "jpeg" ? 3 : 0.0001, scheme)
+        }
+    }
+
+    /// `../shared/corpus/stills`: every TIFF its MANIFEST says renders does, at 256 px; every
+    /// one it says fails (as vips does) fails typed — except two valid files libtiff reads
+    /// where vips gives up (old-style JPEG; tiled separate planes), which render.
+    func testCorpusStillsRenderOrFailTyped() throws {
+        guard let dir = Fixtures.corpus("stills"),
+              let manifest = try? String(contentsOf: dir.appendingPathComponent("MANIFEST.tsv"), encoding: .utf8) else {
+            throw XCTSkip("corpus not present")
+        }
+        let beyondVips: Set<String> = ["pillow_old-style-jpeg-compression.tif", "pillow_tiff_tiled_planar_raw.tif"]
+        var rendered = 0, refused = 0
+        for line in manifest.split(separator: "\n").dropFirst() {
+            let f = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+            guard f.count > 5, f[2] == "TIFF" else { continue }
+            let data = try bytes(of: dir.appendingPathComponent(f[0]))
+            do {
+                let result = try Renderer.render(data, recipes: [recipe([fit(256, 256)])])
+                XCTAssertTrue(f[5] == "ok" || beyondVips.contains(f[0]), "\(f[0]) rendered, but the manifest expects an error")
+                XCTAssertLessThanOrEqual(max(result.outputs[0].size.width, result.outputs[0].size.height), 256, f[0])
+                rendered += 1
+            } catch let e as ImagingError {
+                XCTAssertEqual(f[5], "error", "\(f[0]): \(e)")
+                refused += 1
+            }
+        }
+        XCTAssertEqual(rendered + refused, 34, "TIFFs in the manifest")
+        print("stills: \(rendered) TIFFs rendered, \(refused) refused typed")
+    }
+}
