@@ -154,6 +154,46 @@ def pngs():
     return seeds
 
 
+def tiffs():
+    """TIFFs of each layout the reader unpacks or hands to libtiff's RGBA reader: every
+    compression Pillow writes, 1/8/16-bit and float, gray, RGB(A), CMYK, palette, CIELab,
+    several pages; tiled and BigTIFF copies by tiffcp when it is installed."""
+    seeds = {}
+    base = picture(40, 28)
+    def save(name, im, **kw):
+        b = io.BytesIO()
+        im.save(b, "TIFF", **kw)
+        seeds[name] = b.getvalue()
+    for c in ("raw", "tiff_lzw", "tiff_adobe_deflate", "packbits", "jpeg"):
+        save(f"rgb_{c}.tif", base, compression=c)
+    save("rgba_lzw.tif", base.convert("RGBA"), compression="tiff_lzw")
+    save("gray.tif", base.convert("L"))
+    save("bilevel_g4.tif", base.convert("1"), compression="group4")
+    save("bilevel_g3.tif", base.convert("1"), compression="group3")
+    save("cmyk.tif", base.convert("CMYK"), compression="tiff_lzw")
+    save("palette.tif", base.convert("P"))
+    save("gray16.tif", base.convert("I;16"))
+    save("float.tif", base.convert("F"))
+    save("lab.tif", base.convert("LAB"))
+    save("pages.tif", base, save_all=True, append_images=[base.resize((20, 14)), base.convert("L")])
+    e = Image.Exif()
+    e[0x0112] = 6
+    save("orient6.tif", base, exif=e)
+    import subprocess, tempfile
+    if shutil.which("tiffcp"):
+        with tempfile.TemporaryDirectory() as t:
+            src = os.path.join(t, "src.tif")
+            open(src, "wb").write(seeds["rgb_raw.tif"])
+            for name, args in (("tiled_zip.tif", ["-t", "-w", "16", "-l", "16", "-c", "zip"]),
+                               ("planar_lzw.tif", ["-p", "separate", "-c", "lzw"]),
+                               ("bigtiff.tif", ["-8", "-c", "lzw"]), ("zstd.tif", ["-c", "zstd"]),
+                               ("tiled_jpeg.tif", ["-t", "-w", "16", "-l", "16", "-c", "jpeg"])):
+                dst = os.path.join(t, name)
+                subprocess.run(["tiffcp", *args, src, dst], check=True)
+                seeds[name] = open(dst, "rb").read()
+    return seeds
+
+
 def jobs(root):
     seeds = {}
     for d in ("jobs", "examples/recipes"):
@@ -182,6 +222,10 @@ def write(target, seeds):
 
 
 root = os.path.dirname(here)
+import sys
+if sys.argv[1:] == ["tiff"]:  # one target's seeds, the others left as committed
+    write("tiff", tiffs())
+    sys.exit(0)
 j, p = jpegs(), pngs()
 images = {**j, **p}
 write("render", {**images, **webps()})
@@ -192,3 +236,4 @@ write("png", p)
 write("exif", {"gps_orient6.exif": exif_bytes(), "thumbnail.exif": exif_bytes(thumbnail=True),
                "plain.exif": exif_bytes(orientation=1, gps=False, copyright=False)})
 write("job", jobs(root))
+write("tiff", tiffs())

@@ -11,7 +11,7 @@ import TesseraModel
 enum Targets {
     static let all: [String: (UnsafeRawBufferPointer) -> Void] = [
         "render": render, "inspect": inspect, "exif": exif, "progressive": progressive,
-        "png": png, "strip": strip, "wire": wire, "job": job,
+        "png": png, "strip": strip, "wire": wire, "job": job, "tiff": tiff,
     ]
 
     /// Tight limits: a fuzz input may declare any size.
@@ -32,6 +32,18 @@ enum Targets {
         options.limits = limits
         let recipe = Recipe(name: "fuzz", operations: [.resize(Resize(width: 64, height: 64, mode: .fill, gravity: .attention))],
                             output: OutputSettings(format: .jpeg, quality: 0.7))
+        _ = try? Renderer.render(bytes: data, recipes: [recipe], options: options)
+    }
+
+    /// TIFF and BigTIFF through libtiff and our unpacking: `inspect` (every page's directory)
+    /// and a render to a small box (strips, tiles, planes, the RGBA reader, orientation).
+    static func tiff(_ data: UnsafeRawBufferPointer) {
+        guard data.withUnsafeBytes({ ImageFormat.sniff($0) }) == .tiff else { return }
+        _ = try? ImageInfo.inspect(Array(data))
+        var options = RenderOptions()
+        options.limits = limits
+        let recipe = Recipe(name: "fuzz", operations: [.resize(Resize(width: 48, height: 48, mode: .fit))],
+                            output: OutputSettings(format: .png))
         _ = try? Renderer.render(bytes: data, recipes: [recipe], options: options)
     }
 
