@@ -65,7 +65,7 @@ public enum TaskExecutor {
                           limit: options.limits.maxInputBytes, task: &task) { bytes, version, task in
                 // 1. Read: the content hash (or the store's version) for incremental reruns.
                 task.record.bytesIn = bytes.count
-                if job.options.incremental { task.inputHash = version.map(versionHash) ?? XXH64.hash(bytes) }
+                if job.options.incremental { task.inputHash = version.map(versionHash) ?? XXH64.hash(bytes, hashed: task.releaseInput) }
                 if job.options.incremental, let expected = expectedHash, expected == task.inputHash,
                    try expectedOutputs.allSatisfy(storage.exists) {
                     task.record.status = .skipped
@@ -81,6 +81,8 @@ public enum TaskExecutor {
                     if !task.superseded { task.record.status = .succeeded }
                     return
                 }
+                var options = options
+                options.inputIsFileMap = task.inputIsFileMap
                 let files = try produce(job, input: input, bytes: bytes, options: options, record: &task.record)
                 // 3. Publish them, all or none; every millisecond not timed by the renderer
                 // (naming, staging, commit) belongs to the write stage (store for objects).
@@ -108,6 +110,10 @@ public enum TaskExecutor {
         var retryable = false
         var inlineOutputs: [InlineFile] = []
         var superseded = false
+        /// The input's bytes map its file (not inline, not fetched): decoders may drop pages read past.
+        var inputIsFileMap = false
+        /// Drops the input's pages before an offset (a file map: hashing does not keep it resident).
+        var releaseInput: ((Int) -> Void)?
 
         var outcome: TaskOutcome {
             TaskOutcome(record: record, inputHash: inputHash, retryable: retryable, inlineOutputs: inlineOutputs,
@@ -148,6 +154,9 @@ public enum TaskExecutor {
             try withExtendedLifetime(fetched) { try body(fetched.bytes.bytes, fetched.etag, &task) }
         } else {
             let mapped = try FileIO.map(input.path, limit: limit)
+            task.inputIsFileMap = true
+            task.releaseInput = { mapped.release(before: $0) }
+            defer { task.releaseInput = nil }
             try withExtendedLifetime(mapped) { try body(mapped.bytes, nil, &task) }
         }
     }
@@ -311,6 +320,7 @@ public enum TaskExecutor {
         var renderer = TileRenderer(settings: settings, info: info, name: name)
         renderer.limits = limits
         renderer.strict = job.options.strict
+        renderer.inputIsFileMap = task.inputIsFileMap
         // Fenced: tiles are staged (adopting what an earlier, killed attempt of this part staged).
         let staging = returnInline ? nil : try fence.map { try Staging(root: job.outputRoot, fence: $0, adopt: true) }
         let writer = returnInline ? nil : try TileWriter(root: job.outputRoot, name: name, resumeAfter: job.createdAt,

@@ -22,6 +22,12 @@ public struct RenderOptions: Sendable, Equatable {
     /// output (the image's aspect within a pixel, at least the output's pixels), as vips'
     /// `thumbnail` does. On by default; off: always the primary image.
     public var heifThumbnails = true
+    /// The input bytes are a read-only map of a file: pages a decoder has read past may be
+    /// dropped from the process (the file stays in the page cache), so a huge TIFF read strip
+    /// by strip never holds more than a band of it. Never set for bytes in memory.
+    public var inputIsFileMap = false
+    /// The page of a multi-page TIFF to decode (from 0).
+    public var page = 0
 
     public init() {}
 

@@ -25,7 +25,8 @@ public struct TileSourceInfo: Sendable, Equatable {
     public var width: Int
     public var height: Int
     public var progressive: Bool
-    /// Baseline JPEG with restart markers in one interleaved scan: bands can start at a marker.
+    /// Bands can start anywhere at little cost: a baseline JPEG with restart markers in one
+    /// interleaved scan (a band starts at a marker), a TIFF (strips and tiles are read where they are).
     public var restartSeekable: Bool
     /// Memory the decoder needs whatever the band (progressive coefficients, an
     /// interlaced PNG's whole image), in bytes.
@@ -72,6 +73,8 @@ public enum TileSeek: String, Sendable, Codable {
     case skipScanlines = "skip-scanlines"
     /// Rows above are decoded and dropped (PNG: inflated, unfiltered).
     case readThrough = "read-through"
+    /// The rows are read where they are stored (TIFF strips and tiles): nothing above is read.
+    case direct
 }
 
 extension TileDecodeInfo {

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <tiffio.h>
+#include <unistd.h>
 
 struct ts_tiff {
     TIFF *tif;
@@ -16,6 +18,7 @@ struct ts_tiff {
     size_t size, pos;
     int warnings;
     int rgba_started;
+    int release_reads;
     TIFFRGBAImage rgba;
     char message[256];
     char warning[160];
@@ -27,6 +30,14 @@ static tmsize_t ts_read(thandle_t h, void *buf, tmsize_t n) {
     size_t left = t->pos < t->size ? t->size - t->pos : 0;
     size_t k = (size_t)n < left ? (size_t)n : left;
     if (k) memcpy(buf, t->data + t->pos, k);
+    if (t->release_reads && k >= 65536) {
+        // The whole pages inside what was copied: libtiff keeps its own copy of a strip or tile.
+        static long page = 0;
+        if (!page) page = sysconf(_SC_PAGESIZE);
+        uintptr_t from = ((uintptr_t)(t->data + t->pos) + page - 1) & ~(uintptr_t)(page - 1);
+        uintptr_t to = ((uintptr_t)(t->data + t->pos + k)) & ~(uintptr_t)(page - 1);
+        if (to > from) madvise((void *)from, to - from, MADV_DONTNEED);
+    }
     t->pos += k;
     return (tmsize_t)k;
 }
@@ -113,6 +124,8 @@ void ts_tiff_close(ts_tiff *t) {
     if (t->tif) TIFFClose(t->tif);
     free(t);
 }
+
+void ts_tiff_release_reads(ts_tiff *t, int on) { t->release_reads = on; }
 
 int ts_tiff_ok(const ts_tiff *t) { return t && t->tif != NULL; }
 const char *ts_tiff_message(const ts_tiff *t) { return t->message; }

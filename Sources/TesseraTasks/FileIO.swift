@@ -136,4 +136,13 @@ public final class MappedFile: @unchecked Sendable {
     deinit { if let base, count > 0 { munmap(base, count) } }
 
     public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
+
+    /// Drops the whole pages before `offset` from the process (they read back from the file
+    /// if touched again; the page cache keeps them): what was read once stops counting.
+    public func release(before offset: Int) {
+        guard let base, offset > 0 else { return }
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let length = min(offset, count) / page * page
+        if length > 0 { madvise(base, length, MADV_DONTNEED) }
+    }
 }

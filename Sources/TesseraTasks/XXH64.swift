@@ -23,7 +23,9 @@ public enum XXH64 {
         bytes.withUnsafeBytes { hash($0, seed: seed) }
     }
 
-    public static func hash(_ buffer: UnsafeRawBufferPointer, seed: UInt64 = 0) -> UInt64 {
+    /// - Parameter hashed: called with the bytes hashed so far every 8 MB (a file map drops
+    ///   the pages behind it: hashing a huge input does not keep it resident).
+    public static func hash(_ buffer: UnsafeRawBufferPointer, seed: UInt64 = 0, hashed: ((Int) -> Void)? = nil) -> UInt64 {
         let n = buffer.count
         guard let base = buffer.baseAddress else { return finish(seed &+ p5, base: nil, rest: 0) }
         var p = 0
@@ -32,9 +34,13 @@ public enum XXH64 {
         if n >= 32 {
             var v1 = seed &+ p1 &+ p2, v2 = seed &+ p2, v3 = seed, v4 = seed &- p1
             while p <= n - 32 {
-                v1 = round(v1, read64(p)); v2 = round(v2, read64(p + 8))
-                v3 = round(v3, read64(p + 16)); v4 = round(v4, read64(p + 24))
-                p += 32
+                let end = min(n - 32, p + (8 << 20))
+                while p <= end {
+                    v1 = round(v1, read64(p)); v2 = round(v2, read64(p + 8))
+                    v3 = round(v3, read64(p + 16)); v4 = round(v4, read64(p + 24))
+                    p += 32
+                }
+                hashed?(p)
             }
             h = ((v1 << 1) | (v1 >> 63)) &+ ((v2 << 7) | (v2 >> 57)) &+ ((v3 << 12) | (v3 >> 52)) &+ ((v4 << 18) | (v4 >> 46))
             h = merge(h, v1); h = merge(h, v2); h = merge(h, v3); h = merge(h, v4)

@@ -225,4 +225,37 @@ final class TIFFTests: XCTestCase {
         XCTAssertEqual(rendered + refused, 34, "TIFFs in the manifest")
         print("stills: \(rendered) TIFFs rendered, \(refused) refused typed")
     }
+
+    /// A pyramid band from a TIFF: the band's own strips or tiles are read (nothing above it),
+    /// and its tiles are those of the same pixels from a PNG, byte for byte.
+    func testPyramidBandsReadOnlyTheirRowsAndMatchAPNGSource() throws {
+        var page = TestTIFF.Page(width: 700, height: 600, rowsPerStrip: 16)
+        page.sample = { x, y, s in UInt32((x / 3 + y / 2 + s * 60) & 0xFF) }
+        var tiled = page
+        tiled.tile = 64
+        tiled.rowsPerStrip = nil
+        let image = PixelBuffer(width: 700, height: 600, layout: .rgb)
+        for y in 0..<600 { for x in 0..<700 { for c in 0..<3 { image.row(y)[x * 3 + c] = UInt8(page.sample(x, y, c)) } } }
+        let png = try Codec.encodePNG(image)
+        func tiles(_ source: [UInt8], _ part: PyramidPart) throws -> ([String: [UInt8]], TileWork) {
+            try source.withUnsafeBytes { raw in
+                let info = try TileSourceInfo.probe(raw, limits: Limits())
+                var files: [String: [UInt8]] = [:]
+                let work = try TileRenderer(settings: TileSettings(), info: info, name: "p").render(raw, part: part) {
+                    files[$0.record.path] = $0.bytes
+                }
+                return (files, work)
+            }
+        }
+        for part in [PyramidPart.band(shrink: 0, rows: 1..<2), .band(shrink: 1, rows: 1..<2), .tail(from: 2)] {
+            let (reference, _) = try tiles(png, part)
+            for (name, p) in [("strips", page), ("tiles", tiled)] {
+                let (made, work) = try tiles(TestTIFF(pages: [p]).bytes(), part)
+                XCTAssertFalse(made.isEmpty)
+                XCTAssertEqual(made, reference, "\(name) \(part)")
+                if case .band = part { XCTAssertEqual(work.decode.seek, .direct, "\(name) \(part)") }
+            }
+        }
+        XCTAssertEqual(try TestTIFF(pages: [page]).bytes().withUnsafeBytes { try TileSourceInfo.probe($0, limits: Limits()) }.format, .tiff)
+    }
 }

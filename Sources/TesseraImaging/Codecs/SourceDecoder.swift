@@ -98,7 +98,8 @@ final class SourceDecoder {
             iccProfile = d.iccProfile
             xmp = d.xmp
         case .tiff:
-            let d = try TIFFDecoder(bytes: bytes, limits: options.limits)
+            let d = try TIFFDecoder(bytes: bytes, limits: options.limits, page: options.page,
+                                    releaseReads: options.inputIsFileMap)
             tiff = d
             jpeg = nil
             png = nil
@@ -203,6 +204,9 @@ final class SourceDecoder {
         return s
     }
 
+    /// What the TIFF decoder holds while reading (one band), for tile planning.
+    var tiffBandMemory: Int? { tiff?.bandMemory }
+
     /// HEIF thumbnails: (item, size as displayed).
     var heifThumbnails: [(id: UInt32, size: Size)] { heif?.thumbnails.map { ($0.id, $0.size) } ?? [] }
 
@@ -297,10 +301,16 @@ final class SourceDecoder {
     /// Whether `skip(rows:)` saves work: libjpeg streaming (it still entropy-decodes the
     /// skipped rows, so damage there is reported, but does no IDCT, upsampling or colour
     /// conversion for them).
-    var skipsRows: Bool { jpeg != nil && whole == nil }
+    /// TIFF: strips and tiles are read where they are, so skipped rows cost nothing.
+    var skipsRows: Bool { (jpeg != nil || tiff != nil) && whole == nil }
 
     /// Skips up to `rows` rows (libjpeg streaming only); returns how many were skipped.
     func skip(rows: Int) throws -> Int {
+        if let tiff {
+            let n = tiff.skip(rows: min(rows, decodedSize.height - rowsRead))
+            rowsRead += n
+            return n
+        }
         guard skipsRows, let jpeg else { return 0 }
         let n = try jpeg.skip(rows: min(rows, decodedSize.height - rowsRead))
         rowsRead += n

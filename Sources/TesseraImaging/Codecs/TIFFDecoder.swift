@@ -56,7 +56,8 @@ final class TIFFDecoder {
     /// The most one band (a strip, or a row of tiles) may hold, in bytes.
     static let maxBandBytes = 256 << 20
 
-    init(bytes: UnsafeRawBufferPointer, limits: Limits, page requested: Int = 0) throws {
+    /// - Parameter releaseReads: `bytes` map a file: drop the pages of strips and tiles once read.
+    init(bytes: UnsafeRawBufferPointer, limits: Limits, page requested: Int = 0, releaseReads: Bool = false) throws {
         guard let h = ts_tiff_open(bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count,
                                    max(64 << 20, min(limits.maxDecoderMemory, 1 << 30))) else {
             throw ImagingError(.outOfMemory, "TIFF: out of memory opening the file")
@@ -68,6 +69,7 @@ final class TIFFDecoder {
             throw TIFFDecoder.failure(message, header: true, size: bytes.count)
         }
         tif = OpaquePointer(t)
+        ts_tiff_release_reads(h, releaseReads ? 1 : 0)
         do {
             // Pages: libtiff 4.5 refuses an IFD chain that loops; a page count is bounded anyway.
             var sizes: [Size] = []
@@ -202,6 +204,18 @@ final class TIFFDecoder {
             throw ImagingError(.limitExceeded, "TIFF \(info.tiled != 0 ? "tiles" : "strips") of \(rows) rows of \(size.width) pixels need over \(Self.maxBandBytes >> 20) MB each")
         }
         return (rows, bytes, chunkBytes)
+    }
+
+    /// Bytes the decoder holds while reading: one band (a strip, or a row of tiles, of every
+    /// plane) and one compressed chunk.
+    var bandMemory: Int { (try? bandBytes()).map { $0.bytes + $0.chunkBytes } ?? 0 }
+
+    /// Moves forward `rows` rows without decoding them: strips and tiles are read where they
+    /// are, so the rows above a crop or a band cost nothing. Returns how many were skipped.
+    func skip(rows: Int) -> Int {
+        let n = max(0, min(rows, size.height - row))
+        row += n
+        return n
     }
 
     /// Reads up to `maxRows` rows in `channels` bytes per pixel; 0 at the end.

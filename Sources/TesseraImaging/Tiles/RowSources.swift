@@ -325,9 +325,10 @@ final class DecodedRowSource: RowSource {
     private(set) var position = 0
     private(set) var describe = TileDecodeInfo()
 
-    init(bytes: UnsafeRawBufferPointer, limits: Limits) throws {
+    init(bytes: UnsafeRawBufferPointer, limits: Limits, inputIsFileMap: Bool = false) throws {
         var options = RenderOptions()
         options.limits = limits
+        options.inputIsFileMap = inputIsFileMap
         decoder = try SourceDecoder(bytes: bytes, options: options)
         try decoder.start(scaleEighths: 8, maxBatchRows: 16)
         width = decoder.decodedSize.width
@@ -337,7 +338,15 @@ final class DecodedRowSource: RowSource {
 
     func seek(to y: Int) throws {
         precondition(y >= position, "row sources only move forward")
-        if y > position {
+        if y > position, decoder.skipsRows {
+            // TIFF: the rows above are never read.
+            describe.seek = .direct
+            while position < y {
+                let n = try decoder.skip(rows: y - position)
+                guard n > 0 else { throw ImagingError(.truncated, "the image ended at row \(position) of \(height)") }
+                position += n
+            }
+        } else if y > position {
             describe.seek = .readThrough
             let scratch = UnsafeMutablePointer<UInt8>.allocate(capacity: width * channels)
             defer { scratch.deallocate() }

@@ -54,7 +54,15 @@ extension TileSourceInfo {
             return TileSourceInfo(format: .png, width: h.width, height: h.height, progressive: h.interlaced,
                                   restartSeekable: false,
                                   wholeImageBytes: h.interlaced ? h.width * h.height * channels : 0, channels: channels)
-        case .webp, .heif, .avif, .tiff:
+        case .tiff:
+            // Streams: a band reads its own strips or tiles (one band of them in memory).
+            let d = try SourceDecoder(bytes: bytes, options: { var o = RenderOptions(); o.limits = limits; return o }())
+            let size = d.storedSize
+            var channels = d.declaresAlpha ? 4 : 3
+            if (try? d.start(scaleEighths: 8, maxBatchRows: 1)) != nil { channels = d.channels == 4 ? 4 : d.channels == 1 ? 1 : 3 }
+            return TileSourceInfo(format: .tiff, width: size.width, height: size.height, progressive: false,
+                                  restartSeekable: true, wholeImageBytes: d.tiffBandMemory ?? 0, channels: channels)
+        case .webp, .heif, .avif:
             // No streaming decoder: the image is decoded whole (once per part), within the budget.
             let d = try SourceDecoder(bytes: bytes, options: { var o = RenderOptions(); o.limits = limits; return o }())
             let size = d.storedSize
@@ -82,6 +90,8 @@ public struct TileRenderer {
     public let name: String
     public var limits = Limits()
     public var strict = true
+    /// The source bytes map a file (`RenderOptions.inputIsFileMap`).
+    public var inputIsFileMap = false
 
     public init(settings: TileSettings, info: TileSourceInfo, name: String) {
         self.settings = settings
@@ -110,7 +120,7 @@ public struct TileRenderer {
             base = try PNGRowSource(bytes: bytes, limits: limits)
             try base.seek(to: startRow << shift)
         case .webp, .heif, .avif, .tiff:
-            base = try DecodedRowSource(bytes: bytes, limits: limits)
+            base = try DecodedRowSource(bytes: bytes, limits: limits, inputIsFileMap: inputIsFileMap)
             try base.seek(to: startRow << shift)
         }
         guard shift > 0 else { return base }

@@ -214,6 +214,9 @@ int ts_tiff_subifds(ts_tiff *t, uint64_t *offsets, int max);
 /// 1 when the current directory is a page libtiff can convert to RGBA (its TIFFRGBAImage);
 /// else 0 with the reason in `ts_tiff_message`.
 int ts_tiff_rgba_ok(ts_tiff *t);
+/// `data` is a read-only map of a file: drop the pages of each read from the process once
+/// copied (madvise MADV_DONTNEED: the file stays in the page cache and reads back).
+void ts_tiff_release_reads(ts_tiff *t, int on);
 /// Reads `rows` rows from `row` of the current directory as packed RGBA (8 bits each,
 /// alpha premultiplied), in stored order (no flips), `width` pixels each. 0 on success.
 int ts_tiff_rgba_rows(ts_tiff *t, uint32_t row, uint32_t rows, uint32_t *out);
