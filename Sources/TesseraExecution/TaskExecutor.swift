@@ -177,7 +177,7 @@ public enum TaskExecutor {
             record.sourceWidth = result.source.storedSize.width
             record.sourceHeight = result.source.storedSize.height
             record.scaleEighths = result.scaleEighths
-            record.decodePath = result.decodePath.rawValue
+            record.decodePath = result.recordedDecodePath
             for stage in [Stage.decode, .resize, .finish, .encode] { record.timings[stage] = result.timings[stage] }
             for out in result.outputs {
                 let spec = job.outputs[out.recipeIndex]

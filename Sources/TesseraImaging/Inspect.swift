@@ -140,7 +140,10 @@ public struct ImageInfo: Sendable, Codable {
 
     /// WebP, HEIF and AVIF, through their decoders' headers (no pixels decoded).
     private static func modern(_ raw: UnsafeRawBufferPointer) throws -> ImageInfo {
-        let source = try SourceDecoder(bytes: raw, options: RenderOptions())
+        // Nothing is decoded: any size can be described.
+        var options = RenderOptions()
+        options.limits.maxPixels = Int.max
+        let source = try SourceDecoder(bytes: raw, options: options)
         let size = source.storedSize
         var info = ImageInfo(format: source.format, bytes: raw.count, width: size.width, height: size.height, orientation: 1,
                              displayWidth: size.width, displayHeight: size.height, colorSpace: "RGB",

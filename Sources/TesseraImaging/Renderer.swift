@@ -42,6 +42,10 @@ public struct RenderResult: Sendable {
     public let source: SourceSummary
     public let outputs: [RenderedOutput]
     public let decodePath: DecodePath
+    /// A pyramidal TIFF's reduced level read (1 is the largest), if one was.
+    public let level: Int?
+    /// What the record says of the path: `tiff-level-2`, `jpeg`, …
+    public var recordedDecodePath: String { decodePath.recorded(level: level) }
     /// The DCT scale used, in eighths (8 = full size).
     public let scaleEighths: Int
     public let decodedSize: Size
@@ -115,7 +119,7 @@ public enum Renderer {
         }
         // Metadata, flattening and the steps between the timed ones are the finishing's.
         timings.close(at: clock.milliseconds, remainderTo: .finish)
-        return RenderResult(source: stage.summary, outputs: outputs, decodePath: stage.decodePath,
+        return RenderResult(source: stage.summary, outputs: outputs, decodePath: stage.decodePath, level: stage.level,
                             scaleEighths: stage.scaleEighths, decodedSize: stage.decodedSize, timings: timings)
     }
 
@@ -143,6 +147,8 @@ public enum Renderer {
         var decodedSize: Size
         var timings: StageTimings
         var decodePath: DecodePath
+        /// A pyramidal TIFF's reduced level read (1 is the largest), if one was.
+        var level: Int? = nil
     }
 
     /// Steps 1-3 and the pixel part of 4: header, plans, one streaming decode into a
@@ -162,6 +168,14 @@ public enum Renderer {
         // the thumbnail is read as a smaller decode of the whole image.
         if options.heifThumbnails, let thumb = heifThumbnail(source, plans: plans) {
             source.useHEIFThumbnail(thumb.id, size: thumb.size)
+        }
+        // A pyramidal TIFF: the smallest reduced level that still leaves the resampler its
+        // headroom (else the smallest that covers every output), as a JPEG's DCT scale is chosen.
+        if source.format == .tiff, !source.tiffLevels.isEmpty, !plans.contains(where: \.needsAnalysis) {
+            let levels = source.tiffLevels
+            let pick = smallestCovering(levels, main: source.storedSize, plans: plans, headroom: options.scalePolicy.minimumResidual)
+                ?? smallestCovering(levels, main: source.storedSize, plans: plans, headroom: 1)
+            if let pick, let n = levels.firstIndex(of: pick) { _ = source.useTIFFLevel(n + 1) }
         }
         // Fast mode: the embedded thumbnail, when it can stand in for the image. Anything
         // wrong with the thumbnail falls back to the image itself.
@@ -197,6 +211,18 @@ public enum Renderer {
     /// as every output takes from its region of the image. "The image's aspect": each side
     /// within the rounding of the other (encoders round thumbnail sides to even numbers for
     /// 4:2:0 chroma: a 2592×3888 image gets 212×320, not 213.3×320).
+    /// The smallest of `candidates` (smaller copies of a `main`-size image) from which every
+    /// plan's output is at most 1/`headroom` of its region.
+    static func smallestCovering(_ candidates: [Size], main: Size, plans: [OutputPlan], headroom: Double) -> Size? {
+        candidates.filter { s in
+            let k = Double(s.width) / Double(main.width)
+            return plans.allSatisfy { plan in
+                Double(plan.storedOutputSize.width) * headroom <= plan.storedRegion.width * k + 0.5
+                    && Double(plan.storedOutputSize.height) * headroom <= plan.storedRegion.height * k + 0.5
+            }
+        }.min { $0.width < $1.width }
+    }
+
     static func heifThumbnail(_ source: SourceDecoder, plans: [OutputPlan]) -> (id: UInt32, size: Size)? {
         let main = source.storedSize
         let covering = source.heifThumbnails.filter { t in
@@ -378,7 +404,7 @@ public enum Renderer {
         return Stage(summary: summary, images: images, finishTimes: finishTimes, profile: profile,
                      copyright: source.exif?.copyright, scaleEighths: source.scaleEighths, decodedSize: decoded,
                      timings: timings,
-                     decodePath: decodePath(source, fastMode: options.fastMode))
+                     decodePath: decodePath(source, fastMode: options.fastMode), level: source.tiffLevel)
     }
 
     /// The whole image at `scaleEighths`, stored orientation (for analysis).
@@ -402,7 +428,7 @@ public enum Renderer {
         switch source.format {
         case .png: return .png
         case .webp: return .webp
-        case .tiff: return .tiff
+        case .tiff: return source.tiffLevel != nil ? .tiffLevel : .tiff
         case .heif, .avif: return source.heifThumbnail != nil ? .heifThumbnail : .heifPrimary
         case .jpeg: return source.usedDCScans ? (fastMode ? .progressiveDCOnly : .progressiveDC) : .jpeg
         }

@@ -55,6 +55,11 @@ public enum DecodePath: String, Sendable, Codable {
     case heifThumbnail = "heif-thumbnail"
     /// libtiff, the page's full-resolution image, strip by strip or tile row by tile row.
     case tiff
+    /// libtiff, a reduced-resolution level of a pyramidal TIFF (recorded as `tiff-level-N`).
+    case tiffLevel = "tiff-level"
+
+    /// What a record says: the path, and for a pyramid level which one (`tiff-level-2`).
+    public func recorded(level: Int?) -> String { level.map { "\(rawValue)-\($0)" } ?? rawValue }
 }
 
 /// How the JPEG DCT scale is chosen for an output.

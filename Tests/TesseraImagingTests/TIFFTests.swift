@@ -258,4 +258,40 @@ final class TIFFTests: XCTestCase {
         }
         XCTAssertEqual(try TestTIFF(pages: [page]).bytes().withUnsafeBytes { try TileSourceInfo.probe($0, limits: Limits()) }.format, .tiff)
     }
+
+    /// A pyramidal TIFF (reduced-resolution directories after the page, as `vips tiffsave
+    /// --pyramid` writes them): a thumbnail reads the smallest level that leaves the resampler
+    /// its headroom (else the smallest that covers, as a JPEG's DCT scale falls back); the
+    /// levels are not pages.
+    func testPyramidalSourcesReadTheSmallestLevelThatCovers() throws {
+        func flat(_ w: Int, _ h: Int, _ v: UInt32, reduced: Bool) -> TestTIFF.Page {
+            var p = TestTIFF.Page(width: w, height: h, samples: 1, photometric: 1, rowsPerStrip: 16)
+            p.sample = { _, _, _ in v }
+            if reduced { p.subfileType = 1 }
+            return p
+        }
+        // Each level has its own grey, so the output says which one was read.
+        let file = TestTIFF(pages: [flat(400, 300, 100, reduced: false), flat(200, 150, 150, reduced: true),
+                                    flat(100, 75, 200, reduced: true), flat(50, 40, 30, reduced: false)]).bytes()
+        let info = try ImageInfo.inspect(file)
+        XCTAssertEqual(info.structure.first, "2 pages: 400x300, 50x40")
+        XCTAssertTrue(info.structure.contains("levels 200x150, 100x75"), "\(info.structure)")
+        for (box, grey, path, level) in [(64, 200, DecodePath.tiffLevel, 2), (120, 150, .tiffLevel, 1), (180, 150, .tiffLevel, 1), (250, 100, .tiff, nil)] {
+            let result = try Renderer.render(file, recipes: [recipe([fit(box, box)], format: .png)])
+            XCTAssertEqual(result.decodePath, path, "box \(box)")
+            XCTAssertEqual(result.level, level, "box \(box)")
+            XCTAssertEqual(result.outputs[0].size.width, box, "box \(box)")
+            XCTAssertEqual(result.source.storedSize, Size(width: 400, height: 300), "the page's size is reported")
+            let pixels = try Renderer.decode(result.outputs[0].bytes)
+            XCTAssertEqual(Int(pixels.pixel(x: box / 2, y: box / 4)[0]), grey, "box \(box): read the level of grey \(grey)")
+        }
+        XCTAssertEqual(DecodePath.tiffLevel.recorded(level: 2), "tiff-level-2")
+        // 400×300 over a 0.1 MP limit: a pyramid is checked by what it decodes.
+        var options = RenderOptions()
+        options.limits.maxPixels = 100_000
+        XCTAssertEqual(try Renderer.render(file, recipes: [recipe([fit(64, 64)])], options: options).level, 2)
+        XCTAssertThrowsError(try Renderer.render(file, recipes: [recipe([fit(300, 300)])], options: options)) {
+            XCTAssertEqual(($0 as? ImagingError)?.code, .limitExceeded)
+        }
+    }
 }

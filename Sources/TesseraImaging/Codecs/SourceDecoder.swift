@@ -105,7 +105,7 @@ final class SourceDecoder {
             png = nil
             webp = nil
             heif = nil
-            storedSize = d.size
+            storedSize = d.fullSize
             // The Orientation tag plays EXIF's part; the ICC profile is tag 34675.
             orientationOverride = d.orientation
             iccProfile = d.iccProfile
@@ -126,7 +126,14 @@ final class SourceDecoder {
                 throw ImagingError(.unsupportedFeature, "this build of libheif cannot decode \(format == .avif ? "AV1 (AVIF)" : "HEVC (HEIC)")")
             }
         }
-        try options.limits.checkDimensions(storedSize)
+        // A pyramidal TIFF's pixel count is checked on the level decoded (Renderer), its sides here.
+        if tiff?.levels.isEmpty == false {
+            var sides = options.limits
+            sides.maxPixels = Int.max
+            try sides.checkDimensions(storedSize)
+        } else {
+            try options.limits.checkDimensions(storedSize)
+        }
     }
 
     /// An ICC profile standing for an nclx colour box that is not sRGB (other primaries,
@@ -190,6 +197,7 @@ final class SourceDecoder {
         if let tiff {
             s.append("\(tiff.pageCount) page\(tiff.pageCount == 1 ? "" : "s")"
                      + (tiff.pageCount > 1 ? ": " + tiff.pageSizes.prefix(16).map { "\($0)" }.joined(separator: ", ") : ""))
+            if !tiff.levels.isEmpty { s.append("levels " + tiff.levels.map { "\($0)" }.joined(separator: ", ")) }
             if tiff.iccProfile != nil { s.append("ICC profile") }
         }
         if let heif {
@@ -203,6 +211,13 @@ final class SourceDecoder {
         }
         return s
     }
+
+    /// A TIFF page's reduced-resolution levels (largest first), for the renderer to choose from.
+    var tiffLevels: [Size] { tiff?.levels ?? [] }
+    /// The reduced level read, when one was chosen (1 is the largest).
+    var tiffLevel: Int? { tiff?.level }
+    /// Reads reduced level `n` instead of the full image (false: not usable, the full image is read).
+    func useTIFFLevel(_ n: Int) -> Bool { tiff?.useLevel(n) ?? false }
 
     /// What the TIFF decoder holds while reading (one band), for tile planning.
     var tiffBandMemory: Int? { tiff?.bandMemory }
@@ -281,7 +296,7 @@ final class SourceDecoder {
             if image.bits > 8 { deep = DeepToEight(bits: image.bits, nclx: heif.nclx) }
             heifImage = image
         } else if let tiff {
-            decodedSize = storedSize
+            decodedSize = tiff.size  // the page, or the reduced level chosen
             channels = tiff.channels
             scaleEighths = 8
         } else if let png {

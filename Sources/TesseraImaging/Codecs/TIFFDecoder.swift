@@ -14,25 +14,40 @@ import TesseraShim
 /// RGBA reader. libtiff's errors and warnings are kept per file, never printed. Every call into
 /// libtiff is in this file or in the shim.
 final class TIFFDecoder {
-    /// Pages (directories) in the file.
+    /// Pages in the file: directories that are not reduced-resolution copies of another.
     let pageCount: Int
     /// The page decoded.
     let page: Int
-    let size: Size
+    /// The size of the page's full-resolution image (what outputs are planned from).
+    let fullSize: Size
+    /// The size of the image being read: the page's, or a reduced level's once `useLevel`.
+    private(set) var size: Size
     let orientation: Orientation
     let iccProfile: [UInt8]?
     /// 1 (gray), 3 (RGB) or 4 (RGBA): what `read` produces.
-    let channels: Int
+    private(set) var channels: Int
     let bitsPerSample: Int
     /// `LZW`, `Deflate`, `JPEG`, …, then what the samples are (`16-bit RGB, planar, tiled`).
     let description: String
     /// Every page's size, for `inspect`.
     let pageSizes: [Size]
+    /// The page's reduced-resolution images (pyramid levels), largest first: the directories
+    /// after it marked reduced (NewSubfileType bit 0, as `vips tiffsave --pyramid` writes) and
+    /// its SubIFDs.
+    let levels: [Size]
+    /// The level being read (1 is the largest reduced one), nil for the full image.
+    private(set) var level: Int?
+    private let levelDirectories: [Directory]
+    /// The page's directory in the main chain.
+    private let pageDirectory: Int
+
+    /// Where a directory is: its index in the main chain, or a SubIFD's offset.
+    private enum Directory { case main(Int), sub(UInt64) }
 
     private let handle: OpaquePointer
     private let tif: OpaquePointer
-    private let info: ts_tiff_info
-    private let unpack: Unpack
+    private var info: ts_tiff_info
+    private var unpack: Unpack
     private var row = 0
     // The band of decoded rows [bandTop, bandTop + bandRows), interleaved samples.
     private var band: UnsafeMutableRawPointer?
@@ -40,7 +55,7 @@ final class TIFFDecoder {
     private var bandRows = 0
     private var chunk: UnsafeMutableRawPointer?
     private var rowScratch: UnsafeMutablePointer<UInt8>?
-    private let cmyk: CMYKConverter?
+    private var cmyk: CMYKConverter?
 
     /// How the samples become pixels.
     private enum Unpack {
@@ -71,29 +86,67 @@ final class TIFFDecoder {
         tif = OpaquePointer(t)
         ts_tiff_release_reads(h, releaseReads ? 1 : 0)
         do {
-            // Pages: libtiff 4.5 refuses an IFD chain that loops; a page count is bounded anyway.
-            var sizes: [Size] = []
+            // Directories: libtiff 4.5 refuses an IFD chain that loops; their number is bounded anyway.
+            var directories: [(size: Size, reduced: Bool)] = []
             repeat {
                 var i = ts_tiff_info()
-                if ts_tiff_info_read(h, &i) == 0 { sizes.append(Size(width: Int(i.width), height: Int(i.height))) }
-                guard sizes.count < 10_000 else { break }
+                if ts_tiff_info_read(h, &i) == 0 {
+                    directories.append((Size(width: Int(i.width), height: Int(i.height)), i.subfile_type & 1 != 0))
+                }
+                guard directories.count < 10_000 else { break }
             } while TIFFReadDirectory(tif) != 0
             ts_tiff_clear(h)
-            pageCount = max(1, sizes.count)
-            pageSizes = sizes
+            // Pages are the full images; a reduced image belongs to the page before it.
+            var pages = directories.indices.filter { !directories[$0].reduced }
+            if pages.isEmpty { pages = [0] }
+            pageCount = pages.count
+            pageSizes = pages.compactMap { directories.indices.contains($0) ? directories[$0].size : nil }
             guard requested >= 0, requested < pageCount else {
                 throw ImagingError(.invalidRecipe, "page \(requested) of a \(pageCount)-page TIFF (pages count from 0)")
             }
             page = requested
-            guard TIFFSetDirectory(tif, UInt32(requested)) != 0 else {
+            let first = pages[requested]
+            pageDirectory = first
+            var found: [(Directory, Size)] = []
+            var d = first + 1
+            while d < directories.count, directories[d].reduced {
+                found.append((.main(d), directories[d].size))
+                d += 1
+            }
+            guard TIFFSetDirectory(tif, UInt32(first)) != 0 else {
                 throw TIFFDecoder.failure(String(cString: ts_tiff_message(h)), header: true, size: bytes.count)
             }
+            var offsets = [UInt64](repeating: 0, count: 32)
+            let subs = Int(ts_tiff_subifds(h, &offsets, 32))
+            for o in offsets.prefix(subs) where TIFFSetSubDirectory(tif, o) != 0 {
+                var i = ts_tiff_info()
+                if ts_tiff_info_read(h, &i) == 0 { found.append((.sub(o), Size(width: Int(i.width), height: Int(i.height)))) }
+            }
+            ts_tiff_clear(h)
+            if subs > 0 { _ = TIFFSetDirectory(tif, UInt32(first)) }
             var i = ts_tiff_info()
             guard ts_tiff_info_read(h, &i) == 0 else {
                 throw TIFFDecoder.failure(String(cString: ts_tiff_message(h)), header: true, size: bytes.count)
             }
-            size = Size(width: Int(i.width), height: Int(i.height))
-            try limits.checkDimensions(size)
+            let full = Size(width: Int(i.width), height: Int(i.height))
+            // Levels must be smaller copies of the page (its aspect within a pixel), largest first.
+            found = found.filter { _, s in
+                s.width > 0 && s.height > 0 && s.width < full.width && s.height < full.height
+                    && abs(Double(s.height) - Double(s.width) * Double(full.height) / Double(full.width)) <= 2
+            }.sorted { $0.1.width > $1.1.width }
+            levels = found.map(\.1)
+            levelDirectories = found.map(\.0)
+            fullSize = full
+            size = full
+            // A pyramid is checked by what is decoded (the renderer checks the level it reads);
+            // anything else by its declared size, before any pixel memory.
+            if levels.isEmpty {
+                try limits.checkDimensions(size)
+            } else {
+                var sides = limits
+                sides.maxPixels = Int.max
+                try sides.checkDimensions(size)
+            }
             orientation = Orientation(exif: (1...8).contains(Int(i.orientation)) ? Int(i.orientation) : 1)
             iccProfile = i.icc.map { Array(UnsafeBufferPointer(start: $0, count: Int(min(i.icc_length, 16 << 20)))) }
             bitsPerSample = Int(i.bits_per_sample)
@@ -127,6 +180,36 @@ final class TIFFDecoder {
         chunk?.deallocate()
         rowScratch?.deallocate()
         ts_tiff_close(handle)
+    }
+
+    /// Reads reduced level `n` (1 is the largest) instead of the full image. A level that
+    /// cannot be read as the page is (another layout, channels or a damaged directory) is not
+    /// used: false, and the full image is read.
+    func useLevel(_ n: Int) -> Bool {
+        guard n >= 1, n <= levels.count, row == 0, band == nil else { return false }
+        let ok: Bool
+        switch levelDirectories[n - 1] {
+        case .main(let d): ok = TIFFSetDirectory(tif, UInt32(d)) != 0
+        case .sub(let o): ok = TIFFSetSubDirectory(tif, o) != 0
+        }
+        var i = ts_tiff_info()
+        if ok, ts_tiff_info_read(handle, &i) == 0 {
+            if i.compression == UInt16(COMPRESSION_JPEG), i.photometric == UInt16(PHOTOMETRIC_YCBCR) { _ = ts_tiff_jpeg_rgb(handle) }
+            if TIFFIsCODECConfigured(i.compression) != 0, let (u, c) = try? TIFFDecoder.choose(i, handle: handle), c == channels {
+                let saved = (info, unpack, size)
+                (info, unpack, size) = (i, u, Size(width: Int(i.width), height: Int(i.height)))
+                if (try? bandBytes()) != nil {
+                    level = n
+                    return true
+                }
+                (info, unpack, size) = saved
+            }
+        }
+        // Back to the page itself.
+        _ = TIFFSetDirectory(tif, UInt32(pageDirectory))
+        if info.compression == UInt16(COMPRESSION_JPEG), info.photometric == UInt16(PHOTOMETRIC_YCBCR) { _ = ts_tiff_jpeg_rgb(handle) }
+        ts_tiff_clear(handle)
+        return false
     }
 
     /// Whether the page declares transparency.
