@@ -183,11 +183,13 @@ public struct JobOptions: Codable, Sendable, Equatable {
     public var fast = false
     /// HEIF/AVIF: decode a thumbnail item when it covers every output (as vips does).
     public var heifThumbnails = true
+    /// The page of multi-page TIFFs to render (from 0); single-page sources have only page 0.
+    public var page = 0
 
     public init() {}
 
     enum CodingKeys: String, CodingKey {
-        case maxMegapixels, maxInputMB, strict, maxAttempts, timeout, inline, incremental, fast, heifThumbnails
+        case maxMegapixels, maxInputMB, strict, maxAttempts, timeout, inline, incremental, fast, heifThumbnails, page
     }
 
     public init(from decoder: Decoder) throws {
@@ -203,6 +205,7 @@ public struct JobOptions: Codable, Sendable, Equatable {
         incremental = try c.decodeIfPresent(Bool.self, forKey: .incremental) ?? d.incremental
         fast = try c.decodeIfPresent(Bool.self, forKey: .fast) ?? d.fast
         heifThumbnails = try c.decodeIfPresent(Bool.self, forKey: .heifThumbnails) ?? d.heifThumbnails
+        page = try c.decodeIfPresent(Int.self, forKey: .page) ?? d.page
     }
 
     /// A pyramid never holds the whole image: a tiles job whose options do not say
@@ -225,6 +228,7 @@ public struct JobOptions: Codable, Sendable, Equatable {
         o.strict = strict
         o.fastMode = fast
         o.heifThumbnails = heifThumbnails
+        o.page = page
         return o
     }
 }
@@ -480,12 +484,14 @@ extension JobOptions {
         ("maxInputMB", 1...65_536, "MB"),
         ("maxAttempts", 1...100, "attempts"),
         ("timeout", 0.1...604_800, "seconds"),
+        ("page", 0...9_999, "(pages count from 0)"),
     ]
 
     /// The first option out of its range, as (field, message), or nil.
     public func problem() -> (field: String, message: String)? {
         let values: [String: Double] = ["maxMegapixels": maxMegapixels, "maxInputMB": Double(maxInputMB),
-                                        "maxAttempts": Double(maxAttempts), "timeout": timeout]
+                                        "maxAttempts": Double(maxAttempts), "timeout": timeout,
+                                        "page": Double(page)]
         for (field, _, _) in Self.ranges {
             if let message = Self.rangeProblem(field, values[field]!) { return ("options.\(field)", message) }
         }

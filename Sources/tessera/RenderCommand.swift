@@ -12,7 +12,7 @@ struct Render: ParsableCommand {
         abstract: "Render images to a size, presets or recipes, in this process.",
         discussion: """
             Inputs are files or directories (searched recursively for JPEG, PNG, WebP, \
-            HEIC/HEIF and AVIF by extension, any case), or - for standard input. Each input \
+            HEIC/HEIF, AVIF and TIFF by extension, any case), or - for standard input. Each input \
             is decoded once for all of its outputs. Outputs are written \
             atomically under OUTDIR (or to standard output with -o -), named by --template: \
             {dir} (relative to the input directory), {stem}, {ext}, {srcext} (the input's own \
@@ -47,6 +47,9 @@ struct Render: ParsableCommand {
 
     @Flag(help: "HEIF/AVIF: always decode the primary image, never a thumbnail item (by default a thumbnail that covers the output is used, as vips does).")
     var primary = false
+
+    @Option(help: "Multi-page TIFF: the page to render, from 0 (default: 0).")
+    var page: Int = 0
 
     @Option(parsing: .unconditional, help: "Largest output file in bytes: the highest quality that fits (binary search), or the task fails.")
     var maxBytes: Int?
@@ -350,6 +353,8 @@ struct Render: ParsableCommand {
         options.fastMode = fast
         options.progressiveDC = !noProgressiveDc
         options.heifThumbnails = !primary
+        guard page >= 0 else { throw ValidationError("--page counts from 0, got \(page)") }
+        options.page = page
         if let r = dctResidual { options.scalePolicy.minimumResidual = r }
         if let s = dctScales {
             options.scalePolicy.preferredEighths = s.split(separator: ",").compactMap { Int($0) }.sorted()

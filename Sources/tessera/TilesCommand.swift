@@ -18,7 +18,7 @@ struct Tiles: ParsableCommand {
             \(Exit.help)
             """)
 
-    @Argument(help: "JPEG, PNG, HEIC, AVIF or WebP sources, or directories of them.", completion: .file())
+    @Argument(help: "JPEG, PNG, TIFF, HEIC, AVIF or WebP sources, or directories of them.", completion: .file())
     var sources: [String]
 
     @Option(name: .shortAndLong, help: "Output directory.", completion: .directory)

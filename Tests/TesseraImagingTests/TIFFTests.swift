@@ -114,6 +114,17 @@ final class TIFFTests: XCTestCase {
         XCTAssertEqual(info.format, .tiff)
         XCTAssertEqual(info.width, 30)
         XCTAssertEqual(info.structure.first, "3 pages: 30x20, 15x10, 8x5")
+        var second = RenderOptions()
+        second.page = 1
+        XCTAssertEqual(try decode(file, options: second).width, 15, "page 1")
+        second.page = 3
+        XCTAssertThrowsError(try decode(file, options: second)) {
+            XCTAssertEqual(($0 as? ImagingError)?.reason, "page 3 of a 3-page TIFF (pages count from 0)")
+        }
+        second.page = 1
+        XCTAssertThrowsError(try decode(try Codec.encodePNG(PixelBuffer(width: 2, height: 2, layout: .rgb)), options: second)) {
+            XCTAssertEqual(($0 as? ImagingError)?.code, .invalidRecipe)
+        }
         let result = try Renderer.render(file, recipes: [recipe([fit(10, 10)], format: .png)])
         XCTAssertEqual(result.decodePath, .tiff)
         XCTAssertEqual(result.outputs[0].size, Size(width: 10, height: 7))

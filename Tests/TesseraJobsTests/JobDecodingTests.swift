@@ -85,6 +85,7 @@ final class JobDecodingTests: XCTestCase {
             ("wrong type", base + "priority: high\n", "priority: expected an integer, got \"high\""),
             ("wrong option type", base + "options: {maxInputMB: big}\n", "options.maxInputMB: expected an integer, got \"big\""),
             ("out of range", base + "options: {maxAttempts: 0}\n", "options.maxAttempts"),
+            ("page out of range", base + "options: {page: -1}\n", "options.page"),
             ("out of range tiles", "name: t\nkind: tiles\ninputs: [/in]\noutput: /out\ntiles: {tileSize: 5}\n", "tiles.tileSize must be 16...4096"),
         ]
         for (what, yaml, expected) in mistakes {

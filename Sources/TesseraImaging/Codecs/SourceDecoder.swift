@@ -63,6 +63,9 @@ final class SourceDecoder {
             throw ImagingError(.unsupportedFormat, FormatDetection.unsupportedMessage(bytes))
         }
         self.format = format
+        if options.page != 0, format != .tiff {
+            throw ImagingError(.invalidRecipe, "page \(options.page) of a \(format.rawValue.uppercased()) (one page: 0)")
+        }
         switch format {
         case .jpeg:
             let d = try JPEGDecoder(bytes: bytes, limits: options.limits, strict: options.strict)
