@@ -10,4 +10,7 @@ flags=(--scratch-path .build-sanitize --sanitize=address -Xcc -fsanitize=undefin
 swift build --build-tests "${flags[@]}"
 export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0"
-swift test --skip-build "${flags[@]}" --filter TesseraImagingTests
+# One test is left to the release run: which DCT scale 12-megapixel sources decode at (the
+# planner's Swift; the same libjpeg and resampling paths run here on smaller images), 77 s of a
+# CI run in this debug ASan build.
+swift test --skip-build "${flags[@]}" --filter TesseraImagingTests --skip GeometryTests.testThumbnailsUseScaledDecoding

@@ -91,6 +91,22 @@ final class TIFFTests: XCTestCase {
         XCTAssertEqual(image.pixel(x: 3, y: 0), [255, 127, 0])
     }
 
+    /// CIELab (photometric 8, a* and b* signed): through Little CMS from D50 Lab to sRGB.
+    func testCIELabIsConvertedToSRGB() throws {
+        var lab = TestTIFF.Page(width: 4, height: 1, samples: 3, photometric: 8)
+        // (L*, a*, b*) as stored: L* 0…255 for 0…100, a* and b* two's complement.
+        let values: [[UInt32]] = [[255, 0, 0], [0, 0, 0], [128, 0, 0], [138, 80, 70]]
+        lab.sample = { x, _, s in values[x][s] }
+        let image = try decode(TestTIFF(pages: [lab]).bytes())
+        // White and black within Little CMS's rounding of the D50 → D65 adaptation.
+        for c in image.pixel(x: 0, y: 0) { XCTAssertGreaterThanOrEqual(c, 253) }
+        for c in image.pixel(x: 1, y: 0) { XCTAssertLessThanOrEqual(c, 2) }
+        for c in image.pixel(x: 2, y: 0) { XCTAssertEqual(Int(c), 119, accuracy: 2, "L* 50 is sRGB 119 grey") }
+        let red = image.pixel(x: 3, y: 0)  // L* 54, a* 80, b* 70: a strong red
+        XCTAssertGreaterThan(Int(red[0]), 200)
+        XCTAssertLessThan(Int(red[1]), 60)
+    }
+
     /// Every Orientation tag value: the displayed size, and the stored top-left corner where it belongs.
     func testAllEightOrientationsAreUpright() throws {
         var page = TestTIFF.Page(width: 6, height: 4, samples: 1, photometric: 1)

@@ -56,6 +56,8 @@ final class TIFFDecoder {
     private var chunk: UnsafeMutableRawPointer?
     private var rowScratch: UnsafeMutablePointer<UInt8>?
     private var cmyk: CMYKConverter?
+    /// CIELab (D50) to sRGB through Little CMS.
+    private lazy var lab = ColorTransform(from: .lab, .lab8, to: .sRGB, .rgb8)
 
     /// How the samples become pixels.
     private enum Unpack {
@@ -65,7 +67,7 @@ final class TIFFDecoder {
         case rgba
     }
 
-    private enum Kind: Equatable { case gray(inverted: Bool), rgb, cmyk }
+    private enum Kind: Equatable { case gray(inverted: Bool), rgb, cmyk, lab }
     private enum Alpha: Equatable { case none, straight, associated }
 
     /// The most one band (a strip, or a row of tiles) may hold, in bytes.
@@ -233,12 +235,14 @@ final class TIFFDecoder {
             if spp >= 3 { kind = .rgb }
         case PHOTOMETRIC_SEPARATED where i.ink_set == UInt16(INKSET_CMYK) || i.ink_set == 0:
             if spp >= 4 { kind = .cmyk }
+        case PHOTOMETRIC_CIELAB where !float:
+            if spp >= 3 { kind = .lab }
         default:
             kind = nil
         }
         if let kind, depthOK, i.compression != UInt16(COMPRESSION_OJPEG) {
             let colour: Int
-            switch kind { case .gray: colour = 1; case .rgb: colour = 3; case .cmyk: colour = 4 }
+            switch kind { case .gray: colour = 1; case .rgb, .lab: colour = 3; case .cmyk: colour = 4 }
             var alpha = Alpha.none
             if spp > colour {
                 switch Int32(i.extra_sample_type) {
@@ -249,7 +253,7 @@ final class TIFFDecoder {
                 }
             }
             let out: Int
-            switch kind { case .gray: out = alpha == .none ? 1 : 4; case .rgb, .cmyk: out = alpha == .none ? 3 : 4 }
+            switch kind { case .gray: out = alpha == .none ? 1 : 4; case .rgb, .cmyk, .lab: out = alpha == .none ? 3 : 4 }
             return (.samples(kind: kind, alpha: alpha), out)
         }
         if bits == 12 || (bits > 16 && !float) || (float && bits != 32) {
@@ -393,11 +397,36 @@ final class TIFFDecoder {
                 out.update(from: src, count: width * 4)
                 SourceDecoder.unpremultiply(out, count: width)
             }
+        case .samples(.lab, let alpha):
+            // TIFF's CIELab stores a* and b* signed; ICC's 8-bit encoding offsets them by 128.
+            let spp = Int(info.samples_per_pixel), sampleBytes = Int(info.bits_per_sample) / 8
+            let src = band! + r * width * spp * sampleBytes
+            let scratch = rowScratch!
+            for x in 0..<width {
+                for k in 0..<3 {
+                    let high = sampleBytes == 1 ? src.load(fromByteOffset: x * spp + k, as: UInt8.self)
+                        : UInt8(src.loadUnaligned(fromByteOffset: (x * spp + k) * 2, as: UInt16.self) >> 8)
+                    scratch[x * 3 + k] = k == 0 ? high : high ^ 0x80
+                }
+            }
+            guard let lab else { return }
+            if alpha == .none {
+                lab.apply(scratch, out, count: width)
+            } else {
+                let rgb = UnsafeMutablePointer<UInt8>.allocate(capacity: width * 3)
+                defer { rgb.deallocate() }
+                lab.apply(scratch, rgb, count: width)
+                for x in 0..<width {
+                    out[x * 4] = rgb[x * 3]; out[x * 4 + 1] = rgb[x * 3 + 1]; out[x * 4 + 2] = rgb[x * 3 + 2]
+                    out[x * 4 + 3] = TIFFDecoder.eight(src, index: x * spp + 3, sampleBytes: sampleBytes, float: false)
+                }
+                if alpha == .associated { SourceDecoder.unpremultiply(out, count: width) }
+            }
         case .samples(let kind, let alpha):
             let spp = Int(info.samples_per_pixel), sampleBytes = Int(info.bits_per_sample) / 8
             let src = band! + r * width * spp * sampleBytes
             let colour: Int
-            switch kind { case .gray: colour = 1; case .rgb: colour = 3; case .cmyk: colour = 4 }
+            switch kind { case .gray: colour = 1; case .rgb, .lab: colour = 3; case .cmyk: colour = 4 }
             // Colour samples (and alpha) to 8 bits, into `channels` (CMYK: into scratch first).
             let scratch = rowScratch!
             let direct = kind == .cmyk ? scratch : out

@@ -37,6 +37,12 @@ final class ICCProfile: @unchecked Sendable {
         return ICCProfile(handle: cmsCreate_sRGBProfile())
     }()
 
+    /// CIE L*a*b* relative to D50 (`cmsCreateLab4Profile`): the Lab of ICC, Photoshop and TIFF files without a white point.
+    static let lab: ICCProfile = {
+        _ = LittleCMS.ready
+        return ICCProfile(handle: cmsCreateLab4Profile(nil))
+    }()
+
     var colorSpace: ColorSpace {
         switch cmsGetColorSpace(handle) {
         case cmsSigRgbData: return .rgb
@@ -84,6 +90,8 @@ final class ColorTransform: @unchecked Sendable {
     /// Pixel formats (lcms2.h's TYPE_* values, which are macros Swift cannot import).
     enum Format {
         case gray8, rgb8, rgba8, cmyk8, cmyk8Inverted
+        /// CIE L*a*b* in ICC's 8-bit encoding (a* and b* offset by 128).
+        case lab8
 
         var value: UInt32 {
             let sh = { (space: UInt32, channels: UInt32) in (space << 16) | (channels << 3) | 1 }
@@ -93,6 +101,7 @@ final class ColorTransform: @unchecked Sendable {
             case .rgba8: return sh(4, 3) | (1 << 7)
             case .cmyk8: return sh(6, 4)
             case .cmyk8Inverted: return sh(6, 4) | (1 << 13)
+            case .lab8: return sh(10, 3)
             }
         }
     }
