@@ -168,6 +168,15 @@ final class TIFFTests: XCTestCase {
         var huge = TestTIFF.Page(width: 1, height: 1)
         huge.extraTags = [(256, 4, [70_000]), (257, 4, [70_000])]
         XCTAssertEqual(code(TestTIFF(pages: [huge]).bytes()), "limit-exceeded")
+        // One tile of 60000 × 60000 px: over the band budget, refused after the header is
+        // read (the fuzzer's use-after-free: the handle was closed twice on that path).
+        var strip = TestTIFF.Page(width: 1, height: 1, tile: 16)
+        strip.extraTags = [(256, 4, [60_000]), (257, 4, [60_000]), (322, 4, [60_000]), (323, 4, [60_000])]
+        var roomy = RenderOptions()
+        roomy.limits.maxPixels = Int.max
+        XCTAssertThrowsError(try decode(TestTIFF(pages: [strip]).bytes(), options: roomy)) {
+            XCTAssertEqual(($0 as? ImagingError)?.code, .limitExceeded)
+        }
         // No PhotometricInterpretation: libtiff's guess (RGB for 3 samples), or a typed refusal.
         var bare = TestTIFF.Page(width: 4, height: 4)
         bare.extraTags = [(262, 3, [])]

@@ -44,7 +44,17 @@ final class TIFFDecoder {
     /// Where a directory is: its index in the main chain, or a SubIFD's offset.
     private enum Directory { case main(Int), sub(UInt64) }
 
-    private let handle: OpaquePointer
+    /// Closes the libtiff handle once, whether `init` completes, fails before every property is
+    /// set, or fails after (when Swift runs `deinit`): a fuzzed file over the band budget was
+    /// closed twice when `init` closed it too.
+    private final class Handle {
+        let pointer: OpaquePointer
+        init(_ pointer: OpaquePointer) { self.pointer = pointer }
+        deinit { ts_tiff_close(pointer) }
+    }
+
+    private let owner: Handle
+    private var handle: OpaquePointer { owner.pointer }
     private let tif: OpaquePointer
     private var info: ts_tiff_info
     private var unpack: Unpack
@@ -79,11 +89,9 @@ final class TIFFDecoder {
                                    max(64 << 20, min(limits.maxDecoderMemory, 1 << 30))) else {
             throw ImagingError(.outOfMemory, "TIFF: out of memory opening the file")
         }
-        handle = h
+        owner = Handle(h)
         guard ts_tiff_ok(h) != 0, let t = ts_tiff_handle(h) else {
-            let message = String(cString: ts_tiff_message(h))
-            ts_tiff_close(h)
-            throw TIFFDecoder.failure(message, header: true, size: bytes.count)
+            throw TIFFDecoder.failure(String(cString: ts_tiff_message(h)), header: true, size: bytes.count)
         }
         tif = OpaquePointer(t)
         ts_tiff_release_reads(h, releaseReads ? 1 : 0)
@@ -171,9 +179,6 @@ final class TIFFDecoder {
             info = i
             description = TIFFDecoder.describe(i, unpack: unpack)
             _ = try bandBytes()  // over the band budget: refused now, before any pixel memory
-        } catch {
-            ts_tiff_close(h)
-            throw error
         }
     }
 
@@ -181,7 +186,6 @@ final class TIFFDecoder {
         band?.deallocate()
         chunk?.deallocate()
         rowScratch?.deallocate()
-        ts_tiff_close(handle)
     }
 
     /// Reads reduced level `n` (1 is the largest) instead of the full image. A level that
