@@ -429,6 +429,19 @@ final class TIFFDecoder {
         case .samples(let kind, let alpha):
             let spp = Int(info.samples_per_pixel), sampleBytes = Int(info.bits_per_sample) / 8
             let src = band! + r * width * spp * sampleBytes
+            // The common case, 8-bit gray, RGB or RGBA as the pipeline wants it: one copy.
+            if sampleBytes == 1, spp == channels, kind == .rgb || kind == .gray(inverted: false) {
+                out.update(from: src.assumingMemoryBound(to: UInt8.self), count: width * spp)
+                if alpha == .associated { SourceDecoder.unpremultiply(out, count: width) }
+                return
+            }
+            // 16-bit gray, RGB or RGBA: rounded to 8 bits without the general loop's branches.
+            if sampleBytes == 2, spp == channels, kind == .rgb || kind == .gray(inverted: false) {
+                let s16 = src.assumingMemoryBound(to: UInt16.self)
+                for k in 0..<width * spp { out[k] = UInt8((UInt32(s16[k]) * 255 + 32767) / 65535) }
+                if alpha == .associated { SourceDecoder.unpremultiply(out, count: width) }
+                return
+            }
             let colour: Int
             switch kind { case .gray: colour = 1; case .rgb, .lab: colour = 3; case .cmyk: colour = 4 }
             // Colour samples (and alpha) to 8 bits, into `channels` (CMYK: into scratch first).
