@@ -30,7 +30,7 @@ static tmsize_t ts_read(thandle_t h, void *buf, tmsize_t n) {
     size_t left = t->pos < t->size ? t->size - t->pos : 0;
     size_t k = (size_t)n < left ? (size_t)n : left;
     if (k) memcpy(buf, t->data + t->pos, k);
-    if (t->release_reads && k >= 65536) {
+    if (t->release_reads && k >= 16384) {
         // The whole pages inside what was copied: libtiff keeps its own copy of a strip or tile.
         static long page = 0;
         if (!page) page = sysconf(_SC_PAGESIZE);
