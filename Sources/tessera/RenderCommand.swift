@@ -48,7 +48,7 @@ struct Render: ParsableCommand {
     @Flag(help: "HEIF/AVIF: always decode the primary image, never a thumbnail item (by default a thumbnail that covers the output is used, as vips does).")
     var primary = false
 
-    @Option(help: "Multi-page TIFF: the page to render, from 0 (default: 0).")
+    @Option(help: "Multi-page TIFF: the page to render, from 0.")
     var page: Int = 0
 
     @Option(parsing: .unconditional, help: "Largest output file in bytes: the highest quality that fits (binary search), or the task fails.")

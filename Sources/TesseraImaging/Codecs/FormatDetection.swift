@@ -1,15 +1,13 @@
 /// What a file's first bytes say it is, for formats Tessera reads and for the common ones
 /// it does not (so an error can name what it found without echoing the file's content).
 public enum FormatDetection {
-    /// A format Tessera does not read, by its usual name (`GIF`, `TIFF`, ...), or nil.
+    /// A format Tessera does not read, by its usual name (`GIF`, `BMP`, ...), or nil.
     public static func foreignFormat(_ b: UnsafeRawBufferPointer) -> String? {
         func starts(_ prefix: [UInt8], at offset: Int = 0) -> Bool {
             b.count >= offset + prefix.count && prefix.enumerated().allSatisfy { b[offset + $0.offset] == $0.element }
         }
         func ascii(_ s: String, at offset: Int = 0) -> Bool { starts(Array(s.utf8), at: offset) }
         if ascii("GIF87a") || ascii("GIF89a") { return "GIF" }
-        if starts([0x49, 0x49, 0x2A, 0x00]) || starts([0x4D, 0x4D, 0x00, 0x2A]) { return "TIFF" }
-        if starts([0x49, 0x49, 0x2B, 0x00]) || starts([0x4D, 0x4D, 0x00, 0x2B]) { return "BigTIFF" }
         if ascii("BM") && b.count >= 14 { return "BMP" }
 
         if ascii("ftyp", at: 4) && b.count >= 12 {
