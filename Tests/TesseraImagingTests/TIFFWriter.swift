@@ -36,17 +36,13 @@ struct TestTIFF {
             let perPixel = page.planar ? 1 : page.samples
             // Chunks: strips or tiles, plane by plane.
             var chunks: [[UInt8]] = []
-            func sampleBytes(_ v: UInt32) -> [UInt8] {
-                switch page.bits {
-                case 16: return [UInt8(v & 0xFF), UInt8(v >> 8)]
-                case 32: return [UInt8(v & 0xFF), UInt8((v >> 8) & 0xFF), UInt8((v >> 16) & 0xFF), UInt8(v >> 24)]
-                default: return [UInt8(v & 0xFF)]
+            /// Appends pixel (x, y)'s samples of plane `p` (all of them when contiguous); zeros outside.
+            func append(_ x: Int, _ y: Int, plane p: Int, to c: inout [UInt8]) {
+                let inside = x < page.width && y < page.height
+                for s in page.planar ? p..<p + 1 : 0..<page.samples {
+                    let v = inside ? page.sample(x, y, s) : 0
+                    for k in 0..<bytesPerSample { c.append(UInt8((v >> (8 * UInt32(k))) & 0xFF)) }
                 }
-            }
-            func pixel(_ x: Int, _ y: Int, plane p: Int) -> [UInt8] {
-                guard x < page.width, y < page.height else { return [UInt8](repeating: 0, count: perPixel * bytesPerSample) }
-                return page.planar ? sampleBytes(page.sample(x, y, p))
-                    : (0..<page.samples).flatMap { sampleBytes(page.sample(x, y, $0)) }
             }
             let rps = page.rowsPerStrip ?? page.height
             for p in 0..<planes {
@@ -54,14 +50,16 @@ struct TestTIFF {
                     for ty in stride(from: 0, to: page.height, by: t) {
                         for tx in stride(from: 0, to: page.width, by: t) {
                             var c: [UInt8] = []
-                            for y in ty..<ty + t { for x in tx..<tx + t { c += pixel(x, y, plane: p) } }
+                            c.reserveCapacity(t * t * perPixel * bytesPerSample)
+                            for y in ty..<ty + t { for x in tx..<tx + t { append(x, y, plane: p, to: &c) } }
                             chunks.append(c)
                         }
                     }
                 } else {
                     for sy in stride(from: 0, to: page.height, by: rps) {
                         var c: [UInt8] = []
-                        for y in sy..<min(page.height, sy + rps) { for x in 0..<page.width { c += pixel(x, y, plane: p) } }
+                        c.reserveCapacity(rps * page.width * perPixel * bytesPerSample)
+                        for y in sy..<min(page.height, sy + rps) { for x in 0..<page.width { append(x, y, plane: p, to: &c) } }
                         chunks.append(c)
                     }
                 }
