@@ -65,6 +65,8 @@ final class TIFFDecoder {
     private var bandRows = 0
     private var chunk: UnsafeMutableRawPointer?
     private var rowScratch: UnsafeMutablePointer<UInt8>?
+    /// RGB of a CMYK or CIELab row with alpha, before the alpha is put beside it.
+    private var rgbScratch: UnsafeMutablePointer<UInt8>?
     private var cmyk: CMYKConverter?
     /// CIELab (D50) to sRGB through Little CMS.
     private lazy var lab = ColorTransform(from: .lab, .lab8, to: .sRGB, .rgb8)
@@ -91,101 +93,97 @@ final class TIFFDecoder {
         }
         owner = Handle(h)
         guard ts_tiff_ok(h) != 0, let t = ts_tiff_handle(h) else {
-            throw TIFFDecoder.failure(String(cString: ts_tiff_message(h)), header: true, size: bytes.count)
+            throw TIFFDecoder.failure(String(cString: ts_tiff_message(h)), header: true)
         }
         tif = OpaquePointer(t)
         ts_tiff_release_reads(h, releaseReads ? 1 : 0)
-        do {
-            // Directories: libtiff 4.5 refuses an IFD chain that loops; their number is bounded anyway.
-            var directories: [(size: Size, reduced: Bool)] = []
-            repeat {
-                var i = ts_tiff_info()
-                if ts_tiff_info_read(h, &i) == 0 {
-                    directories.append((Size(width: Int(i.width), height: Int(i.height)), i.subfile_type & 1 != 0))
-                }
-                guard directories.count < 10_000 else { break }
-            } while TIFFReadDirectory(tif) != 0
-            ts_tiff_clear(h)
-            // Pages are the full images; a reduced image belongs to the page before it.
-            var pages = directories.indices.filter { !directories[$0].reduced }
-            if pages.isEmpty { pages = [0] }
-            pageCount = pages.count
-            pageSizes = pages.compactMap { directories.indices.contains($0) ? directories[$0].size : nil }
-            guard requested >= 0, requested < pageCount else {
-                throw ImagingError(.invalidRecipe, "page \(requested) of a \(pageCount)-page TIFF (pages count from 0)")
-            }
-            page = requested
-            let first = pages[requested]
-            pageDirectory = first
-            var found: [(Directory, Size)] = []
-            var d = first + 1
-            while d < directories.count, directories[d].reduced {
-                found.append((.main(d), directories[d].size))
-                d += 1
-            }
-            guard TIFFSetDirectory(tif, UInt32(first)) != 0 else {
-                throw TIFFDecoder.failure(String(cString: ts_tiff_message(h)), header: true, size: bytes.count)
-            }
-            var offsets = [UInt64](repeating: 0, count: 32)
-            let subs = Int(ts_tiff_subifds(h, &offsets, 32))
-            for o in offsets.prefix(subs) where TIFFSetSubDirectory(tif, o) != 0 {
-                var i = ts_tiff_info()
-                if ts_tiff_info_read(h, &i) == 0 { found.append((.sub(o), Size(width: Int(i.width), height: Int(i.height)))) }
-            }
-            ts_tiff_clear(h)
-            if subs > 0 { _ = TIFFSetDirectory(tif, UInt32(first)) }
+        // Directories: libtiff 4.5 refuses an IFD chain that loops; their number is bounded anyway.
+        var directories: [(size: Size, reduced: Bool)] = []
+        repeat {
             var i = ts_tiff_info()
-            guard ts_tiff_info_read(h, &i) == 0 else {
-                throw TIFFDecoder.failure(String(cString: ts_tiff_message(h)), header: true, size: bytes.count)
+            if ts_tiff_info_read(h, &i) == 0 {
+                directories.append((Size(width: Int(i.width), height: Int(i.height)), i.subfile_type & 1 != 0))
             }
-            let full = Size(width: Int(i.width), height: Int(i.height))
-            // Levels must be smaller copies of the page (its aspect within a pixel), largest first.
-            found = found.filter { _, s in
-                s.width > 0 && s.height > 0 && s.width < full.width && s.height < full.height
-                    && abs(Double(s.height) - Double(s.width) * Double(full.height) / Double(full.width)) <= 2
-            }.sorted { $0.1.width > $1.1.width }
-            levels = found.map(\.1)
-            levelDirectories = found.map(\.0)
-            fullSize = full
-            size = full
-            // A pyramid is checked by what is decoded (the renderer checks the level it reads);
-            // anything else by its declared size, before any pixel memory.
-            if levels.isEmpty {
-                try limits.checkDimensions(size)
-            } else {
-                var sides = limits
-                sides.maxPixels = Int.max
-                try sides.checkDimensions(size)
-            }
-            orientation = Orientation(exif: (1...8).contains(Int(i.orientation)) ? Int(i.orientation) : 1)
-            iccProfile = i.icc.map { Array(UnsafeBufferPointer(start: $0, count: Int(min(i.icc_length, 16 << 20)))) }
-            bitsPerSample = Int(i.bits_per_sample)
-            guard TIFFIsCODECConfigured(i.compression) != 0 else {
-                throw ImagingError(.unsupportedCompression,
-                                   "TIFF compression \(TIFFDecoder.compressionName(i.compression)) is not in this build of libtiff")
-            }
-            // JPEG-compressed YCbCr: libjpeg converts to RGB (and upsamples chroma) itself.
-            if i.compression == UInt16(COMPRESSION_JPEG), i.photometric == UInt16(PHOTOMETRIC_YCBCR) {
-                _ = ts_tiff_jpeg_rgb(h)
-            }
-            let (unpack, channels) = try TIFFDecoder.choose(i, handle: h)
-            self.unpack = unpack
-            self.channels = channels
-            if case .samples(.cmyk, _) = unpack {
-                cmyk = CMYKConverter(icc: iccProfile, adobeInverted: false)
-            } else {
-                cmyk = nil
-            }
-            info = i
-            description = TIFFDecoder.describe(i, unpack: unpack)
-            _ = try bandBytes()  // over the band budget: refused now, before any pixel memory
+            guard directories.count < 10_000 else { break }
+        } while TIFFReadDirectory(tif) != 0
+        ts_tiff_clear(h)
+        // Pages are the full images; a reduced image belongs to the page before it.
+        var pages = directories.indices.filter { !directories[$0].reduced }
+        if pages.isEmpty { pages = [0] }
+        pageCount = pages.count
+        pageSizes = pages.compactMap { directories.indices.contains($0) ? directories[$0].size : nil }
+        guard requested >= 0, requested < pageCount else {
+            throw ImagingError(.invalidRecipe, "page \(requested) of a \(pageCount)-page TIFF (pages count from 0)")
         }
+        page = requested
+        let first = pages[requested]
+        pageDirectory = first
+        var found: [(Directory, Size)] = []
+        var d = first + 1
+        while d < directories.count, directories[d].reduced {
+            found.append((.main(d), directories[d].size))
+            d += 1
+        }
+        guard TIFFSetDirectory(tif, UInt32(first)) != 0 else {
+            throw TIFFDecoder.failure(String(cString: ts_tiff_message(h)), header: true)
+        }
+        var offsets = [UInt64](repeating: 0, count: 32)
+        let subs = Int(ts_tiff_subifds(h, &offsets, 32))
+        for o in offsets.prefix(subs) where TIFFSetSubDirectory(tif, o) != 0 {
+            var i = ts_tiff_info()
+            if ts_tiff_info_read(h, &i) == 0 { found.append((.sub(o), Size(width: Int(i.width), height: Int(i.height)))) }
+        }
+        ts_tiff_clear(h)
+        if subs > 0 { _ = TIFFSetDirectory(tif, UInt32(first)) }
+        var i = ts_tiff_info()
+        guard ts_tiff_info_read(h, &i) == 0 else {
+            throw TIFFDecoder.failure(String(cString: ts_tiff_message(h)), header: true)
+        }
+        let full = Size(width: Int(i.width), height: Int(i.height))
+        // Levels must be smaller copies of the page (its aspect within a pixel), largest first.
+        found = found.filter { _, s in
+            s.width > 0 && s.height > 0 && s.width < full.width && s.height < full.height
+                && abs(Double(s.height) - Double(s.width) * Double(full.height) / Double(full.width)) <= 2
+        }.sorted { $0.1.width > $1.1.width }
+        levels = found.map(\.1)
+        levelDirectories = found.map(\.0)
+        fullSize = full
+        size = full
+        // A pyramid is checked by what is decoded (the renderer checks the level it reads);
+        // anything else by its declared size, before any pixel memory.
+        if levels.isEmpty {
+            try limits.checkDimensions(size)
+        } else {
+            var sides = limits
+            sides.maxPixels = Int.max
+            try sides.checkDimensions(size)
+        }
+        orientation = Orientation(exif: (1...8).contains(Int(i.orientation)) ? Int(i.orientation) : 1)
+        iccProfile = i.icc.map { Array(UnsafeBufferPointer(start: $0, count: Int(min(i.icc_length, 16 << 20)))) }
+        bitsPerSample = Int(i.bits_per_sample)
+        guard TIFFIsCODECConfigured(i.compression) != 0 else {
+            throw ImagingError(.unsupportedCompression,
+                               "TIFF compression \(TIFFDecoder.compressionName(i.compression)) is not in this build of libtiff")
+        }
+        TIFFDecoder.askForRGB(i, handle: h)
+        let (unpack, channels) = try TIFFDecoder.choose(i, handle: h)
+        self.unpack = unpack
+        self.channels = channels
+        if case .samples(.cmyk, _) = unpack {
+            cmyk = CMYKConverter(icc: iccProfile, adobeInverted: false)
+        } else {
+            cmyk = nil
+        }
+        info = i
+        description = TIFFDecoder.describe(i, unpack: unpack)
+        _ = try bandBytes()  // over the band budget: refused now, before any pixel memory
     }
 
     deinit {
         band?.deallocate()
         chunk?.deallocate()
         rowScratch?.deallocate()
+        rgbScratch?.deallocate()
     }
 
     /// Reads reduced level `n` (1 is the largest) instead of the full image. A level that
@@ -200,7 +198,7 @@ final class TIFFDecoder {
         }
         var i = ts_tiff_info()
         if ok, ts_tiff_info_read(handle, &i) == 0 {
-            if i.compression == UInt16(COMPRESSION_JPEG), i.photometric == UInt16(PHOTOMETRIC_YCBCR) { _ = ts_tiff_jpeg_rgb(handle) }
+            TIFFDecoder.askForRGB(i, handle: handle)
             if TIFFIsCODECConfigured(i.compression) != 0, let (u, c) = try? TIFFDecoder.choose(i, handle: handle), c == channels {
                 let saved = (info, unpack, size)
                 (info, unpack, size) = (i, u, Size(width: Int(i.width), height: Int(i.height)))
@@ -213,9 +211,15 @@ final class TIFFDecoder {
         }
         // Back to the page itself.
         _ = TIFFSetDirectory(tif, UInt32(pageDirectory))
-        if info.compression == UInt16(COMPRESSION_JPEG), info.photometric == UInt16(PHOTOMETRIC_YCBCR) { _ = ts_tiff_jpeg_rgb(handle) }
+        TIFFDecoder.askForRGB(info, handle: handle)
         ts_tiff_clear(handle)
         return false
+    }
+
+    /// JPEG-compressed YCbCr: libjpeg converts to RGB (and upsamples chroma) itself. Set again
+    /// whenever the directory changes.
+    private static func askForRGB(_ i: ts_tiff_info, handle: OpaquePointer) {
+        if i.compression == UInt16(COMPRESSION_JPEG), i.photometric == UInt16(PHOTOMETRIC_YCBCR) { _ = ts_tiff_jpeg_rgb(handle) }
     }
 
     /// Whether the page declares transparency.
@@ -328,6 +332,7 @@ final class TIFFDecoder {
             band = .allocate(byteCount: max(bytes, 1), alignment: 16)
             chunk = .allocate(byteCount: max(chunkBytes, 1), alignment: 16)
             rowScratch = .allocate(capacity: size.width * 4)
+            rgbScratch = .allocate(capacity: size.width * 3)
         }
         bandTop = y / rows * rows
         bandRows = min(rows, size.height - bandTop)
@@ -417,8 +422,7 @@ final class TIFFDecoder {
             if alpha == .none {
                 lab.apply(scratch, out, count: width)
             } else {
-                let rgb = UnsafeMutablePointer<UInt8>.allocate(capacity: width * 3)
-                defer { rgb.deallocate() }
+                let rgb = rgbScratch!
                 lab.apply(scratch, rgb, count: width)
                 for x in 0..<width {
                     out[x * 4] = rgb[x * 3]; out[x * 4 + 1] = rgb[x * 3 + 1]; out[x * 4 + 2] = rgb[x * 3 + 2]
@@ -471,8 +475,7 @@ final class TIFFDecoder {
                     cmyk!.convert(scratch, out, count: width)
                 } else {
                     // RGB beside the alpha already in place: convert, then spread out.
-                    let rgb = UnsafeMutablePointer<UInt8>.allocate(capacity: width * 3)
-                    defer { rgb.deallocate() }
+                    let rgb = rgbScratch!
                     cmyk!.convert(scratch, rgb, count: width)
                     for x in 0..<width { out[x * 4] = rgb[x * 3]; out[x * 4 + 1] = rgb[x * 3 + 1]; out[x * 4 + 2] = rgb[x * 3 + 2] }
                 }
@@ -499,11 +502,11 @@ final class TIFFDecoder {
     }
 
     private func failure() -> ImagingError {
-        TIFFDecoder.failure(String(cString: ts_tiff_message(handle)), header: false, size: 0)
+        TIFFDecoder.failure(String(cString: ts_tiff_message(handle)), header: false)
     }
 
     /// libtiff's message as a typed error: data that ends early is `truncated`, the rest `corrupt`.
-    static func failure(_ message: String, header: Bool, size: Int) -> ImagingError {
+    static func failure(_ message: String, header: Bool) -> ImagingError {
         let text = message.isEmpty ? "libtiff could not read it" : message
         let lower = text.lowercased()
         if lower.contains("cannot handle") || lower.contains("not supported") || lower.contains("unsupported")
