@@ -192,13 +192,19 @@ public struct PyramidGeometry: Sendable, Equatable {
     }
 }
 
-/// The piece of a pyramid one task makes. Bands are tile rows of one level; the tail is
-/// every level from `shrink` down, made from one small decode; the descriptor part writes
-/// `.dzi` or `info.json` (and the viewer) once every other part has succeeded, so a
+/// The piece of a pyramid one task makes. Bands are tile rows of one level; a stack is the
+/// tile rows of several levels over one stripe of the source, made from one read of it; the
+/// tail is every level from `shrink` down, made from one small decode; the descriptor part
+/// writes `.dzi` or `info.json` (and the viewer) once every other part has succeeded, so a
 /// descriptor always describes a whole pyramid.
 public enum PyramidPart: Sendable, Hashable, CustomStringConvertible {
     /// Tile rows `rows` of the level at shrink k (level = source / 2^k).
     case band(shrink: Int, rows: Range<Int>)
+    /// Levels 0..<`levels` over the stripe of tile rows `rows` of the deepest one (shrink
+    /// `levels - 1`): level k's tile rows `rows` scaled by 2^(levels-1-k). Each level is the
+    /// 2×2 box mean of the one above, as the tail makes its levels, so the source is read once
+    /// for all of them (formats without a scaled decode).
+    case stack(levels: Int, rows: Range<Int>)
     /// Every level from shrink k down.
     case tail(from: Int)
     /// The `.dzi` or `info.json` (and viewer), made last.
@@ -208,16 +214,26 @@ public enum PyramidPart: Sendable, Hashable, CustomStringConvertible {
     public var shrink: Int {
         switch self {
         case .band(let k, _), .tail(let k): return k
-        case .descriptor: return 0
+        case .stack, .descriptor: return 0
         }
     }
 
-    /// `k0:r3-6` (band: shrink 0, tile rows 3..<6), `k3+` (tail from shrink 3) or `meta`:
-    /// its name in task keys, records and messages.
+    /// Tile rows of level `k` a stack makes (empty for a level it does not make).
+    public func stackRows(_ k: Int, in geometry: PyramidGeometry) -> Range<Int> {
+        guard case .stack(let levels, let rows) = self, k < levels else { return 0..<0 }
+        let s = levels - 1 - k
+        let n = geometry.rows(k)
+        return min(n, rows.lowerBound << s)..<min(n, rows.upperBound << s)
+    }
+
+    /// `k0:r3-6` (band: shrink 0, tile rows 3..<6), `k0-3:r1-2` (stack of shrinks 0...3 over
+    /// tile row 1 of shrink 3), `k3+` (tail from shrink 3) or `meta`: its name in task keys,
+    /// records and messages.
     public var description: String {
         switch self {
         case .tail(let k): return "k\(k)+"
         case .band(let k, let rows): return "k\(k):r\(rows.lowerBound)-\(rows.upperBound)"
+        case .stack(let n, let rows): return "k0-\(n - 1):r\(rows.lowerBound)-\(rows.upperBound)"
         case .descriptor: return "meta"
         }
     }
@@ -234,11 +250,17 @@ public enum PyramidPart: Sendable, Hashable, CustomStringConvertible {
             self = .tail(from: k)
             return
         }
-        let halves = body.split(separator: ":")
-        guard halves.count == 2, let k = Int(halves[0]), k >= 0, k < 64, halves[1].hasPrefix("r") else { return nil }
-        let bounds = halves[1].dropFirst().split(separator: "-").compactMap { Int($0) }
-        guard bounds.count == 2, bounds[0] >= 0, bounds[0] < bounds[1] else { return nil }
-        self = .band(shrink: k, rows: bounds[0]..<bounds[1])
+        let halves = body.split(separator: ":", omittingEmptySubsequences: false)
+        guard halves.count == 2, halves[1].hasPrefix("r") else { return nil }
+        let bounds = halves[1].dropFirst().split(separator: "-", omittingEmptySubsequences: false).map { Int($0) }
+        guard bounds.count == 2, let lo = bounds[0], let hi = bounds[1], lo >= 0, lo < hi, hi <= 1 << 40 else { return nil }
+        if halves[0].hasPrefix("0-") {
+            guard let last = Int(halves[0].dropFirst(2)), last >= 0, last < 40 else { return nil }
+            self = .stack(levels: last + 1, rows: lo..<hi)
+            return
+        }
+        guard let k = Int(halves[0]), k >= 0, k < 64 else { return nil }
+        self = .band(shrink: k, rows: lo..<hi)
     }
 }
 
@@ -284,6 +306,10 @@ extension PyramidGeometry {
         switch part {
         case .band:
             return levelSize(k).width * 4 * (tileSize + 2 * overlap) + info.wholeImageBytes + working
+        case .stack(let levels, _):
+            // A window of tile rows per level (under twice level 0's) and a row each to halve.
+            let windows = (0..<levels).reduce(0) { $0 + levelSize($1).width * 4 * (tileSize + 2 * overlap + 1) }
+            return windows + info.wholeImageBytes + working
         case .tail:
             return levelBytes(k, channels: info.channels) * 4 / 3 + info.wholeImageBytes + working
         case .descriptor:
@@ -297,6 +323,10 @@ extension PyramidGeometry {
     /// restart marker; otherwise fewer, larger bands, because each one entropy-decodes
     /// (JPEG) or inflates (PNG) everything above it. Largest first, so that the longest
     /// tasks start first.
+    ///
+    /// A JPEG decodes each band's level at its DCT scale (1/2, 1/4, 1/8), so its levels are
+    /// bands of their own. Other formats decode at full size whatever the level: their large
+    /// levels are stacks, stripes of the source read once for every level down to the tail.
     public func plan(info: TileSourceInfo, settings: TileSettings) -> [PyramidPart] {
         let kt = tailShrink(info: info, settings: settings)
         let full = Double(width * height)
@@ -305,6 +335,20 @@ extension PyramidGeometry {
         // Relative cost of reading past a pixel (entropy decoding or inflating) vs making one.
         let passCost = info.format == .jpeg ? 0.17 : 0.3
         var parts: [(PyramidPart, Double)] = []
+        if info.format != .jpeg && kt > 0 {
+            // Stripes of whole tile rows of the deepest stacked level (shrink kt - 1).
+            let units = rows(kt - 1), unitRows = tileSize << (kt - 1)
+            let n = max(1, min(units, maxBands, Int((full / target).rounded(.up))))
+            for i in 0..<n {
+                let r = (i * units / n)..<((i + 1) * units / n)
+                let top = min(height, r.lowerBound * unitRows), bottom = min(height, r.upperBound * unitRows)
+                let made = Double((bottom - top) * width) * 4 / 3
+                let passed = full * Double(bottom - (info.restartSeekable ? top : 0)) / Double(height)
+                parts.append((.stack(levels: kt, rows: r), made + passCost * passed))
+            }
+            parts.append((.tail(from: kt), passCost * full + Double(levelBytes(kt, channels: 1)) * 4 / 3))
+            return parts.sorted { $0.1 > $1.1 }.map(\.0) + [.descriptor]
+        }
         for k in 0..<kt {
             let s = levelSize(k)
             let pixels = Double(s.width * s.height)

@@ -309,3 +309,25 @@ void ts_ycbcr_row_to_rgb(const uint8_t *y, const uint8_t *cb, const uint8_t *cr,
         dst[2] = ts_clamp_fixed(l + cb_b * u);
     }
 }
+
+// 2×2 box halving (pyramid levels): integer means, rounded half up, as the tile renderer's
+// `halve` defines them. Written per channel count so the compiler vectorises each loop.
+#define TS_HALVE(CH)                                                                          \
+    for (int x = 0; x < half; x++) {                                                          \
+        const uint8_t *a = r0 + 2 * x * (CH), *b = r1 + 2 * x * (CH);                         \
+        for (int c = 0; c < (CH); c++)                                                        \
+            out[x * (CH) + c] = (uint8_t)((a[c] + a[c + (CH)] + b[c] + b[c + (CH)] + 2) >> 2); \
+    }
+void ts_halve_rows(const uint8_t *r0, const uint8_t *r1, int width, int channels, uint8_t *out) {
+    int half = width / 2;
+    switch (channels) {
+    case 1: TS_HALVE(1) break;
+    case 3: TS_HALVE(3) break;
+    case 4: TS_HALVE(4) break;
+    default: TS_HALVE(channels) break;
+    }
+    if (width & 1) {
+        const uint8_t *a = r0 + (width - 1) * channels, *b = r1 + (width - 1) * channels;
+        for (int c = 0; c < channels; c++) out[half * channels + c] = (uint8_t)((a[c] + b[c] + 1) >> 1);
+    }
+}

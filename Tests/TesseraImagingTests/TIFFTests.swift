@@ -295,6 +295,61 @@ final class TIFFTests: XCTestCase {
         XCTAssertEqual(try TestTIFF(pages: [page]).bytes().withUnsafeBytes { try TileSourceInfo.probe($0, limits: Limits()) }.format, .tiff)
     }
 
+    /// Stacks (formats without a scaled decode): one read of a stripe makes the tile rows of
+    /// every stacked level over it, each level the 2×2 box mean of the one above, exactly the
+    /// pixels of whole levels halved in turn; the stripes' tiles together are every tile of
+    /// those levels once; a TIFF stripe reads nothing above its own rows (and the overlap).
+    func testStacksMakeEveryLevelOfTheirStripeFromOneRead() throws {
+        var page = TestTIFF.Page(width: 700, height: 600, rowsPerStrip: 16)
+        page.sample = { x, y, s in UInt32((x * 7 / 5 + (y * y) / 97 + s * 60 + (x ^ y) % 13) & 0xFF) }
+        var tiled = page
+        tiled.tile = 64
+        tiled.rowsPerStrip = nil
+        let image = PixelBuffer(width: 700, height: 600, layout: .rgb)
+        for y in 0..<600 { for x in 0..<700 { for c in 0..<3 { image.row(y)[x * 3 + c] = UInt8(page.sample(x, y, c)) } } }
+        var settings = TileSettings()
+        settings.tileSize = 64
+        let geometry = PyramidGeometry(width: 700, height: 600, settings: settings)
+        var levels = [image]
+        for k in 1..<3 { levels.append(TileTests.halve(levels[k - 1])) }
+        // Level 2 has 3 tile rows: stripes of 1 and 2 of them.
+        let parts = [PyramidPart.stack(levels: 3, rows: 0..<1), .stack(levels: 3, rows: 1..<3)]
+        let sources = [("png", try Codec.encodePNG(image)), ("strips", try TestTIFF(pages: [page]).bytes()),
+                       ("tiles", try TestTIFF(pages: [tiled]).bytes())]
+        for (name, bytes) in sources {
+            var files: [String: [UInt8]] = [:]
+            for part in parts {
+                let work = try bytes.withUnsafeBytes { raw in
+                    let info = try TileSourceInfo.probe(raw, limits: Limits())
+                    return try TileRenderer(settings: settings, info: info, name: "p").render(raw, part: part) {
+                        XCTAssertNil(files[$0.record.path], "\(name): \($0.record.path) written twice")
+                        files[$0.record.path] = $0.bytes
+                    }
+                }
+                XCTAssertEqual(work.levels, [geometry.maxLevel, geometry.maxLevel - 1, geometry.maxLevel - 2])
+                if part == parts[1] {
+                    // Rows from 4·64 less the overlap of level 2 (4 source rows).
+                    XCTAssertEqual(work.decode.sourceRows, [252, 600], name)
+                    if name != "png" { XCTAssertEqual(work.decode.seek, .direct, name) }
+                }
+            }
+            var expected = 0
+            for k in 0..<3 {
+                let pixels = levels[k].bytes
+                for r in 0..<geometry.rows(k) {
+                    for c in 0..<geometry.columns(k) {
+                        let t = geometry.tile(k, column: c, row: r)
+                        let path = geometry.path(name: "p", k: k, column: c, row: r, suffix: "jpg")
+                        XCTAssertTrue(files[path] == (try TileTests.directTile(levels[k], pixels: pixels, x: t.x, y: t.y)),
+                                      "\(name): \(path) is not the tile of level \(k) halved in turn")
+                        expected += 1
+                    }
+                }
+            }
+            XCTAssertEqual(files.count, expected, name)
+        }
+    }
+
     /// A pyramidal TIFF (reduced-resolution directories after the page, as `vips tiffsave
     /// --pyramid` writes them): a thumbnail reads the smallest level that leaves the resampler
     /// its headroom (else the smallest that covers, as a JPEG's DCT scale falls back); the

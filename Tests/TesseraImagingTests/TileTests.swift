@@ -127,6 +127,30 @@ final class TileTests: XCTestCase {
             }
             XCTAssertLessThanOrEqual(g.memoryEstimate(parts[0], info: info, settings: s), 256 << 20)
         }
+        // Formats without a scaled decode: stacks over stripes of the deepest stacked level,
+        // each level's tile rows made once, then the tail.
+        for (w, h, format, seekable) in [(20000, 15000, ImageFormat.tiff, true), (9000, 7001, .png, false),
+                                         (30000, 700, .webp, false), (300, 200, .tiff, true)] {
+            let info = TileSourceInfo(format: format, width: w, height: h, progressive: format == .webp,
+                                      restartSeekable: seekable, wholeImageBytes: 0, channels: 3)
+            let s = TileSettings()
+            let g = PyramidGeometry(width: w, height: h, settings: s)
+            let parts = g.plan(info: info, settings: s)
+            for part in parts { XCTAssertEqual(PyramidPart(part.description), part, part.description) }
+            let tail = g.tailShrink(info: info, settings: s)
+            XCTAssertEqual(parts.filter { if case .tail(tail) = $0 { return true } else { return false } }.count, 1)
+            XCTAssertFalse(parts.contains { if case .band = $0 { return true } else { return false } })
+            for k in 0..<tail {
+                var rows: [Int] = []
+                for part in parts { rows += Array(part.stackRows(k, in: g)) }
+                XCTAssertEqual(rows.sorted(), Array(0..<g.rows(k)), "\(w)x\(h) \(format) level k=\(k)")
+            }
+            if format == .tiff && w == 20000 { XCTAssertGreaterThanOrEqual(parts.count, 6, "stripes to share among workers") }
+            XCTAssertLessThanOrEqual(g.memoryEstimate(parts[0], info: info, settings: s), 256 << 20)
+        }
+        XCTAssertEqual(PyramidPart("k0-3:r2-4"), .stack(levels: 4, rows: 2..<4))
+        XCTAssertNil(PyramidPart("k0-:r2-4"))
+        XCTAssertNil(PyramidPart("k0-3:r4-2"))
         XCTAssertNil(PyramidPart("k1:r5-5"))
         XCTAssertNil(PyramidPart("x"))
     }

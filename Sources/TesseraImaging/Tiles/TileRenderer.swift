@@ -1,5 +1,6 @@
 import Foundation
 import TesseraModel
+import TesseraShim
 
 extension TileSourceInfo {
     /// Whether `marker` (JPEG EOI, PNG IEND) is in the last 4 KB: files may carry trailing
@@ -144,6 +145,7 @@ public struct TileRenderer {
         let inside: Bool
         switch part {
         case .band(let k, let rows): inside = k < geometry.levelCount && rows.upperBound <= geometry.rows(k)
+        case .stack(let n, let rows): inside = n >= 1 && n <= geometry.levelCount && rows.upperBound <= geometry.rows(n - 1)
         case .tail(let k): inside = k < geometry.levelCount
         case .descriptor: inside = true
         }
@@ -250,6 +252,40 @@ public struct TileRenderer {
             work.region = [0, span.lowerBound, width, span.count]
             work.decode = src.describe
             work.decode.sourceRows = [span.lowerBound << k, min(info.height, span.upperBound << k)]
+        case .stack(let n, let rows):
+            // Source rows of the stripe, and the overlap of every level beyond it.
+            let unit = geometry.tileSize << (n - 1), pad = geometry.overlap << (n - 1)
+            let first = max(0, rows.lowerBound * unit - pad), last = min(info.height, rows.upperBound * unit + pad)
+            let t0 = clock.milliseconds
+            let src = try source(bytes, shrink: 0, startRow: first)
+            decodeTime += clock.milliseconds - t0
+            let cascade = LevelCascade(geometry: geometry, count: n, channels: outChannels, firstRow: first,
+                                       tileRows: { part.stackRows($0, in: geometry) })
+            let batch = 16, stride = src.width * outChannels
+            let rowsBuffer = UnsafeMutablePointer<UInt8>.allocate(capacity: stride * batch)
+            defer { rowsBuffer.deallocate() }
+            let scratch: UnsafeMutablePointer<UInt8>? = src.channels == 4 && outChannels == 3
+                ? .allocate(capacity: src.width * 4) : nil
+            defer { scratch?.deallocate() }
+            var y = first
+            while y < last {
+                let count = min(batch, last - y)
+                try read(src, into: rowsBuffer, stride: stride, rows: count, scratch: scratch)
+                for i in 0..<count {
+                    try cascade.push(rowsBuffer + i * stride) { k, r, window, stride, top in
+                        try emitRow(k, r, window: window, stride: stride, top: top)
+                    }
+                }
+                y += count
+            }
+            guard cascade.done else {
+                throw ImagingError(.corrupt, "stack \(part) ended with tile rows missing per level: \(cascade.missing)")
+            }
+            decodeTime += cascade.halvingTime
+            work.levels = (0..<n).map { geometry.layout == .deepzoom ? geometry.maxLevel - $0 : $0 }
+            work.region = [0, first, src.width, last - first]
+            work.decode = src.describe
+            work.decode.sourceRows = [first, last]
         case .tail(let k0):
             let t0 = clock.milliseconds
             let src = try source(bytes, shrink: k0, startRow: 0)
@@ -284,26 +320,11 @@ public struct TileRenderer {
 
     /// 2×2 box means, sizes rounded up (edge boxes average what they have).
     static func halve(_ src: PixelBuffer) throws -> PixelBuffer {
-        let w = (src.width + 1) / 2, h = (src.height + 1) / 2, ch = src.channels
+        let w = (src.width + 1) / 2, h = (src.height + 1) / 2
         let out = try PixelBuffer.make(width: w, height: h, layout: src.layout)
         for y in 0..<h {
             let r0 = src.row(2 * y), r1 = src.row(min(2 * y + 1, src.height - 1))
-            let rowsHere = 2 * y + 1 < src.height ? 2 : 1
-            let o = out.row(y)
-            for x in 0..<w {
-                let x0 = 2 * x * ch, colsHere = 2 * x + 1 < src.width ? 2 : 1
-                let x1 = colsHere == 2 ? x0 + ch : x0
-                let n = UInt32(rowsHere * colsHere)
-                for c in 0..<ch {
-                    var s = UInt32(r0[x0 + c])
-                    if colsHere == 2 { s += UInt32(r0[x1 + c]) }
-                    if rowsHere == 2 {
-                        s += UInt32(r1[x0 + c])
-                        if colsHere == 2 { s += UInt32(r1[x1 + c]) }
-                    }
-                    o[x * ch + c] = UInt8((s + n / 2) / n)
-                }
-            }
+            ts_halve_rows(r0, r1, Int32(src.width), Int32(src.channels), out.row(y))
         }
         return out
     }

@@ -166,6 +166,11 @@ void ts_filter_v_out(const float *const *rows, const float *w, int taps, int wid
 /// 1 when the AVX2+FMA kernels are in use.
 int ts_kernels_avx2(void);
 
+/// One row of a 2×2 box halving: out[x] = round(mean of r0 and r1 at columns 2x and 2x+1),
+/// per channel, for `width` source pixels of `channels` bytes; an odd last column averages
+/// the two it has. Pass r0 as r1 too for a last row without a pair.
+void ts_halve_rows(const uint8_t *r0, const uint8_t *r1, int width, int channels, uint8_t *out);
+
 // MARK: - TIFF (libtiff: TIFFGetField/TIFFSetField are variadic, its error handlers take a va_list)
 
 typedef struct ts_tiff ts_tiff;
