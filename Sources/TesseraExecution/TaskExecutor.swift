@@ -317,6 +317,11 @@ public enum TaskExecutor {
         task.record.sourceWidth = info.width
         task.record.sourceHeight = info.height
         let name = input.pyramidName
+        if part == .descriptor && settings.layout == .tiff {
+            try assemblePyramidTIFF(job, settings: settings, info: info, name: name, returnInline: returnInline,
+                                    fence: fence, task: &task)
+            return
+        }
         var renderer = TileRenderer(settings: settings, info: info, name: name)
         renderer.limits = limits
         renderer.strict = job.options.strict

@@ -370,6 +370,7 @@ public enum JobFile {
             if let v = m["baseURI"] { t.baseURI = try string(v, "tiles.baseURI") }
             if let v = m["viewer"] { t.viewer = try bool(v, "tiles.viewer") }
             if let v = m["memoryBudgetMB"] { t.memoryBudgetMB = try int(v, "tiles.memoryBudgetMB") }
+            if let v = m["subifd"] { t.subifd = try bool(v, "tiles.subifd") }
             do { try t.validate() } catch let e as ImagingError {
                 throw error(n, "", e.reason)
             }

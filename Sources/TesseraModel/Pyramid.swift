@@ -8,6 +8,12 @@ public enum TileLayout: String, Sendable, Codable, CaseIterable {
     case iiif
     /// IIIF Image API 3 level 0: the same with `w,h` sizes and a v3 `info.json`.
     case iiif3
+    /// One pyramidal TIFF, `NAME.tif`, for image servers (IIPImage, Cantaloupe): tiled, JPEG,
+    /// each level a reduced-resolution page (or SubIFD) half the one above, rounded down, until
+    /// one fits in a tile, as `vips tiffsave --tile --pyramid` lays it out. Parts make the tiles
+    /// (`NAME.tif.tiles/K/C_R.jpg`, whole tiles, edges repeated); the last part writes them into
+    /// the file as they are (no re-encoding) and removes them.
+    case tiff
 }
 
 /// What a tile pyramid is made of (the `tiles:` section of a job).
@@ -29,6 +35,9 @@ public struct TileSettings: Sendable, Codable, Equatable {
     public var viewer: Bool = true
     /// Memory one task may use, in MB: band heights and tile sizes are checked against it.
     public var memoryBudgetMB: Int = 256
+    /// A pyramidal TIFF's reduced levels as SubIFDs of the full-size page (`vips tiffsave
+    /// --subifd`) instead of pages after it.
+    public var subifd = false
 
     public init(layout: TileLayout = .deepzoom, tileSize: Int? = nil, overlap: Int? = nil) {
         self.layout = layout
@@ -37,7 +46,7 @@ public struct TileSettings: Sendable, Codable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case layout, tileSize, overlap, format, quality, background, baseURI, viewer, memoryBudgetMB
+        case layout, tileSize, overlap, format, quality, background, baseURI, viewer, memoryBudgetMB, subifd
     }
 
     /// JSON jobs take the same defaults as job files.
@@ -62,6 +71,7 @@ public struct TileSettings: Sendable, Codable, Equatable {
         baseURI = try c.decodeIfPresent(String.self, forKey: .baseURI) ?? baseURI
         viewer = try c.decodeIfPresent(Bool.self, forKey: .viewer) ?? viewer
         memoryBudgetMB = try c.decodeIfPresent(Int.self, forKey: .memoryBudgetMB) ?? memoryBudgetMB
+        subifd = try c.decodeIfPresent(Bool.self, forKey: .subifd) ?? subifd
     }
 
     /// As a job file writes it: quality 0...1.
@@ -76,6 +86,7 @@ public struct TileSettings: Sendable, Codable, Equatable {
         try c.encode(baseURI, forKey: .baseURI)
         try c.encode(viewer, forKey: .viewer)
         try c.encode(memoryBudgetMB, forKey: .memoryBudgetMB)
+        if subifd { try c.encode(subifd, forKey: .subifd) }
     }
 
     public func validate() throws {
@@ -86,7 +97,17 @@ public struct TileSettings: Sendable, Codable, Equatable {
             throw ImagingError(.invalidRecipe, "tiles.overlap must be 0...\(tileSize / 2), got \(overlap)")
         }
         guard layout == .deepzoom || overlap == 0 else {
-            throw ImagingError(.invalidRecipe, "IIIF tiles do not overlap: tiles.overlap must be 0")
+            throw ImagingError(.invalidRecipe, "\(layout == .tiff ? "TIFF" : "IIIF") tiles do not overlap: tiles.overlap must be 0")
+        }
+        if layout == .tiff {
+            guard tileSize % 16 == 0 else {
+                throw ImagingError(.invalidRecipe, "TIFF tiles are a multiple of 16 pixels: tiles.tileSize \(tileSize) is not")
+            }
+            guard format == .jpeg else {
+                throw ImagingError(.invalidRecipe, "a pyramidal TIFF's tiles are JPEG: tiles.format must be jpeg, got \(format.rawValue)")
+            }
+        } else if subifd {
+            throw ImagingError(.invalidRecipe, "tiles.subifd applies to layout tiff only")
         }
         guard format == .jpeg || format == .png else {
             throw ImagingError(.invalidRecipe, "tiles.format must be jpeg or png, got \(format.rawValue)")
@@ -132,13 +153,13 @@ public struct PyramidGeometry: Sendable, Equatable {
         return n
     }
 
-    /// Shrinks written: Deep Zoom goes down to 1×1; IIIF stops at the first level that
-    /// fits in one tile.
+    /// Shrinks written: Deep Zoom goes down to 1×1; IIIF and TIFF stop at the first level
+    /// that fits in one tile.
     public var levelCount: Int {
         switch layout {
         case .deepzoom:
             return maxLevel + 1
-        case .iiif, .iiif3:
+        case .iiif, .iiif3, .tiff:
             var k = 0
             while true {
                 let s = levelSize(k)
@@ -148,9 +169,15 @@ public struct PyramidGeometry: Sendable, Equatable {
         }
     }
 
+    /// Level k's size: the source's over 2^k, rounded up (Deep Zoom, IIIF), or rounded down
+    /// (a pyramidal TIFF, as vips writes one: a level's odd last row and column are dropped).
     public func levelSize(_ k: Int) -> Size {
-        Size(width: (width + (1 << k) - 1) >> k, height: (height + (1 << k) - 1) >> k)
+        if roundsDown { return Size(width: max(1, width >> k), height: max(1, height >> k)) }
+        return Size(width: (width + (1 << k) - 1) >> k, height: (height + (1 << k) - 1) >> k)
     }
+
+    /// Whether levels halve rounding down (a pyramidal TIFF).
+    public var roundsDown: Bool { layout == .tiff }
 
     public func columns(_ k: Int) -> Int { (levelSize(k).width + tileSize - 1) / tileSize }
     public func rows(_ k: Int) -> Int { (levelSize(k).height + tileSize - 1) / tileSize }
@@ -188,6 +215,8 @@ public struct PyramidGeometry: Sendable, Equatable {
             let rh = last ? height : min(t.y.count * s, height - ry)
             let size = layout == .iiif ? "\(t.x.count)," : "\(t.x.count),\(t.y.count)"
             return "\(name)/\(rx),\(ry),\(rw),\(rh)/\(size)/0/default.\(suffix)"
+        case .tiff:
+            return "\(name).tif.tiles/\(k)/\(c)_\(r).\(suffix)"
         }
     }
 }

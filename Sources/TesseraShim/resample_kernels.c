@@ -318,7 +318,7 @@ void ts_ycbcr_row_to_rgb(const uint8_t *y, const uint8_t *cb, const uint8_t *cr,
         for (int c = 0; c < (CH); c++)                                                        \
             out[x * (CH) + c] = (uint8_t)((a[c] + a[c + (CH)] + b[c] + b[c + (CH)] + 2) >> 2); \
     }
-void ts_halve_rows(const uint8_t *r0, const uint8_t *r1, int width, int channels, uint8_t *out) {
+void ts_halve_rows(const uint8_t *r0, const uint8_t *r1, int width, int channels, int keep_odd, uint8_t *out) {
     int half = width / 2;
     switch (channels) {
     case 1: TS_HALVE(1) break;
@@ -326,7 +326,7 @@ void ts_halve_rows(const uint8_t *r0, const uint8_t *r1, int width, int channels
     case 4: TS_HALVE(4) break;
     default: TS_HALVE(channels) break;
     }
-    if (width & 1) {
+    if ((width & 1) && keep_odd) {
         const uint8_t *a = r0 + (width - 1) * channels, *b = r1 + (width - 1) * channels;
         for (int c = 0; c < channels; c++) out[half * channels + c] = (uint8_t)((a[c] + b[c] + 1) >> 1);
     }

@@ -222,3 +222,110 @@ int ts_tiff_rgba_rows(ts_tiff *t, uint32_t row, uint32_t rows, uint32_t *out) {
     t->rgba.col_offset = 0;
     return TIFFRGBAImageGet(&t->rgba, out, t->rgba.width, rows) ? 0 : -1;
 }
+
+// MARK: - Writing a pyramid from compressed tiles
+
+struct ts_tiff_writer {
+    TIFF *tif;
+    int failed;
+    char message[256];
+};
+
+static int ts_on_write_error(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap) {
+    (void)tif;
+    ts_tiff_writer *w = (ts_tiff_writer *)user;
+    if (w && !w->message[0]) {
+        char text[200];
+        vsnprintf(text, sizeof text, fmt, ap);
+        snprintf(w->message, sizeof w->message, "%s: %s", module && module[0] ? module : "libtiff", text);
+    }
+    if (w) w->failed = 1;
+    return 1;
+}
+
+static int ts_on_write_warning(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap) {
+    (void)tif; (void)user; (void)module; (void)fmt; (void)ap;
+    return 1;
+}
+
+ts_tiff_writer *ts_tiff_writer_open(int fd, int bigtiff) {
+    pthread_once(&ts_tiff_once, ts_tiff_quiet);
+    ts_tiff_writer *w = calloc(1, sizeof *w);
+    if (!w) return NULL;
+    TIFFOpenOptions *opts = TIFFOpenOptionsAlloc();
+    if (!opts) { free(w); return NULL; }
+    TIFFOpenOptionsSetErrorHandlerExtR(opts, ts_on_write_error, w);
+    TIFFOpenOptionsSetWarningHandlerExtR(opts, ts_on_write_warning, w);
+    w->tif = TIFFFdOpenExt(fd, "output", bigtiff ? "w8" : "w", opts);
+    TIFFOpenOptionsFree(opts);
+    if (!w->tif) {
+        w->failed = 1;
+        if (!w->message[0]) snprintf(w->message, sizeof w->message, "cannot start the TIFF");
+    }
+    return w;
+}
+
+const char *ts_tiff_writer_message(const ts_tiff_writer *w) { return w->message; }
+
+int ts_tiff_writer_level(ts_tiff_writer *w, uint32_t width, uint32_t height, uint32_t tile, int channels,
+                         int reduced, int subifds) {
+    if (!w->tif || w->failed) return -1;
+    TIFF *t = w->tif;
+    TIFFSetField(t, TIFFTAG_SUBFILETYPE, reduced ? FILETYPE_REDUCEDIMAGE : 0);
+    TIFFSetField(t, TIFFTAG_IMAGEWIDTH, width);
+    TIFFSetField(t, TIFFTAG_IMAGELENGTH, height);
+    TIFFSetField(t, TIFFTAG_TILEWIDTH, tile);
+    TIFFSetField(t, TIFFTAG_TILELENGTH, tile);
+    TIFFSetField(t, TIFFTAG_BITSPERSAMPLE, 8);
+    TIFFSetField(t, TIFFTAG_SAMPLESPERPIXEL, channels);
+    TIFFSetField(t, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
+    TIFFSetField(t, TIFFTAG_COMPRESSION, COMPRESSION_JPEG);
+    TIFFSetField(t, TIFFTAG_ORIENTATION, ORIENTATION_TOPLEFT);
+    if (channels == 3) {
+        // The tiles are JFIF streams: full-range YCbCr, chroma halved both ways.
+        TIFFSetField(t, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_YCBCR);
+        TIFFSetField(t, TIFFTAG_YCBCRSUBSAMPLING, 2, 2);
+        float ref[6] = {0, 255, 128, 255, 128, 255};
+        TIFFSetField(t, TIFFTAG_REFERENCEBLACKWHITE, ref);
+    } else {
+        TIFFSetField(t, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_MINISBLACK);
+    }
+    if (subifds > 0) {
+        uint64_t offsets[64] = {0};
+        if (subifds > 64) subifds = 64;
+        TIFFSetField(t, TIFFTAG_SUBIFD, (uint16_t)subifds, offsets);
+    }
+    return w->failed ? -1 : 0;
+}
+
+int ts_tiff_writer_tile(ts_tiff_writer *w, uint32_t index, const uint8_t *data, size_t size) {
+    if (!w->tif || w->failed) return -1;
+    if (TIFFWriteRawTile(w->tif, index, (void *)data, (tmsize_t)size) != (tmsize_t)size) {
+        if (!w->message[0]) snprintf(w->message, sizeof w->message, "writing tile %u failed", index);
+        w->failed = 1;
+        return -1;
+    }
+    return 0;
+}
+
+int ts_tiff_writer_end_level(ts_tiff_writer *w) {
+    if (!w->tif || w->failed) return -1;
+    if (!TIFFWriteDirectory(w->tif)) {
+        if (!w->message[0]) snprintf(w->message, sizeof w->message, "writing a directory failed");
+        w->failed = 1;
+        return -1;
+    }
+    return 0;
+}
+
+int ts_tiff_writer_close(ts_tiff_writer *w) {
+    if (!w) return -1;
+    int failed = w->failed;
+    if (w->tif) {
+        TIFFFlush(w->tif);
+        TIFFClose(w->tif);
+        failed = failed || w->failed;
+    }
+    free(w);
+    return failed ? -1 : 0;
+}

@@ -444,7 +444,7 @@ public struct ExecutableJob: Codable, Sendable, Equatable {
         case .tiles:
             guard input.part == nil || input.part == .descriptor else { return ([], []) }
             let layout = tiles?.layout ?? .deepzoom
-            return ([input.pyramidName + (layout == .deepzoom ? ".dzi" : "/info.json")], [])
+            return ([input.pyramidName + (layout == .deepzoom ? ".dzi" : layout == .tiff ? ".tif" : "/info.json")], [])
         case .noop:
             return ([], [])
         }

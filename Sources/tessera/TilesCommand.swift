@@ -9,11 +9,13 @@ import TesseraModel
 /// `tessera tiles SOURCE... -o DIR`: a tiles job without a job file, on a local pool.
 struct Tiles: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Make tile pyramids (Deep Zoom or IIIF) of large images with local worker processes.",
+        abstract: "Make tile pyramids (Deep Zoom, IIIF or pyramidal TIFF) of large images with local worker processes.",
         discussion: """
             The same as `tessera run` with a job of kind tiles: each source's pyramid is split into \
             bands over the workers. Deep Zoom writes OUTPUT/NAME.dzi, OUTPUT/NAME_files/ and \
-            OUTPUT/NAME.html (a viewer); IIIF writes OUTPUT/NAME/info.json and its tiles.
+            OUTPUT/NAME.html (a viewer); IIIF writes OUTPUT/NAME/info.json and its tiles; tiff writes \
+            OUTPUT/NAME.tif, one tiled JPEG pyramidal TIFF for image servers (its tiles made in \
+            OUTPUT/NAME.tif.tiles/ by the workers, then written into the file as they are).
 
             \(Exit.help)
             """)
@@ -24,13 +26,13 @@ struct Tiles: ParsableCommand {
     @Option(name: .shortAndLong, help: "Output directory.", completion: .directory)
     var output: String
 
-    @Option(help: "deepzoom, iiif (Image API 2) or iiif3.", completion: .list(TileLayout.allCases.map(\.rawValue)))
+    @Option(help: "deepzoom, iiif (Image API 2), iiif3 or tiff (one pyramidal TIFF).", completion: .list(TileLayout.allCases.map(\.rawValue)))
     var layout: String = "deepzoom"
 
-    @Option(parsing: .unconditional, help: "Tile size (default: 254 for Deep Zoom, 256 for IIIF).")
+    @Option(parsing: .unconditional, help: "Tile size (default: 254 for Deep Zoom, 256 for IIIF and TIFF).")
     var tileSize: Int?
 
-    @Option(parsing: .unconditional, help: "Overlap in pixels (default: 1 for Deep Zoom, 0 for IIIF).")
+    @Option(parsing: .unconditional, help: "Overlap in pixels (default: 1 for Deep Zoom, 0 for IIIF and TIFF).")
     var overlap: Int?
 
     @Option(help: "Tile format: jpeg or png.", completion: .list(["jpeg", "png"]))
@@ -47,6 +49,9 @@ struct Tiles: ParsableCommand {
 
     @Flag(help: "Do not write the NAME.html viewer (Deep Zoom).")
     var noViewer = false
+
+    @Flag(help: "TIFF: the reduced levels as SubIFDs of the full-size page (vips tiffsave --subifd), not as pages.")
+    var subifd = false
 
     @Option(name: .shortAndLong, parsing: .unconditional, help: "Worker processes (default: the core count).")
     var workers: Int?
@@ -73,6 +78,7 @@ struct Tiles: ParsableCommand {
         settings.baseURI = baseUri
         settings.memoryBudgetMB = memoryBudget
         settings.viewer = !noViewer
+        settings.subifd = subifd
         do { try settings.validate() } catch let e as ImagingError { throw ValidationError(e.reason) }
         return settings
     }

@@ -350,6 +350,69 @@ final class TIFFTests: XCTestCase {
         }
     }
 
+    /// `layout: tiff`: levels halve rounding down until one fits in a tile; every tile is
+    /// whole (edges repeated); a stack and the tail make them from a TIFF source; the writer
+    /// puts them into a TIFF or BigTIFF as they are, which reads back as the source page with
+    /// its levels, and whose every tile is a tile the parts made, byte for byte.
+    func testPyramidalTIFFOutputFromItsTiles() throws {
+        var page = TestTIFF.Page(width: 300, height: 203, rowsPerStrip: 16)
+        page.sample = { x, y, s in UInt32((x * 3 + y * 2 + s * 70 + (x * y) % 17) & 0xFF) }
+        let source = TestTIFF(pages: [page]).bytes()
+        var settings = TileSettings(layout: .tiff, tileSize: 64)
+        settings.quality = 90
+        try settings.validate()
+        let info = try source.withUnsafeBytes { try TileSourceInfo.probe($0, limits: Limits()) }
+        let renderer = TileRenderer(settings: settings, info: info, name: "p")
+        let g = renderer.geometry
+        // 300x203 → 150x101 → 75x50 → 37x25 (fits in 64).
+        XCTAssertEqual((0..<g.levelCount).map { g.levelSize($0) },
+                       [Size(width: 300, height: 203), Size(width: 150, height: 101), Size(width: 75, height: 50), Size(width: 37, height: 25)])
+        var tiles: [String: [UInt8]] = [:]
+        for part in [PyramidPart.stack(levels: 2, rows: 0..<g.rows(1)), .tail(from: 2), .descriptor] {
+            _ = try source.withUnsafeBytes { raw in
+                try renderer.render(raw, part: part) { out in
+                    XCTAssertEqual([out.record.width, out.record.height], [64, 64], "\(out.record.path): whole tiles")
+                    XCTAssertNil(tiles[out.record.path])
+                    tiles[out.record.path] = out.bytes
+                }
+            }
+        }
+        XCTAssertEqual(tiles.count, g.tileCount, "every tile once, no descriptor file")
+        // An edge tile repeats the last column: its right half is the column at x = 299 - 256.
+        let edge = try Codec.decodeJPEG(try XCTUnwrap(tiles["p.tif.tiles/0/4_0.jpg"]))
+        XCTAssertLessThan(abs(Int(edge.pixel(x: 63, y: 10)[0]) - Int(edge.pixel(x: 43, y: 10)[0])), 6)
+        for big in [false, true] {
+            let path = NSTemporaryDirectory() + "/tessera-pyramid-\(getpid())-\(big).tif"
+            defer { unlink(path) }
+            let fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0o644)
+            XCTAssertGreaterThanOrEqual(fd, 0)
+            try PyramidTIFFWriter.write(fd: fd, geometry: g, channels: 3, bigTIFF: big, subifd: false) { k, c, r in
+                try XCTUnwrap(tiles[g.path(name: "p", k: k, column: c, row: r, suffix: "jpg")])
+            }
+            let file = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+            XCTAssertEqual(file[2], big ? 43 : 42, "BigTIFF's version is 43")
+            let structure = try ImageInfo.inspect(file).structure.joined(separator: " ")
+            XCTAssertTrue(structure.contains("levels 150x101, 75x50, 37x25"), structure)
+            let back = try Renderer.decode(file)
+            XCTAssertEqual(Size(width: back.width, height: back.height), Size(width: 300, height: 203))
+            // As close to the source as one JPEG of it at the same quality (a misplaced tile or row is far off).
+            let image = PixelBuffer(width: 300, height: 203, layout: .rgb)
+            for y in 0..<203 { for x in 0..<300 { image.setPixel(x: x, y: y, (0..<3).map { UInt8(page.sample(x, y, $0)) }) } }
+            let once = try Codec.decodeJPEG(try Codec.encodeJPEG(image, quality: 90, subsampling: .s420))
+            var diff = 0, reference = 0
+            for y in 0..<203 {
+                for x in 0..<300 {
+                    diff += abs(Int(back.pixel(x: x, y: y)[1]) - Int(page.sample(x, y, 1)))
+                    reference += abs(Int(once.pixel(x: x, y: y)[1]) - Int(page.sample(x, y, 1)))
+                }
+            }
+            XCTAssertLessThan(Double(diff), Double(reference) * 1.15 + 300 * 203 * 0.3, "mean error \(Double(diff) / (300 * 203)), one JPEG's \(Double(reference) / (300 * 203))")
+            // A tile as stored is the tile made (no re-encoding).
+            let tile = try XCTUnwrap(tiles["p.tif.tiles/1/2_1.jpg"])
+            XCTAssertNotNil(file.firstRange(of: tile), "level 1's tile 2,1 is in the file as it was made")
+        }
+    }
+
     /// A pyramidal TIFF (reduced-resolution directories after the page, as `vips tiffsave
     /// --pyramid` writes them): a thumbnail reads the smallest level that leaves the resampler
     /// its headroom (else the smallest that covers, as a JPEG's DCT scale falls back); the

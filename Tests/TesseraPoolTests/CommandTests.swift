@@ -95,6 +95,60 @@ final class CommandTests: XCTestCase {
         XCTAssertTrue(bad.err.contains("--layout must be one of deepzoom, iiif, iiif3"), bad.err)
     }
 
+    /// `tessera tiles --layout tiff`: one pyramidal TIFF per source, made from the workers'
+    /// tiles written into it as they are; every level a reduced-resolution page (or a SubIFD)
+    /// half the one above rounded down until one fits in a tile, as `vips tiffsave --pyramid`
+    /// lays it out; the tiles' folder gone; a TIFF source goes through stacks.
+    func testTilesCommandWritesAPyramidalTIFF() throws {
+        let c = try Cluster()
+        let jpeg = c.dir + "/in/photo.jpg", png = c.dir + "/in/flat.png"
+        let image = TilePoolTests.scene(3001, 2003, seed: 7)
+        try Data(try Codec.encodeJPEG(image, quality: 90)).write(to: URL(fileURLWithPath: jpeg))
+        try Data(try Codec.encodePNG(TilePoolTests.scene(1100, 700, seed: 8))).write(to: URL(fileURLWithPath: png))
+        for (flags, out) in [([String](), "/out"), (["--subifd"], "/sub")] {
+            let r = try tessera(["tiles", jpeg, png, "-o", c.dir + out, "--layout", "tiff", "--workers", "2"] + flags)
+            XCTAssertEqual(r.status, 0, r.out + r.err)
+            for name in ["photo", "flat"] {
+                XCTAssertFalse(FileManager.default.fileExists(atPath: c.dir + out + "/\(name).tif.tiles"), "tiles removed")
+                let tif = c.dir + out + "/\(name).tif"
+                let run = try runProcess("tiffinfo", [tif])
+                let info = (out: run.stdout, err: run.stderr)
+                XCTAssertEqual(run.status, 0, info.err)
+                let widths = info.out.split(separator: "\n").compactMap { line -> Int? in
+                    guard let r = line.range(of: "Image Width: ") else { return nil }
+                    return Int(line[r.upperBound...].prefix { $0.isNumber })
+                }
+                // 3001 → 1500 → 750 → 375 → 187 (fits in 256); 1100 → 550 → 275 → 137.
+                XCTAssertEqual(widths, name == "photo" ? [3001, 1500, 750, 375, 187] : [1100, 550, 275, 137], info.out)
+                XCTAssertEqual(info.out.components(separatedBy: "reduced-resolution image").count - 1, widths.count - 1)
+                XCTAssertEqual(info.out.contains("SubIFD"), !flags.isEmpty, info.out)
+                XCTAssertTrue(info.out.contains("Compression Scheme: JPEG") && info.out.contains("Tile Width: 256 Tile Length: 256"))
+                // Our own reader takes the levels as the page's pyramid and the full page as the source.
+                let inspect = try tessera(["inspect", tif])
+                XCTAssertTrue(inspect.out.contains(name == "photo" ? "levels 1500x1001, 750x500" : "levels 550x350, 275x175"), inspect.out)
+            }
+            // The full-size page is the source (JPEG quality 75 of it).
+            let back = try Renderer.decode([UInt8](try Data(contentsOf: URL(fileURLWithPath: c.dir + out + "/photo.tif"))))
+            XCTAssertEqual(Size(width: back.width, height: back.height), Size(width: 3001, height: 2003))
+            var diff = 0
+            for y in Swift.stride(from: 0, to: 2003, by: 7) {
+                for x in Swift.stride(from: 0, to: 3001, by: 7) { diff += abs(Int(back.pixel(x: x, y: y)[1]) - Int(image.pixel(x: x, y: y)[1])) }
+            }
+            XCTAssertLessThan(Double(diff) / Double((2003 / 7 + 1) * (3001 / 7 + 1)), 4, "mean green error")
+        }
+        // A TIFF source, through stacks: the pyramid of the pyramid's own full page.
+        let again = try tessera(["tiles", c.dir + "/out/photo.tif", "-o", c.dir + "/again", "--layout", "tiff", "--workers", "2", "--json"])
+        XCTAssertEqual(again.status, 0, again.err)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: c.dir + "/again/photo.tif"))
+        let bad = try tessera(["tiles", jpeg, "-o", c.dir + "/bad", "--layout", "tiff", "--overlap", "1"])
+        XCTAssertEqual(bad.status, 2, bad.err)
+        XCTAssertTrue(bad.err.contains("TIFF tiles do not overlap"), bad.err)
+        let png16 = try tessera(["tiles", jpeg, "-o", c.dir + "/bad", "--layout", "tiff", "--format", "png"])
+        XCTAssertTrue(png16.err.contains("a pyramidal TIFF's tiles are JPEG"), png16.err)
+        let odd = try tessera(["tiles", jpeg, "-o", c.dir + "/bad", "--layout", "tiff", "--tile-size", "200"])
+        XCTAssertTrue(odd.err.contains("multiple of 16"), odd.err)
+    }
+
     /// On a terminal the progress bar fits its width and is redrawn in place (carriage
     /// return, clear to end of line), never wrapping.
     func testProgressBarFitsTheTerminal() throws {

@@ -83,13 +83,14 @@ final class LevelCascade {
                 pending.update(from: row, count: w * channels)
                 return
             }
-            // The last row of an odd-height level halves alone.
+            // The last row of an odd-height level halves alone, or is dropped (sizes rounded down).
+            guard !geometry.roundsDown else { return }
             let t0 = clock.milliseconds
-            ts_halve_rows(row, row, Int32(w), Int32(channels), halved)
+            ts_halve_rows(row, row, Int32(w), Int32(channels), 1, halved)
             halvingTime += clock.milliseconds - t0
         } else {
             let t0 = clock.milliseconds
-            ts_halve_rows(pending, row, Int32(w), Int32(channels), halved)
+            ts_halve_rows(pending, row, Int32(w), Int32(channels), geometry.roundsDown && w > 1 ? 0 : 1, halved)
             halvingTime += clock.milliseconds - t0
         }
         try push(UnsafePointer(halved), level: k + 1, emit: emit)

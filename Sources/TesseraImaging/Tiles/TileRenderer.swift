@@ -164,6 +164,9 @@ public struct TileRenderer {
         let clock = Stopwatch()
         var decodeTime = 0.0, encodeTime = 0.0
         let outChannels = settings.format == .jpeg ? (info.channels == 1 ? 1 : 3) : info.channels
+        let wholeTile: UnsafeMutablePointer<UInt8>? = settings.layout == .tiff
+            ? .allocate(capacity: settings.tileSize * settings.tileSize * outChannels) : nil
+        defer { wholeTile?.deallocate() }
 
         /// Encodes and emits the tiles of tile row `r` of level `k` from `window`, whose
         /// first row is level row `top`.
@@ -176,20 +179,35 @@ public struct TileRenderer {
                     continue
                 }
                 let t0 = clock.milliseconds
-                let p = UnsafePointer(window + (t.y.lowerBound - top) * stride + t.x.lowerBound * outChannels)
+                var p = UnsafePointer(window + (t.y.lowerBound - top) * stride + t.x.lowerBound * outChannels)
+                var (w, h, s) = (t.x.count, t.y.count, stride)
+                if let whole = wholeTile, w < settings.tileSize || h < settings.tileSize {
+                    // A TIFF's tiles are whole: the edge's last column and row repeat to the tile's size.
+                    let n = settings.tileSize, rowBytes = n * outChannels
+                    for y in 0..<n {
+                        let out = whole + y * rowBytes
+                        if y < h {
+                            out.update(from: p + y * s, count: w * outChannels)
+                            for x in w..<n { (out + x * outChannels).update(from: out + (w - 1) * outChannels, count: outChannels) }
+                        } else {
+                            out.update(from: whole + (h - 1) * rowBytes, count: rowBytes)
+                        }
+                    }
+                    (p, w, h, s) = (UnsafePointer(whole), n, n, rowBytes)
+                }
                 let data: [UInt8]
                 if settings.format == .jpeg {
-                    data = try JPEGEncoder.encode(p, width: t.x.count, height: t.y.count, stride: stride,
+                    data = try JPEGEncoder.encode(p, width: w, height: h, stride: s,
                                                   channels: outChannels,
                                                   .init(quality: settings.quality, progressive: false, optimize: false,
                                                         subsampling: .s420))
                 } else {
-                    data = try PNGEncoder.encode(p, width: t.x.count, height: t.y.count, stride: stride,
+                    data = try PNGEncoder.encode(p, width: w, height: h, stride: s,
                                                  channels: outChannels, compressionLevel: 6)
                 }
                 encodeTime += clock.milliseconds - t0
-                try emit(OutputFile(.init(name: "tile", path: path, format: settings.format, width: t.x.count,
-                                          height: t.y.count, bytes: data.count, quality: nil), bytes: data))
+                try emit(OutputFile(.init(name: "tile", path: path, format: settings.format, width: w,
+                                          height: h, bytes: data.count, quality: nil), bytes: data))
                 work.tilesWritten += 1
                 work.bytes += data.count
             }
@@ -302,7 +320,10 @@ public struct TileRenderer {
             for k in k0..<geometry.levelCount {
                 if k > k0 {
                     let t1 = clock.milliseconds
-                    level = try TileRenderer.halve(level)
+                    // The level above as the geometry sizes it (a decode at a scale may round up).
+                    let above = geometry.levelSize(k - 1)
+                    level = try TileRenderer.halve(level, width: min(level.width, above.width),
+                                                   height: min(level.height, above.height), roundDown: geometry.roundsDown)
                     decodeTime += clock.milliseconds - t1
                 }
                 for r in 0..<geometry.rows(k) {
@@ -318,13 +339,14 @@ public struct TileRenderer {
         return work
     }
 
-    /// 2×2 box means, sizes rounded up (edge boxes average what they have).
-    static func halve(_ src: PixelBuffer) throws -> PixelBuffer {
-        let w = (src.width + 1) / 2, h = (src.height + 1) / 2
+    /// 2×2 box means of the top-left `width` × `height` of `src`, sizes rounded up (edge
+    /// boxes average what they have) or down (an odd last row and column are dropped).
+    static func halve(_ src: PixelBuffer, width: Int, height: Int, roundDown: Bool = false) throws -> PixelBuffer {
+        let w = max(1, roundDown ? width / 2 : (width + 1) / 2), h = max(1, roundDown ? height / 2 : (height + 1) / 2)
         let out = try PixelBuffer.make(width: w, height: h, layout: src.layout)
         for y in 0..<h {
-            let r0 = src.row(2 * y), r1 = src.row(min(2 * y + 1, src.height - 1))
-            ts_halve_rows(r0, r1, Int32(src.width), Int32(src.channels), out.row(y))
+            let r0 = src.row(min(2 * y, height - 1)), r1 = src.row(min(2 * y + 1, height - 1))
+            ts_halve_rows(r0, r1, Int32(width), Int32(src.channels), roundDown && width > 1 ? 0 : 1, out.row(y))
         }
         return out
     }
@@ -351,6 +373,9 @@ public struct TileRenderer {
                                                                     suffix: settings.suffix).utf8)))
             }
             return files
+        case .tiff:
+            // The file is written from the tiles by the part that assembles them.
+            return []
         case .iiif, .iiif3:
             let rawID = settings.baseURI.hasSuffix("/") ? settings.baseURI + name : settings.baseURI + "/" + name
             // A JSON string (file names may hold quotes or backslashes).

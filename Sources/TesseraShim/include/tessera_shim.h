@@ -168,8 +168,9 @@ int ts_kernels_avx2(void);
 
 /// One row of a 2×2 box halving: out[x] = round(mean of r0 and r1 at columns 2x and 2x+1),
 /// per channel, for `width` source pixels of `channels` bytes; an odd last column averages
-/// the two it has. Pass r0 as r1 too for a last row without a pair.
-void ts_halve_rows(const uint8_t *r0, const uint8_t *r1, int width, int channels, uint8_t *out);
+/// the two it has when `keep_odd` (sizes rounded up), else is dropped. Pass r0 as r1 too for
+/// a last row without a pair.
+void ts_halve_rows(const uint8_t *r0, const uint8_t *r1, int width, int channels, int keep_odd, uint8_t *out);
 
 // MARK: - TIFF (libtiff: TIFFGetField/TIFFSetField are variadic, its error handlers take a va_list)
 
@@ -225,6 +226,25 @@ void ts_tiff_release_reads(ts_tiff *t, int on);
 /// Reads `rows` rows from `row` of the current directory as packed RGBA (8 bits each,
 /// alpha premultiplied), in stored order (no flips), `width` pixels each. 0 on success.
 int ts_tiff_rgba_rows(ts_tiff *t, uint32_t row, uint32_t rows, uint32_t *out);
+
+/// A tiled TIFF being written from tiles already compressed (a pyramid's JPEG tiles, each a
+/// whole JPEG stream): a level is a directory, its tiles go in as they are
+/// (`TIFFWriteRawTile`, no re-encoding). Errors are kept in the handle, never printed.
+typedef struct ts_tiff_writer ts_tiff_writer;
+/// Writes to `fd` (which `ts_tiff_writer_close` closes); `bigtiff` for offsets past 4 GB.
+ts_tiff_writer *ts_tiff_writer_open(int fd, int bigtiff);
+const char *ts_tiff_writer_message(const ts_tiff_writer *w);
+/// Starts a level: `width` × `height` in `tile`-square tiles of `channels` (1: gray, 3: JPEG
+/// YCbCr 4:2:0); `reduced` marks a reduced-resolution image (NewSubfileType 1); on the full-size
+/// level, `subifds` reduced levels follow as its SubIFDs instead of as pages. 0 on success.
+int ts_tiff_writer_level(ts_tiff_writer *w, uint32_t width, uint32_t height, uint32_t tile, int channels,
+                         int reduced, int subifds);
+/// Tile `index` (row-major) of the current level. 0 on success.
+int ts_tiff_writer_tile(ts_tiff_writer *w, uint32_t index, const uint8_t *data, size_t size);
+/// Ends the current level (writes its directory). 0 on success.
+int ts_tiff_writer_end_level(ts_tiff_writer *w);
+/// Finishes the file and frees the handle; 0 when everything was written.
+int ts_tiff_writer_close(ts_tiff_writer *w);
 
 // MARK: - HTTP (libcurl's easy API: curl_easy_setopt and curl_easy_getinfo are variadic)
 
