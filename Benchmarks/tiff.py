@@ -10,7 +10,8 @@ Each set: 256 px thumbnails, `tessera render -t 1` against pyvips `thumbnail` + 
 loop in one process (VIPS_CONCURRENCY=1), interleaved repeats, median wall time; images/s and
 peak RSS (GNU time).
 --big: a 20000 x 15000 px strip TIFF and a tiled BigTIFF of it: Deep Zoom with 2 workers against
-`dzsave` on 2 threads, wall time, peak RSS, tile counts.
+`dzsave` on 2 threads, wall time, peak RSS, tile counts; and a pyramidal TIFF of each
+(`--layout tiff`) against `tiffsave --tile --pyramid --compression jpeg`, sizes and level widths.
 Needs: pip install pyvips pyvips-binary; a release build (.build/release/tessera).
 """
 import argparse, glob, os, statistics, subprocess, sys, tempfile, time
@@ -103,6 +104,29 @@ def big(work):
         ours = sum(1 for _, _, fs in os.walk(out) for x in fs if x.endswith(".jpg"))
         theirs = sum(1 for _, _, fs in os.walk(vout) for x in fs if x.endswith(".jpeg"))
         print(f"| {name} | {tt:.1f} | {rss} | {vt:.1f} | {vm} | {vt / tt:.2f}x | {ours} / {theirs} |")
+    # Pyramidal TIFF out: `tessera tiles --layout tiff` against `tiffsave --tile --pyramid --compression jpeg`.
+    print("\n| source | tessera --layout tiff -w 2 s | RSS/worker MB | vips tiffsave (2 threads) s | RSS MB | ratio | bytes (tessera / vips) | levels |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name, f in files.items():
+        out = tempfile.mkdtemp(dir=work)
+        t0 = time.monotonic()
+        r = subprocess.run([TESSERA, "tiles", f, "-o", out, "-w", "2", "--layout", "tiff", "--json"], capture_output=True,
+                           text=True, check=True)
+        tt = time.monotonic() - t0
+        import json
+        summary = json.loads(r.stdout.strip().splitlines()[-1])
+        peaks = summary.get("workerPeakRSSBytes", {})
+        rss = max((v if isinstance(v, int) else v.get("bytes", 0) for v in peaks.values()), default=0) // 1048576
+        vout = os.path.join(tempfile.mkdtemp(dir=work), "p.tif")
+        vt, vm = timed([sys.executable, "-c", "import pyvips,sys; pyvips.Image.new_from_file(sys.argv[1], access='sequential')"
+                        ".tiffsave(sys.argv[2], tile=True, pyramid=True, compression='jpeg', Q=75, tile_width=256, tile_height=256)",
+                        f, vout], env={"VIPS_CONCURRENCY": "2"})
+        ours = os.path.join(out, os.path.splitext(os.path.basename(f))[0] + ".tif")
+        levels = [(pyvips.Image.new_from_file(x, page=p).width for p in range(pyvips.Image.new_from_file(x).get("n-pages")))
+                  for x in (ours, vout)]
+        same = list(levels[0]) == list(levels[1])
+        print(f"| {name} | {tt:.1f} | {rss} | {vt:.1f} | {vm} | {vt / tt:.2f}x | {os.path.getsize(ours) / 1e6:.1f} / "
+              f"{os.path.getsize(vout) / 1e6:.1f} MB | {'same as vips' if same else 'DIFFER'} |")
 
 
 if __name__ == "__main__":

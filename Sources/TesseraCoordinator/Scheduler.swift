@@ -32,52 +32,85 @@ package struct TaskSlot {
     package init(input: InputFile) { self.input = input }
 }
 
-/// Tiles jobs: a pyramid's descriptor part (`.dzi`, `info.json`) runs only after every
-/// other part of its pyramid, and fails when one of them failed, so no descriptor ever
-/// describes tiles that are not there. The scheduler asks it about each task it pages
-/// in and tells it about each part that ends; it holds only per-pyramid counts.
+/// Tiles jobs: a pyramid's descriptor part (`.dzi`, `info.json`, a pyramidal TIFF's
+/// assembly) runs only after every other part of its pyramid, and fails when one of them
+/// failed, so no descriptor ever describes tiles that are not there. A tail waits for its
+/// pyramid's stacks, whose stripes of its first level it reads instead of decoding the
+/// source (when a stack failed, the tail decodes it). The scheduler asks it about each task
+/// it pages in and tells it about each part that ends; it holds only per-pyramid counts.
 package struct PyramidGate {
-    private var parts: [String: (open: Int, failed: Int)] = [:]
+    private struct Counts {
+        var open = 0
+        var failed = 0
+        var openStacks = 0
+    }
+    private var parts: [String: Counts] = [:]
     /// Descriptor tasks paged in and waiting for their parts: pyramid path -> task id.
     private var waiting: [String: UInt64] = [:]
+    /// Tails paged in and waiting for their stacks: pyramid path -> task id.
+    private var waitingTails: [String: UInt64] = [:]
 
     /// From every task of the job: whether it has finished, and whether it failed.
     package init(tasks: [(input: InputFile, finished: Bool, failed: Bool)]) {
         for t in tasks where Self.makesTiles(t.input) {
-            var p = parts[t.input.path] ?? (0, 0)
-            if !t.finished { p.open += 1 } else if t.failed { p.failed += 1 }
+            var p = parts[t.input.path] ?? Counts()
+            if !t.finished {
+                p.open += 1
+                if Self.isStack(t.input) { p.openStacks += 1 }
+            } else if t.failed {
+                p.failed += 1
+            }
             parts[t.input.path] = p
         }
     }
 
-    /// A band or the tail of a pyramid (not its descriptor, not a whole-file task).
+    /// A band, stack or the tail of a pyramid (not its descriptor, not a whole-file task).
     static func makesTiles(_ input: InputFile) -> Bool {
         guard let part = input.part else { return false }
         return part != .descriptor
+    }
+
+    static func isStack(_ input: InputFile) -> Bool {
+        if case .stack? = input.part { return true }
+        return false
     }
 
     package enum Admission: Equatable { case ready, held, incomplete(failedParts: Int) }
 
     /// Whether a task just paged in may be queued.
     package mutating func admit(_ id: UInt64, _ input: InputFile) -> Admission {
-        guard input.part == .descriptor else { return .ready }
-        let p = parts[input.path] ?? (0, 0)
-        if p.open > 0 {
-            waiting[input.path] = id
+        switch input.part {
+        case .descriptor?:
+            let p = parts[input.path] ?? Counts()
+            if p.open > 0 {
+                waiting[input.path] = id
+                return .held
+            }
+            return p.failed > 0 ? .incomplete(failedParts: p.failed) : .ready
+        case .tail?:
+            guard (parts[input.path]?.openStacks ?? 0) > 0 else { return .ready }
+            waitingTails[input.path] = id
             return .held
+        default:
+            return .ready
         }
-        return p.failed > 0 ? .incomplete(failedParts: p.failed) : .ready
     }
 
-    /// A part ended: when it was its pyramid's last, the waiting descriptor (if paged in)
-    /// and the number of failed parts.
-    package mutating func partEnded(_ input: InputFile, failed: Bool) -> (descriptor: UInt64, failedParts: Int)? {
-        guard Self.makesTiles(input), var p = parts[input.path] else { return nil }
+    /// A part ended: the tasks it lets go, each with the number of failed parts of its
+    /// pyramid (a tail whose stacks have all ended; the descriptor, if paged in, when the
+    /// pyramid's last part ended).
+    package mutating func partEnded(_ input: InputFile, failed: Bool) -> [(task: UInt64, failedParts: Int, descriptor: Bool)] {
+        guard Self.makesTiles(input), var p = parts[input.path] else { return [] }
         p.open -= 1
         if failed { p.failed += 1 }
+        var released: [(task: UInt64, failedParts: Int, descriptor: Bool)] = []
+        if Self.isStack(input) {
+            p.openStacks -= 1
+            if p.openStacks == 0, let tail = waitingTails.removeValue(forKey: input.path) { released.append((tail, 0, false)) }
+        }
         parts[input.path] = p
-        guard p.open == 0, let id = waiting.removeValue(forKey: input.path) else { return nil }
-        return (id, p.failed)
+        if p.open == 0, let id = waiting.removeValue(forKey: input.path) { released.append((id, p.failed, true)) }
+        return released
     }
 }
 
@@ -473,10 +506,10 @@ package final class Scheduler {
         journal.append(.result(task: id, job: job.id, status: status, record: record))
         metrics.completed(status)
         resultObserver?(job, record)
-        if let (descriptor, failed) = job.gate?.partEnded(slot.input, failed: status == .failed || status == .cancelled) {
-            if failed > 0 { descriptorIncomplete(job, descriptor, failedParts: failed) } else {
-                job.live[descriptor]?.state = .pending
-                job.enqueue(descriptor)
+        for (task, failed, descriptor) in job.gate?.partEnded(slot.input, failed: status == .failed || status == .cancelled) ?? [] {
+            if descriptor && failed > 0 { descriptorIncomplete(job, task, failedParts: failed) } else if job.live[task] != nil {
+                job.live[task]?.state = .pending
+                job.enqueue(task)
             }
         }
         if job.done == job.total { finishJob(job) }

@@ -5,7 +5,7 @@ import TesseraTasks
 
 extension TaskExecutor {
     /// The last part of a `layout: tiff` pyramid: the tiles the other parts made
-    /// (`NAME.tif.tiles/`) go into `NAME.tif` as they are, written under a temporary name,
+    /// (`NAME.tif.tiles/PART.pack`, a pack of tiles a part) go into `NAME.tif` as they are, written under a temporary name,
     /// renamed when whole (after the coordinator's commit when fenced); then the tiles are
     /// removed. The file is assembled where the tiles are: a worker that writes the output
     /// folder itself.
@@ -19,22 +19,27 @@ extension TaskExecutor {
         let geometry = PyramidGeometry(width: info.width, height: info.height, settings: settings)
         let target = try OutputNaming.confine(name + ".tif", under: job.outputRoot)
         let tiles = target + ".tiles"
-        func tilePath(_ k: Int, _ c: Int, _ r: Int) -> String {
-            Location.join(job.outputRoot, geometry.path(name: name, k: k, column: c, row: r, suffix: settings.suffix))
-        }
-        // Every tile is there (the parts succeeded: the coordinator runs this part last), and
-        // their sizes say whether offsets need 64 bits.
+        // The parts' packs (the coordinator runs this part after all of them succeeded).
+        var packs: [MappedFile] = []
+        var where_: [TilePack.Tile: (pack: Int, bytes: Range<Int>)] = [:]
         var tileBytes = 0
+        for file in ((try? FileManager.default.contentsOfDirectory(atPath: tiles)) ?? []).sorted() where file.hasSuffix(".pack") {
+            let mapped = try FileIO.map(tiles + "/" + file, limit: 1 << 40)
+            let index: [(TilePack.Tile, Range<Int>)]
+            do { index = try TilePack.index(mapped.bytes) } catch let e as ImagingError {
+                throw JobError(.writeFailed, "\(e.reason): the pyramid's parts must run again", file: tiles + "/" + file)
+            }
+            for (tile, range) in index {
+                where_[tile] = (packs.count, range)
+                tileBytes += range.count
+            }
+            packs.append(mapped)
+        }
         for k in 0..<geometry.levelCount {
             for r in 0..<geometry.rows(k) {
-                for c in 0..<geometry.columns(k) {
-                    var st = stat()
-                    let path = tilePath(k, c, r)
-                    guard Paths.withCString(path, { stat($0, &st) }) == 0, st.st_size > 0 else {
-                        throw JobError(.writeFailed, "tile \(c),\(r) of level \(k) is missing: the pyramid's parts must run again",
-                                       file: path)
-                    }
-                    tileBytes += Int(st.st_size)
+                for c in 0..<geometry.columns(k) where where_[TilePack.Tile(k: k, column: c, row: r)] == nil {
+                    throw JobError(.writeFailed, "tile \(c),\(r) of level \(k) is missing: the pyramid's parts must run again",
+                                   file: tiles)
                 }
             }
         }
@@ -53,7 +58,8 @@ extension TaskExecutor {
         do {
             try PyramidTIFFWriter.write(fd: theirs, geometry: geometry, channels: info.channels == 1 ? 1 : 3,
                                         bigTIFF: bigTIFF, subifd: settings.subifd) { k, c, r in
-                try FileIO.read(tilePath(k, c, r), limit: 64 << 20)
+                let at = where_[TilePack.Tile(k: k, column: c, row: r)]!
+                return Array(UnsafeRawBufferPointer(rebasing: packs[at.pack].bytes[at.bytes]))
             }
         } catch let e as ImagingError {
             throw JobError(.writeFailed, e.reason, file: target)

@@ -77,9 +77,19 @@ final class Staging {
     @discardableResult
     func publish() throws -> [String] {
         var published: [String] = []
+        // Directories already found to stay inside the root (a pyramid's tiles share a few).
+        var confined: Set<Substring> = []
         do {
             for relative in files {
-                let target = try OutputNaming.confine(relative, under: root)
+                let slash = relative.lastIndex(of: "/")
+                let dir = slash.map { relative[..<$0] } ?? ""
+                let target: String
+                if confined.contains(dir) {
+                    target = root + "/" + (try OutputNaming.normalise(relative))
+                } else {
+                    target = try OutputNaming.confine(relative, under: root)
+                    confined.insert(dir)
+                }
                 try ensureDirectory(Paths.directory(of: target))
                 guard Paths.withCString(directory + "/" + relative, { s in Paths.withCString(target) { rename(s, $0) } }) == 0 else {
                     throw JobError(.writeFailed, "publishing: \(String(cString: strerror(errno)))", file: target)

@@ -301,6 +301,25 @@ public enum TaskExecutor {
     /// version, unchanged bytes, without reading them.
     static func versionHash(_ etag: String) -> UInt64 { XXH64.hash(Array(("etag:" + etag).utf8)) }
 
+    /// Stripes of a pyramid's tail level in `ROOT/.tessera/stripes/KEY/`, KEY naming the
+    /// pyramid and its source (name, size, and a hash of its first and last 64 kB): the
+    /// stacks' workers write them (atomically; an attempt superseded writes the same bytes),
+    /// the tail's reads them and removes the folder.
+    static func stripeStore(root: String, name: String, info: TileSourceInfo, bytes: UnsafeRawBufferPointer) -> StripeStore {
+        let edge = min(bytes.count, 65536)
+        var key = XXH64.hash(Array("\(name)|\(info.width)x\(info.height)|\(bytes.count)".utf8))
+        key = XXH64.hash(UnsafeRawBufferPointer(rebasing: bytes[0..<edge]), seed: key)
+        key = XXH64.hash(UnsafeRawBufferPointer(rebasing: bytes[(bytes.count - edge)...]), seed: key)
+        let dir = root + "/.tessera/stripes/" + String(key, radix: 16)
+        return StripeStore(save: { part, data in
+            try FileIO.writeAtomically(data, to: dir + "/" + part.description)
+        }, load: { part in
+            try? FileIO.read(dir + "/" + part.description, limit: 256 << 20)
+        }, remove: {
+            try? FileManager.default.removeItem(atPath: dir)
+        })
+    }
+
     /// A `tiles` task: one part of one pyramid.
     static func runTiles(_ job: ExecutableJob, input: InputFile, bytes: UnsafeRawBufferPointer, options: RenderOptions,
                          returnInline: Bool, fence: Fence?, task: inout Run) throws {
@@ -326,6 +345,9 @@ public enum TaskExecutor {
         renderer.limits = limits
         renderer.strict = job.options.strict
         renderer.inputIsFileMap = task.inputIsFileMap
+        if !returnInline && !Location.isRemote(job.outputRoot) && info.format != .jpeg {
+            renderer.stripes = stripeStore(root: job.outputRoot, name: name, info: info, bytes: bytes)
+        }
         // Fenced: tiles are staged (adopting what an earlier, killed attempt of this part staged).
         let staging = returnInline ? nil : try fence.map { try Staging(root: job.outputRoot, fence: $0, adopt: true) }
         let writer = returnInline ? nil : try TileWriter(root: job.outputRoot, name: name, resumeAfter: job.createdAt,

@@ -11,7 +11,7 @@ public enum TileLayout: String, Sendable, Codable, CaseIterable {
     /// One pyramidal TIFF, `NAME.tif`, for image servers (IIPImage, Cantaloupe): tiled, JPEG,
     /// each level a reduced-resolution page (or SubIFD) half the one above, rounded down, until
     /// one fits in a tile, as `vips tiffsave --tile --pyramid` lays it out. Parts make the tiles
-    /// (`NAME.tif.tiles/K/C_R.jpg`, whole tiles, edges repeated); the last part writes them into
+    /// (whole tiles, edges repeated, a pack a part in `NAME.tif.tiles/`); the last part writes them into
     /// the file as they are (no re-encoding) and removes them.
     case tiff
 }
@@ -255,6 +255,15 @@ public enum PyramidPart: Sendable, Hashable, CustomStringConvertible {
         return min(n, rows.lowerBound << s)..<min(n, rows.upperBound << s)
     }
 
+    /// Rows of level `levels` (the tail's first) a stack hands over to the tail: those whose
+    /// source rows lie in its stripe; nil when stripes do not fall on whole rows of that level
+    /// (an odd tile size) or for other parts.
+    public func stripeRows(in geometry: PyramidGeometry) -> Range<Int>? {
+        guard case .stack(let n, let rows) = self, geometry.tileSize % 2 == 0, n < geometry.levelCount else { return nil }
+        let unit = geometry.tileSize << (n - 1), h = geometry.levelSize(n).height
+        return min(h, (rows.lowerBound * unit) >> n)..<min(h, (rows.upperBound * unit) >> n)
+    }
+
     /// `k0:r3-6` (band: shrink 0, tile rows 3..<6), `k0-3:r1-2` (stack of shrinks 0...3 over
     /// tile row 1 of shrink 3), `k3+` (tail from shrink 3) or `meta`: its name in task keys,
     /// records and messages.
@@ -375,8 +384,9 @@ extension PyramidGeometry {
                 let passed = full * Double(bottom - (info.restartSeekable ? top : 0)) / Double(height)
                 parts.append((.stack(levels: kt, rows: r), made + passCost * passed))
             }
-            parts.append((.tail(from: kt), passCost * full + Double(levelBytes(kt, channels: 1)) * 4 / 3))
-            return parts.sorted { $0.1 > $1.1 }.map(\.0) + [.descriptor]
+            // The tail comes after its stacks (the coordinator holds it until they end: it reads
+            // the stripes of its first level they leave).
+            return parts.sorted { $0.1 > $1.1 }.map(\.0) + [.tail(from: kt), .descriptor]
         }
         for k in 0..<kt {
             let s = levelSize(k)

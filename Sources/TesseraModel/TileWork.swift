@@ -75,6 +75,9 @@ public enum TileSeek: String, Sendable, Codable {
     case readThrough = "read-through"
     /// The rows are read where they are stored (TIFF strips and tiles): nothing above is read.
     case direct
+    /// Nothing of the source is read: a tail puts its first level together from the stripes
+    /// its pyramid's stacks made of it.
+    case stripes
 }
 
 extension TileDecodeInfo {

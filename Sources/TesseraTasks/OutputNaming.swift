@@ -98,7 +98,7 @@ public struct OutputNaming: Sendable, Codable {
     }
 
     /// `a/./b//c` -> `a/b/c`; refuses absolute paths, `..`, control characters and empty paths.
-    static func normalise(_ relative: String) throws -> String {
+    public static func normalise(_ relative: String) throws -> String {
         // The common case, already normal: no leading "/", no empty, "." or ".." part, no NUL.
         if isNormal(relative) { return relative }
         // A NUL would end the name at the kernel: every output would go to one file.

@@ -15,7 +15,7 @@ struct Tiles: ParsableCommand {
             bands over the workers. Deep Zoom writes OUTPUT/NAME.dzi, OUTPUT/NAME_files/ and \
             OUTPUT/NAME.html (a viewer); IIIF writes OUTPUT/NAME/info.json and its tiles; tiff writes \
             OUTPUT/NAME.tif, one tiled JPEG pyramidal TIFF for image servers (its tiles made in \
-            OUTPUT/NAME.tif.tiles/ by the workers, then written into the file as they are).
+            OUTPUT/NAME.tif.tiles/ by the workers, a pack a part, then written into the file as they are).
 
             \(Exit.help)
             """)

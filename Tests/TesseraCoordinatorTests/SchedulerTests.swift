@@ -285,6 +285,38 @@ final class SchedulerTests: XCTestCase {
         XCTAssertEqual(s.finishedJobs[job.id]?.failed, 2)
     }
 
+    /// A tail waits for its pyramid's stacks (it reads the stripes they leave), whether they
+    /// succeed or fail; a band does not hold a tail back; the descriptor waits for them all.
+    func testATailWaitsForItsStacksAndTheDescriptorForEverything() throws {
+        let s = makeScheduler(pageSize: 3)
+        let paths = ["/a.tif", "/a.tif", "/a.tif", "/a.tif", "/b.jpg", "/b.jpg"]
+        let parts: [PyramidPart?] = [.stack(levels: 2, rows: 0..<1), .stack(levels: 2, rows: 1..<2), .tail(from: 2), .descriptor,
+                                     .band(shrink: 0, rows: 0..<1), .tail(from: 1)]
+        let job = try submit(s, paths, kind: .tiles, parts: parts)
+        let w = worker("w", credit: 10)
+        func key(_ t: (ActiveJob, TaskRef)) -> String { job.live[t.1.task]!.input.key }
+        let first = take(s, w, 10)
+        XCTAssertEqual(Set(first.map(key)), ["/a.tif#k0-1:r0-1", "/a.tif#k0-1:r1-2", "/b.jpg#k0:r0-1", "/b.jpg#k1+"],
+                       "a's tail waits for its stacks; b's tail never waits for a band")
+        let byKey = Dictionary(uniqueKeysWithValues: first.map { (key($0), $0.1) })
+        ok(s, job, byKey["/a.tif#k0-1:r0-1"]!)
+        XCTAssertTrue(take(s, w, 10).isEmpty, "a's tail waits for its second stack")
+        s.fail(job, byKey["/a.tif#k0-1:r1-2"]!.task, retryable: false, code: "corrupt", message: "bad", record: nil, now: now)
+        let tail = take(s, w, 10)
+        XCTAssertEqual(tail.map(key), ["/a.tif#k2+"], "a's tail goes once its stacks ended, a failed one too")
+        for ref in [tail[0].1, byKey["/b.jpg#k0:r0-1"]!] { ok(s, job, ref) }
+        XCTAssertTrue(take(s, w, 10).isEmpty, "b's descriptor-less job still runs its tail")
+        ok(s, job, byKey["/b.jpg#k1+"]!)
+        let records = try results(job).map { String(decoding: $0.record, as: UTF8.self) }
+        XCTAssertTrue(records.contains { $0.contains("pyramid not finished (1 part failed)") }, "\(records)")
+        XCTAssertEqual(s.finishedJobs[job.id]?.failed, 2)
+        // After a restart, the gate is built from the journal: an unfinished stack holds the tail again.
+        var gate = PyramidGate(tasks: [(InputFile(path: "/c.tif", root: "/", part: .stack(levels: 1, rows: 0..<1)), false, false),
+                                       (InputFile(path: "/c.tif", root: "/", part: .tail(from: 1)), false, false)])
+        XCTAssertEqual(gate.admit(9, InputFile(path: "/c.tif", root: "/", part: .tail(from: 1))), .held)
+        XCTAssertEqual(gate.partEnded(InputFile(path: "/c.tif", root: "/", part: .stack(levels: 1, rows: 0..<1)), failed: false).map(\.task), [9])
+    }
+
     func testStreamingInsertDropsDuplicatesAcrossBatches() throws {
         let s = makeScheduler()
         var paths = (0..<2500).map { "/in/\($0).jpg" }

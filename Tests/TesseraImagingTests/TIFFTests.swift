@@ -350,6 +350,54 @@ final class TIFFTests: XCTestCase {
         }
     }
 
+    /// The tail of a pyramid with stacks puts its first level together from the stripes the
+    /// stacks leave (nothing of the source read again): its tiles are those of the levels
+    /// halved in turn, like the stacks'; the stripes are removed after; without them the tail
+    /// decodes the source.
+    func testATailReadsTheStripesItsStacksLeft() throws {
+        var page = TestTIFF.Page(width: 2000, height: 1400, rowsPerStrip: 32)
+        page.sample = { x, y, s in UInt32((x / 3 + y * 5 / 7 + s * 50 + (x * y) % 11) & 0xFF) }
+        let source = TestTIFF(pages: [page]).bytes()
+        let image = PixelBuffer(width: 2000, height: 1400, layout: .rgb)
+        for y in 0..<1400 { for x in 0..<2000 { for c in 0..<3 { image.row(y)[x * 3 + c] = UInt8(page.sample(x, y, c)) } } }
+        var settings = TileSettings()
+        settings.tileSize = 64
+        settings.memoryBudgetMB = 32  // the tail starts at shrink 1: level 0 is a stack
+        let info = try source.withUnsafeBytes { try TileSourceInfo.probe($0, limits: Limits()) }
+        var renderer = TileRenderer(settings: settings, info: info, name: "p")
+        let g = renderer.geometry
+        let parts = g.plan(info: info, settings: settings)
+        XCTAssertTrue(parts.contains(.tail(from: 1)) && parts.contains { if case .stack(1, _) = $0 { return true } else { return false } },
+                      "\(parts)")
+        var stored: [String: [UInt8]] = [:]
+        renderer.stripes = StripeStore(save: { stored[$0.description] = $1 }, load: { stored[$0.description] },
+                                       remove: { stored = [:] })
+        var files: [String: [UInt8]] = [:]
+        var tailWork: TileWork?
+        for part in parts {
+            let work = try source.withUnsafeBytes { raw in try renderer.render(raw, part: part) { files[$0.record.path] = $0.bytes } }
+            if case .tail = part { tailWork = work }
+            if case .stack = part { XCTAssertNotNil(stored[part.description], "\(part) left its stripe") }
+        }
+        XCTAssertEqual(tailWork?.decode.seek, .stripes)
+        XCTAssertTrue(stored.isEmpty, "the tail removed the stripes")
+        var level = image
+        for k in 0..<g.levelCount {
+            if k > 0 { level = TileTests.halve(level) }
+            let pixels = level.bytes
+            for r in 0..<g.rows(k) {
+                for c in 0..<g.columns(k) {
+                    let t = g.tile(k, column: c, row: r), path = g.path(name: "p", k: k, column: c, row: r, suffix: "jpg")
+                    XCTAssertTrue(files[path] == (try TileTests.directTile(level, pixels: pixels, x: t.x, y: t.y)), "\(path)")
+                }
+            }
+        }
+        // No stripes: the tail decodes the source.
+        let again = try source.withUnsafeBytes { raw in try renderer.render(raw, part: .tail(from: 1)) { _ in } }
+        XCTAssertEqual(again.decode.seek, TileSeek.none)
+        XCTAssertEqual(again.tilesWritten, (1..<g.levelCount).reduce(0) { $0 + g.rows($1) * g.columns($1) })
+    }
+
     /// `layout: tiff`: levels halve rounding down until one fits in a tile; every tile is
     /// whole (edges repeated); a stack and the tail make them from a TIFF source; the writer
     /// puts them into a TIFF or BigTIFF as they are, which reads back as the source page with
@@ -367,17 +415,26 @@ final class TIFFTests: XCTestCase {
         // 300x203 → 150x101 → 75x50 → 37x25 (fits in 64).
         XCTAssertEqual((0..<g.levelCount).map { g.levelSize($0) },
                        [Size(width: 300, height: 203), Size(width: 150, height: 101), Size(width: 75, height: 50), Size(width: 37, height: 25)])
+        // Each part writes one pack of its tiles; the descriptor part writes nothing here.
         var tiles: [String: [UInt8]] = [:]
         for part in [PyramidPart.stack(levels: 2, rows: 0..<g.rows(1)), .tail(from: 2), .descriptor] {
-            _ = try source.withUnsafeBytes { raw in
-                try renderer.render(raw, part: part) { out in
-                    XCTAssertEqual([out.record.width, out.record.height], [64, 64], "\(out.record.path): whole tiles")
-                    XCTAssertNil(tiles[out.record.path])
-                    tiles[out.record.path] = out.bytes
+            var files: [OutputFile] = []
+            _ = try source.withUnsafeBytes { raw in try renderer.render(raw, part: part) { files.append($0) } }
+            XCTAssertEqual(files.map(\.record.path), part == .descriptor ? [] : ["p.tif.tiles/\(TilePack.fileName(part))"])
+            for file in files {
+                try file.bytes.withUnsafeBytes { raw in
+                    for (t, range) in try TilePack.index(raw) {
+                        let path = g.path(name: "p", k: t.k, column: t.column, row: t.row, suffix: "jpg")
+                        XCTAssertNil(tiles[path])
+                        tiles[path] = Array(raw[range])
+                        let tile = try Codec.decodeJPEG(tiles[path]!)
+                        XCTAssertEqual([tile.width, tile.height], [64, 64], "\(path): whole tiles")
+                    }
                 }
             }
         }
-        XCTAssertEqual(tiles.count, g.tileCount, "every tile once, no descriptor file")
+        XCTAssertEqual(tiles.count, g.tileCount, "every tile once")
+        XCTAssertThrowsError(try [UInt8](Array("TSPACK01".utf8) + [9, 0, 0, 0]).withUnsafeBytes { try TilePack.index($0) })
         // An edge tile repeats the last column: its right half is the column at x = 299 - 256.
         let edge = try Codec.decodeJPEG(try XCTUnwrap(tiles["p.tif.tiles/0/4_0.jpg"]))
         XCTAssertLessThan(abs(Int(edge.pixel(x: 63, y: 10)[0]) - Int(edge.pixel(x: 43, y: 10)[0])), 6)

@@ -140,6 +140,11 @@ final class CommandTests: XCTestCase {
         let again = try tessera(["tiles", c.dir + "/out/photo.tif", "-o", c.dir + "/again", "--layout", "tiff", "--workers", "2", "--json"])
         XCTAssertEqual(again.status, 0, again.err)
         XCTAssertTrue(FileManager.default.fileExists(atPath: c.dir + "/again/photo.tif"))
+        // Its tail read the stripes its stack left, which are gone after.
+        let summary = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(again.out.split(separator: "\n").last!.utf8)) as? [String: Any])
+        let seeks = try XCTUnwrap((summary["pyramids"] as? [String: Any])?["seeks"] as? [String: Int])
+        XCTAssertEqual(seeks["stripes"], 1, "\(seeks)")
+        XCTAssertEqual((try? FileManager.default.contentsOfDirectory(atPath: c.dir + "/again/.tessera/stripes")) ?? [], [])
         let bad = try tessera(["tiles", jpeg, "-o", c.dir + "/bad", "--layout", "tiff", "--overlap", "1"])
         XCTAssertEqual(bad.status, 2, bad.err)
         XCTAssertTrue(bad.err.contains("TIFF tiles do not overlap"), bad.err)

@@ -31,6 +31,8 @@ final class LevelCascade {
     private let capacity: Int
     /// Emits tile row `r` of level `k` from a window whose first row is level row `top`.
     typealias Emit = (_ k: Int, _ r: Int, _ window: UnsafeMutablePointer<UInt8>, _ stride: Int, _ top: Int) throws -> Void
+    /// Gets every row of the last level (its number and its bytes) as it is made.
+    var lastLevelRow: ((Int, UnsafePointer<UInt8>) -> Void)?
     /// Milliseconds spent halving.
     private(set) var halvingTime = 0.0
     private let clock = Stopwatch()
@@ -75,6 +77,7 @@ final class LevelCascade {
     private func push(_ row: UnsafePointer<UInt8>, level k: Int, emit: Emit) throws {
         let y = levels[k].row
         levels[k].row += 1
+        if k == levels.count - 1 { lastLevelRow?(y, row) }
         try keep(row, y: y, level: k, emit: emit)
         guard let pending = levels[k].pending, let halved = levels[k].halved else { return }
         let w = levels[k].width

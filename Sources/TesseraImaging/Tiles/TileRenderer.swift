@@ -93,6 +93,9 @@ public struct TileRenderer {
     public var strict = true
     /// The source bytes map a file (`RenderOptions.inputIsFileMap`).
     public var inputIsFileMap = false
+    /// Where stacks leave their stripes of the tail's first level and the tail finds them
+    /// (nil: the tail decodes the source).
+    public var stripes: StripeStore?
 
     public init(settings: TileSettings, info: TileSourceInfo, name: String) {
         self.settings = settings
@@ -161,6 +164,11 @@ public struct TileRenderer {
                 : "use a smaller tiles.tileSize or raise tiles.memoryBudgetMB"
             throw ImagingError(.limitExceeded, "part \(part) needs about \(need >> 20) MB, over the tile memory budget of \(settings.memoryBudgetMB) MB: \(what)")
         }
+        // A pyramidal TIFF's part writes its tiles as one pack, for the assembling part.
+        var pack: [(TilePack.Tile, [UInt8])]? = settings.layout == .tiff ? [] : nil
+        func emitTile(_ tile: TilePack.Tile, _ file: OutputFile) throws {
+            if pack != nil { pack!.append((tile, file.bytes)) } else { try emit(file) }
+        }
         let clock = Stopwatch()
         var decodeTime = 0.0, encodeTime = 0.0
         let outChannels = settings.format == .jpeg ? (info.channels == 1 ? 1 : 3) : info.channels
@@ -206,8 +214,8 @@ public struct TileRenderer {
                                                  channels: outChannels, compressionLevel: 6)
                 }
                 encodeTime += clock.milliseconds - t0
-                try emit(OutputFile(.init(name: "tile", path: path, format: settings.format, width: w,
-                                          height: h, bytes: data.count, quality: nil), bytes: data))
+                try emitTile(TilePack.Tile(k: k, column: c, row: r), OutputFile(.init(name: "tile", path: path, format: settings.format, width: w,
+                                              height: h, bytes: data.count, quality: nil), bytes: data))
                 work.tilesWritten += 1
                 work.bytes += data.count
             }
@@ -271,14 +279,28 @@ public struct TileRenderer {
             work.decode = src.describe
             work.decode.sourceRows = [span.lowerBound << k, min(info.height, span.upperBound << k)]
         case .stack(let n, let rows):
-            // Source rows of the stripe, and the overlap of every level beyond it.
-            let unit = geometry.tileSize << (n - 1), pad = geometry.overlap << (n - 1)
+            // Source rows of the stripe, and the overlap of every level beyond it; with a
+            // stripe to hand over, from a row where level n starts too.
+            let handover = stripes != nil ? part.stripeRows(in: geometry) : nil
+            let unit = geometry.tileSize << (n - 1), pad = geometry.overlap << (handover == nil ? n - 1 : n)
             let first = max(0, rows.lowerBound * unit - pad), last = min(info.height, rows.upperBound * unit + pad)
             let t0 = clock.milliseconds
             let src = try source(bytes, shrink: 0, startRow: first)
             decodeTime += clock.milliseconds - t0
-            let cascade = LevelCascade(geometry: geometry, count: n, channels: outChannels, firstRow: first,
-                                       tileRows: { part.stackRows($0, in: geometry) })
+            let cascade = LevelCascade(geometry: geometry, count: handover == nil ? n : n + 1, channels: outChannels,
+                                       firstRow: first, tileRows: { part.stackRows($0, in: geometry) })
+            var stripe: [UInt8] = []
+            var stripeRows = 0
+            if let handover {
+                let rowBytes = geometry.levelSize(n).width * outChannels
+                stripe = StripeStore.header(rows: handover, width: geometry.levelSize(n).width, channels: outChannels)
+                stripe.reserveCapacity(stripe.count + handover.count * rowBytes)
+                cascade.lastLevelRow = { y, row in
+                    guard handover.contains(y) else { return }
+                    stripe.append(contentsOf: UnsafeBufferPointer(start: row, count: rowBytes))
+                    stripeRows += 1
+                }
+            }
             let batch = 16, stride = src.width * outChannels
             let rowsBuffer = UnsafeMutablePointer<UInt8>.allocate(capacity: stride * batch)
             defer { rowsBuffer.deallocate() }
@@ -299,6 +321,9 @@ public struct TileRenderer {
             guard cascade.done else {
                 throw ImagingError(.corrupt, "stack \(part) ended with tile rows missing per level: \(cascade.missing)")
             }
+            if let handover, let stripes, stripeRows == handover.count {
+                try stripes.save(part, stripe)
+            }
             decodeTime += cascade.halvingTime
             work.levels = (0..<n).map { geometry.layout == .deepzoom ? geometry.maxLevel - $0 : $0 }
             work.region = [0, first, src.width, last - first]
@@ -306,17 +331,25 @@ public struct TileRenderer {
             work.decode.sourceRows = [first, last]
         case .tail(let k0):
             let t0 = clock.milliseconds
-            let src = try source(bytes, shrink: k0, startRow: 0)
-            var level = try PixelBuffer.make(width: src.width, height: src.height, layout: outChannels == 1 ? .gray
-                                    : outChannels == 3 ? .rgb : .rgba)
-            let scratch: UnsafeMutablePointer<UInt8>? = src.channels == 4 && outChannels == 3
-                ? .allocate(capacity: src.width * 4) : nil
-            defer { scratch?.deallocate() }
-            decodeTime += clock.milliseconds - t0
-            try read(src, into: level.base, stride: level.stride, rows: src.height, scratch: scratch)
-            work.region = [0, 0, src.width, src.height]
-            work.decode = src.describe
-            work.decode.sourceRows = [0, info.height]
+            let layout: PixelLayout = outChannels == 1 ? .gray : outChannels == 3 ? .rgb : .rgba
+            var level: PixelBuffer
+            if let fromStripes = try stripes.flatMap({ try $0.level(k0, geometry: geometry, info: info, settings: settings,
+                                                                     layout: layout) }) {
+                level = fromStripes
+                decodeTime += clock.milliseconds - t0
+                work.decode.seek = .stripes
+            } else {
+                let src = try source(bytes, shrink: k0, startRow: 0)
+                level = try PixelBuffer.make(width: src.width, height: src.height, layout: layout)
+                let scratch: UnsafeMutablePointer<UInt8>? = src.channels == 4 && outChannels == 3
+                    ? .allocate(capacity: src.width * 4) : nil
+                defer { scratch?.deallocate() }
+                decodeTime += clock.milliseconds - t0
+                try read(src, into: level.base, stride: level.stride, rows: src.height, scratch: scratch)
+                work.decode = src.describe
+                work.decode.sourceRows = [0, info.height]
+            }
+            work.region = [0, 0, level.width, level.height]
             for k in k0..<geometry.levelCount {
                 if k > k0 {
                     let t1 = clock.milliseconds
@@ -331,8 +364,15 @@ public struct TileRenderer {
                 }
                 work.levels.append(geometry.layout == .deepzoom ? geometry.maxLevel - k : k)
             }
+            // The stripes served their one purpose.
+            if work.decode.seek == .stripes { stripes?.remove() }
         case .descriptor:
             break
+        }
+        if let pack {
+            let data = TilePack.encode(pack)
+            try emit(OutputFile(.init(name: "tiles", path: "\(name).tif.tiles/\(TilePack.fileName(part))", format: nil,
+                                      width: 0, height: 0, bytes: data.count, quality: nil), bytes: data))
         }
         work.timings.decode = decodeTime
         work.timings.encode = encodeTime
