@@ -268,7 +268,7 @@ ts_tiff_writer *ts_tiff_writer_open(int fd, int bigtiff) {
 const char *ts_tiff_writer_message(const ts_tiff_writer *w) { return w->message; }
 
 int ts_tiff_writer_level(ts_tiff_writer *w, uint32_t width, uint32_t height, uint32_t tile, int channels,
-                         int reduced, int subifds) {
+                         int reduced, int subifds, const uint8_t *tables, uint32_t tables_size) {
     if (!w->tif || w->failed) return -1;
     TIFF *t = w->tif;
     TIFFSetField(t, TIFFTAG_SUBFILETYPE, reduced ? FILETYPE_REDUCEDIMAGE : 0);
@@ -290,6 +290,7 @@ int ts_tiff_writer_level(ts_tiff_writer *w, uint32_t width, uint32_t height, uin
     } else {
         TIFFSetField(t, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_MINISBLACK);
     }
+    if (tables && tables_size > 0) TIFFSetField(t, TIFFTAG_JPEGTABLES, tables_size, tables);
     if (subifds > 0) {
         uint64_t offsets[64] = {0};
         if (subifds > 64) subifds = 64;

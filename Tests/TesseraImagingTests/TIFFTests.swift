@@ -464,9 +464,10 @@ final class TIFFTests: XCTestCase {
                 }
             }
             XCTAssertLessThan(Double(diff), Double(reference) * 1.15 + 300 * 203 * 0.3, "mean error \(Double(diff) / (300 * 203)), one JPEG's \(Double(reference) / (300 * 203))")
-            // A tile as stored is the tile made (no re-encoding).
-            let tile = try XCTUnwrap(tiles["p.tif.tiles/1/2_1.jpg"])
-            XCTAssertNotNil(file.firstRange(of: tile), "level 1's tile 2,1 is in the file as it was made")
+            // A tile as stored is the tile made (no re-encoding), its tables in the level's JPEGTables.
+            let tile = try XCTUnwrap(PyramidTIFFWriter.split(try XCTUnwrap(tiles["p.tif.tiles/1/2_1.jpg"])))
+            XCTAssertNotNil(file.firstRange(of: tile.body), "level 1's tile 2,1 is in the file as it was made")
+            XCTAssertEqual(tile.tables.count, 2 + 2 * 69 + 2 * 33 + 2 * 183 + 2, "SOI, 2 DQT, 2 DC and 2 AC DHT, EOI (vips writes the same 574 bytes)")
         }
     }
 

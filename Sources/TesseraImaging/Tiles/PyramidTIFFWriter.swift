@@ -35,12 +35,19 @@ public enum PyramidTIFFWriter {
         let levels = geometry.levelCount
         for k in 0..<levels {
             let s = geometry.levelSize(k)
-            try check(ts_tiff_writer_level(w, UInt32(s.width), UInt32(s.height), UInt32(geometry.tileSize), Int32(channels),
-                                           k > 0 ? 1 : 0, k == 0 && subifd ? Int32(levels - 1) : 0), "level \(k)")
+            // The level's tables, from its first tile (every tile of a pyramid is encoded alike).
+            let tables = split(try tile(k, 0, 0))?.tables ?? []
+            try check(tables.withUnsafeBufferPointer {
+                ts_tiff_writer_level(w, UInt32(s.width), UInt32(s.height), UInt32(geometry.tileSize), Int32(channels),
+                                     k > 0 ? 1 : 0, k == 0 && subifd ? Int32(levels - 1) : 0, $0.baseAddress, UInt32($0.count))
+            }, "level \(k)")
             let columns = geometry.columns(k)
             for r in 0..<geometry.rows(k) {
                 for c in 0..<columns {
-                    let bytes = try tile(k, c, r)
+                    let whole = try tile(k, c, r)
+                    // Without the tables the level holds; a tile whose tables differ keeps its own.
+                    let parts = split(whole)
+                    let bytes = parts.map { $0.tables == tables } == true ? parts!.body : whole
                     try bytes.withUnsafeBufferPointer {
                         try check(ts_tiff_writer_tile(w, UInt32(r * columns + c), $0.baseAddress, $0.count), "level \(k) tile \(c),\(r)")
                     }
@@ -50,5 +57,33 @@ public enum PyramidTIFFWriter {
         }
         closed = true
         try check(ts_tiff_writer_close(w), "closing")
+    }
+
+    /// A JPEG stream as an abbreviated table specification (SOI, its DQT and DHT segments, EOI:
+    /// a TIFF's JPEGTables) and the abbreviated image stream without them (and without APPn
+    /// and COM segments); nil for anything but a well-formed header before its first SOS.
+    static func split(_ jpeg: [UInt8]) -> (tables: [UInt8], body: [UInt8])? {
+        guard jpeg.count > 4, jpeg[0] == 0xFF, jpeg[1] == 0xD8 else { return nil }
+        var tables: [UInt8] = [0xFF, 0xD8], body: [UInt8] = [0xFF, 0xD8]
+        var pos = 2
+        while pos + 4 <= jpeg.count {
+            guard jpeg[pos] == 0xFF else { return nil }
+            let marker = jpeg[pos + 1]
+            if marker == 0xDA {
+                body.append(contentsOf: jpeg[pos...])
+                tables += [0xFF, 0xD9]
+                return (tables, body)
+            }
+            let length = Int(jpeg[pos + 2]) << 8 | Int(jpeg[pos + 3])
+            guard length >= 2, pos + 2 + length <= jpeg.count else { return nil }
+            let segment = jpeg[pos..<(pos + 2 + length)]
+            switch marker {
+            case 0xDB, 0xC4: tables.append(contentsOf: segment)
+            case 0xE0...0xEF, 0xFE: break
+            default: body.append(contentsOf: segment)
+            }
+            pos += 2 + length
+        }
+        return nil
     }
 }

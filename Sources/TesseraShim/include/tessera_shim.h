@@ -236,9 +236,10 @@ ts_tiff_writer *ts_tiff_writer_open(int fd, int bigtiff);
 const char *ts_tiff_writer_message(const ts_tiff_writer *w);
 /// Starts a level: `width` × `height` in `tile`-square tiles of `channels` (1: gray, 3: JPEG
 /// YCbCr 4:2:0); `reduced` marks a reduced-resolution image (NewSubfileType 1); on the full-size
-/// level, `subifds` reduced levels follow as its SubIFDs instead of as pages. 0 on success.
+/// level, `subifds` reduced levels follow as its SubIFDs instead of as pages; `tables` (may be
+/// NULL) is the level's JPEGTables (SOI, DQT and DHT segments, EOI) its tiles leave out. 0 on success.
 int ts_tiff_writer_level(ts_tiff_writer *w, uint32_t width, uint32_t height, uint32_t tile, int channels,
-                         int reduced, int subifds);
+                         int reduced, int subifds, const uint8_t *tables, uint32_t tables_size);
 /// Tile `index` (row-major) of the current level. 0 on success.
 int ts_tiff_writer_tile(ts_tiff_writer *w, uint32_t index, const uint8_t *data, size_t size);
 /// Ends the current level (writes its directory). 0 on success.
