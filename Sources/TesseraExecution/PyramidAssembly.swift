@@ -19,21 +19,45 @@ extension TaskExecutor {
         let geometry = PyramidGeometry(width: info.width, height: info.height, settings: settings)
         let target = try OutputNaming.confine(name + ".tif", under: job.outputRoot)
         let tiles = target + ".tiles"
-        // The parts' packs (the coordinator runs this part after all of them succeeded).
-        var packs: [MappedFile] = []
+        // The parts' packs (the coordinator runs this part after all of them succeeded), read
+        // a tile at a time (not mapped: the file's pages stay out of this process's memory).
+        var packs: [Int32] = []
+        defer { for fd in packs { close(fd) } }
         var where_: [TilePack.Tile: (pack: Int, bytes: Range<Int>)] = [:]
         var tileBytes = 0
+        func readAll(_ fd: Int32, _ count: Int, at offset: Int, _ path: String) throws -> [UInt8] {
+            var out = [UInt8](repeating: 0, count: count)
+            var done = 0
+            while done < count {
+                let n = out.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, count - done, off_t(offset + done)) }
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else { throw JobError(.writeFailed, "reading a tile pack: \(n < 0 ? String(cString: strerror(errno)) : "cut short")", file: path) }
+                done += n
+            }
+            return out
+        }
         for file in ((try? FileManager.default.contentsOfDirectory(atPath: tiles)) ?? []).sorted() where file.hasSuffix(".pack") {
-            let mapped = try FileIO.map(tiles + "/" + file, limit: 1 << 40)
+            let path = tiles + "/" + file
+            let fd = Paths.withCString(path) { open($0, O_RDONLY | O_CLOEXEC) }
+            guard fd >= 0 else { throw JobError(.writeFailed, String(cString: strerror(errno)), file: path) }
+            packs.append(fd)
+            var st = stat()
+            fstat(fd, &st)
+            let size = Int(st.st_size)
+            let head = try readAll(fd, min(size, TilePack.headerSize), at: 0, path)
+            guard let count = head.withUnsafeBytes({ TilePack.count($0) }), TilePack.indexSize(count: count) <= size else {
+                throw JobError(.writeFailed, "not a whole tile pack: the pyramid's parts must run again", file: path)
+            }
             let index: [(TilePack.Tile, Range<Int>)]
-            do { index = try TilePack.index(mapped.bytes) } catch let e as ImagingError {
-                throw JobError(.writeFailed, "\(e.reason): the pyramid's parts must run again", file: tiles + "/" + file)
+            do {
+                index = try readAll(fd, TilePack.indexSize(count: count), at: 0, path).withUnsafeBytes { try TilePack.index($0, fileSize: size) }
+            } catch let e as ImagingError {
+                throw JobError(.writeFailed, "\(e.reason): the pyramid's parts must run again", file: path)
             }
             for (tile, range) in index {
-                where_[tile] = (packs.count, range)
+                where_[tile] = (packs.count - 1, range)
                 tileBytes += range.count
             }
-            packs.append(mapped)
         }
         for k in 0..<geometry.levelCount {
             for r in 0..<geometry.rows(k) {
@@ -59,7 +83,7 @@ extension TaskExecutor {
             try PyramidTIFFWriter.write(fd: theirs, geometry: geometry, channels: info.channels == 1 ? 1 : 3,
                                         bigTIFF: bigTIFF, subifd: settings.subifd) { k, c, r in
                 let at = where_[TilePack.Tile(k: k, column: c, row: r)]!
-                return Array(UnsafeRawBufferPointer(rebasing: packs[at.pack].bytes[at.bytes]))
+                return try readAll(packs[at.pack], at.bytes.count, at: at.bytes.lowerBound, tiles)
             }
         } catch let e as ImagingError {
             throw JobError(.writeFailed, e.reason, file: target)

@@ -42,9 +42,20 @@ public enum TilePack {
         return out
     }
 
-    /// The tiles a pack holds and where their bytes are; throws `corrupt` for anything that
-    /// is not a whole pack.
-    public static func index(_ bytes: UnsafeRawBufferPointer) throws -> [(Tile, Range<Int>)] {
+    /// Bytes of the header before the index, and of the index for `count` tiles.
+    public static let headerSize = 12
+    public static func indexSize(count: Int) -> Int { headerSize + count * entry }
+
+    /// The tile count the first `headerSize` bytes of a pack declare (nil: not a pack).
+    public static func count(_ header: UnsafeRawBufferPointer) -> Int? {
+        guard header.count >= headerSize, Array(header[0..<magic.count]) == magic else { return nil }
+        return (0..<4).reversed().reduce(0) { $0 << 8 | Int(header[magic.count + $1]) }
+    }
+
+    /// The tiles a pack holds and where their bytes are, from its start (`bytes`: the whole
+    /// pack, or its header and index with `fileSize` the whole's size); throws `corrupt` for
+    /// anything that is not a whole pack.
+    public static func index(_ bytes: UnsafeRawBufferPointer, fileSize: Int? = nil) throws -> [(Tile, Range<Int>)] {
         func u(_ at: Int, _ n: Int) -> Int {
             var v = 0
             for i in (0..<n).reversed() { v = v << 8 | Int(bytes[at + i]) }
@@ -54,13 +65,14 @@ public enum TilePack {
             throw ImagingError(.corrupt, "not a tile pack")
         }
         let count = u(magic.count, 4)
+        let total = fileSize ?? bytes.count
         guard count <= (bytes.count - magic.count - 4) / entry else { throw ImagingError(.corrupt, "tile pack cut short") }
         var tiles: [(Tile, Range<Int>)] = []
         tiles.reserveCapacity(count)
         for i in 0..<count {
             let at = magic.count + 4 + i * entry
             let offset = u(at + 10, 8), size = u(at + 18, 4)
-            guard offset <= bytes.count, size <= bytes.count - offset else { throw ImagingError(.corrupt, "tile pack cut short") }
+            guard offset <= total, size <= total - offset else { throw ImagingError(.corrupt, "tile pack cut short") }
             tiles.append((Tile(k: u(at, 2), column: u(at + 2, 4), row: u(at + 6, 4)), offset..<(offset + size)))
         }
         return tiles
