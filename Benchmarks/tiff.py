@@ -9,6 +9,8 @@ Sets, made from the photos with libvips (so both tools read identical files):
 Each set: 256 px thumbnails, `tessera render -t 1` against pyvips `thumbnail` + `jpegsave` in a
 loop in one process (VIPS_CONCURRENCY=1), interleaved repeats, median wall time; images/s and
 peak RSS (GNU time).
+--huge: the same two comparisons on a 50000 x 50000 JPEG-tiled BigTIFF (2.5 gigapixels: the
+memory bound per worker on a huge source).
 --big: a 20000 x 15000 px strip TIFF and a tiled BigTIFF of it: Deep Zoom with 2 workers against
 `dzsave` on 2 threads, wall time, peak RSS, tile counts; and a pyramidal TIFF of each
 (`--layout tiff`) against `tiffsave --tile --pyramid --compression jpeg`, sizes and level widths.
@@ -78,15 +80,23 @@ def thumbnails(sets, work, repeats):
         print(f"| {name} | {n} | {mp:.0f} | {t:.1f} | {v:.1f} | {t / v:.2f}x | {tm} | {vm} |")
 
 
-def big(work):
+def big(work, huge=False):
     import pyvips
     src = sorted(glob.glob(os.path.join(args.photos, "*.jpg")))[0]
     im = pyvips.Image.new_from_file(src)
-    im = im.resize(20000 / im.width, kernel="linear")
-    im = im.crop(0, 0, 20000, min(im.height, 15000))
-    files = {"strip": os.path.join(work, "big-strip.tif"), "tiled BigTIFF": os.path.join(work, "big-tiled.tif")}
-    im.tiffsave(files["strip"], compression="lzw", predictor="horizontal")
-    im.tiffsave(files["tiled BigTIFF"], compression="deflate", tile=True, tile_width=256, tile_height=256, bigtiff=True)
+    if huge:
+        # 50000 x 50000 (2.5 gigapixels): a photo at 2500 px wide, repeated; JPEG tiles keep the file at 0.4 GB.
+        im = im.resize(2500 / im.width)
+        im = im.replicate(50000 // im.width + 1, 50000 // im.height + 1).crop(0, 0, 50000, 50000)
+        files = {"50k tiled BigTIFF, JPEG": os.path.join(work, "huge.tif")}
+        im.tiffsave(files["50k tiled BigTIFF, JPEG"], compression="jpeg", Q=85, tile=True, tile_width=256, tile_height=256,
+                    bigtiff=True)
+    else:
+        im = im.resize(20000 / im.width, kernel="linear")
+        im = im.crop(0, 0, 20000, min(im.height, 15000))
+        files = {"strip": os.path.join(work, "big-strip.tif"), "tiled BigTIFF": os.path.join(work, "big-tiled.tif")}
+        im.tiffsave(files["strip"], compression="lzw", predictor="horizontal")
+        im.tiffsave(files["tiled BigTIFF"], compression="deflate", tile=True, tile_width=256, tile_height=256, bigtiff=True)
     print("\n| source | tessera tiles -w 2 s | RSS/worker MB | vips dzsave (2 threads) s | RSS MB | ratio | tiles |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for name, f in files.items():
@@ -135,11 +145,14 @@ if __name__ == "__main__":
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--big", action="store_true")
     p.add_argument("--big-only", action="store_true", help="only the Deep Zoom comparison")
+    p.add_argument("--huge", action="store_true", help="the Deep Zoom and pyramidal TIFF comparisons on a 50000 x 50000 BigTIFF")
     args = p.parse_args()
     work = tempfile.mkdtemp(prefix="tessera-tiff-")
     import pyvips
     print(f"libvips {pyvips.version(0)}.{pyvips.version(1)}.{pyvips.version(2)}; tessera {TESSERA}")
-    if not args.big_only:
+    if not args.big_only and not args.huge:
         thumbnails(make_sets(args.photos, work), work, args.repeats)
     if args.big or args.big_only:
         big(work)
+    if args.huge:
+        big(work, huge=True)

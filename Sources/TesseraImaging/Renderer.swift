@@ -344,6 +344,11 @@ public enum Renderer {
             // below it: still entropy-decoded (damage is reported), never IDCT'd or converted.
             let first = resamplers.map(\.neededRows.lowerBound).min() ?? 0
             let last = resamplers.map(\.neededRows.upperBound).max() ?? decoded.height - 1
+            // A tiled TIFF reads only the tiles under the columns the outputs use.
+            if let lo = resamplers.map(\.neededColumns.lowerBound).min(), let hi = resamplers.map(\.neededColumns.upperBound).max(),
+               lo > 0 || hi < decoded.width - 1 {
+                source.limitColumns(lo...hi)
+            }
             var row = 0
             var lap = clock.milliseconds
             if source.skipsRows && first >= batchRows {

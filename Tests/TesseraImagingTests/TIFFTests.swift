@@ -398,6 +398,28 @@ final class TIFFTests: XCTestCase {
         XCTAssertEqual(again.tilesWritten, (1..<g.levelCount).reduce(0) { $0 + g.rows($1) * g.columns($1) })
     }
 
+    /// A crop of a tiled TIFF reads only the tiles under it, columns as well as rows: with every
+    /// other tile's offset past the end of the file, the whole image fails and the crop renders
+    /// its exact pixels.
+    func testATiledCropReadsOnlyItsTiles() throws {
+        var page = TestTIFF.Page(width: 640, height: 256)
+        page.tile = 64
+        page.rowsPerStrip = nil
+        // Tiles in file order from offset 8, 64·64·3 bytes each; those outside columns 5 and 6 point nowhere.
+        let offsets = (0..<40).map { i in (5...6).contains(i % 10) ? UInt32(8 + i * 12288) : 0x7FFF_0000 }
+        page.extraTags = [(324, 4, offsets)]
+        let file = TestTIFF(pages: [page]).bytes()
+        XCTAssertThrowsError(try Renderer.render(file, recipes: [recipe([], format: .png)])) { e in
+            XCTAssertTrue(["corrupt", "truncated"].contains((e as? ImagingError)?.code.rawValue ?? ""), "\(e)")
+        }
+        let crop = try Renderer.render(file, recipes: [recipe([.crop(Crop(x: 330, y: 10, width: 100, height: 200))], format: .png)])
+        let out = try Renderer.decode(crop.outputs[0].bytes)
+        XCTAssertEqual([out.width, out.height], [100, 200])
+        for (x, y) in [(0, 0), (99, 199), (53, 77)] {
+            XCTAssertEqual(out.pixel(x: x, y: y), (0..<3).map { UInt8(page.sample(330 + x, 10 + y, $0)) }, "(\(x), \(y))")
+        }
+    }
+
     /// `layout: tiff`: levels halve rounding down until one fits in a tile; every tile is
     /// whole (edges repeated); a stack and the tail make them from a TIFF source; the writer
     /// puts them into a TIFF or BigTIFF as they are, which reads back as the source page with

@@ -316,6 +316,16 @@ final class SourceDecoder {
         }
     }
 
+    /// Tells the decoder which columns of the decoded image the reader uses (a crop): a tiled
+    /// TIFF then reads only the tiles over them. Other formats decode whole rows.
+    func limitColumns(_ columns: ClosedRange<Int>) {
+        guard let tiff, whole == nil else { return }
+        tiff.neededColumns = columns
+    }
+
+    /// Tiles a tiled TIFF has read (for tests and reports); nil for other sources.
+    var tiffTilesRead: Int? { tiff?.tilesRead }
+
     /// Whether `skip(rows:)` saves work: libjpeg streaming (it still entropy-decodes the
     /// skipped rows, so damage there is reported, but does no IDCT, upsampling or colour
     /// conversion for them).

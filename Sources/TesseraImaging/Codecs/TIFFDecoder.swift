@@ -61,6 +61,11 @@ final class TIFFDecoder {
     private var row = 0
     // The band of decoded rows [bandTop, bandTop + bandRows), interleaved samples.
     private var band: UnsafeMutableRawPointer?
+    /// The columns the reader needs (a crop): tiles wholly outside are not read; their part
+    /// of a band stays zero.
+    var neededColumns: ClosedRange<Int>?
+    /// Tiles read so far (every plane counted).
+    private(set) var tilesRead = 0
     private var bandTop = 0
     private var bandRows = 0
     private var chunk: UnsafeMutableRawPointer?
@@ -330,6 +335,7 @@ final class TIFFDecoder {
         let (rows, bytes, chunkBytes) = try bandBytes()
         if band == nil {
             band = .allocate(byteCount: max(bytes, 1), alignment: 16)
+            band!.initializeMemory(as: UInt8.self, repeating: 0, count: max(bytes, 1))
             chunk = .allocate(byteCount: max(chunkBytes, 1), alignment: 16)
             rowScratch = .allocate(capacity: size.width * 4)
             rgbScratch = .allocate(capacity: size.width * 3)
@@ -361,8 +367,12 @@ final class TIFFDecoder {
         for p in 0..<planes {
             for c in 0..<columns {
                 let x0 = c * chunkWidth
+                if info.tiled != 0, let needed = neededColumns, x0 > needed.upperBound || x0 + chunkWidth <= needed.lowerBound {
+                    continue  // a crop's columns do not reach this tile
+                }
                 let got: tmsize_t
                 if info.tiled != 0 {
+                    tilesRead += 1
                     let tile = TIFFComputeTile(tif, UInt32(x0), UInt32(bandTop), 0, UInt16(p))
                     got = TIFFReadEncodedTile(tif, tile, chunk, -1)
                 } else {

@@ -182,6 +182,12 @@ final class Resampler {
     /// The input rows this resampler uses.
     var neededRows: ClosedRange<Int> { firstNeededRow...max(firstNeededRow, lastNeededRow) }
 
+    /// The input columns this resampler uses.
+    var neededColumns: ClosedRange<Int> {
+        let first = Int(h.starts[0]), last = Int(h.starts[h.count - 1] + h.lengths[h.count - 1]) - 1
+        return first...max(first, last)
+    }
+
     /// Rows the decoder skipped (none of them needed here).
     func skip(_ count: Int) {
         precondition(nextInputRow + count <= firstNeededRow || nextInputRow > lastNeededRow, "skipped rows this output needs")
