@@ -302,12 +302,15 @@ public enum TaskExecutor {
     static func versionHash(_ etag: String) -> UInt64 { XXH64.hash(Array(("etag:" + etag).utf8)) }
 
     /// Stripes of a pyramid's tail level in `ROOT/.tessera/stripes/KEY/`, KEY naming the
-    /// pyramid and its source (name, size, and a hash of its first and last 64 kB): the
+    /// pyramid, its grid and its source (name, tile size, overlap, layout, tile format, size,
+    /// and a hash of its first and last 64 kB): the
     /// stacks' workers write them (atomically; an attempt superseded writes the same bytes),
     /// the tail's reads them and removes the folder.
-    static func stripeStore(root: String, name: String, info: TileSourceInfo, bytes: UnsafeRawBufferPointer) -> StripeStore {
+    static func stripeStore(root: String, name: String, info: TileSourceInfo, settings: TileSettings,
+                            bytes: UnsafeRawBufferPointer) -> StripeStore {
         let edge = min(bytes.count, 65536)
-        var key = XXH64.hash(Array("\(name)|\(info.width)x\(info.height)|\(bytes.count)".utf8))
+        let grid = "\(settings.tileSize)|\(settings.overlap)|\(settings.layout.rawValue)|\(settings.format.rawValue)"
+        var key = XXH64.hash(Array("\(name)|\(grid)|\(info.width)x\(info.height)|\(bytes.count)".utf8))
         key = XXH64.hash(UnsafeRawBufferPointer(rebasing: bytes[0..<edge]), seed: key)
         key = XXH64.hash(UnsafeRawBufferPointer(rebasing: bytes[(bytes.count - edge)...]), seed: key)
         let dir = root + "/.tessera/stripes/" + String(key, radix: 16)
@@ -346,7 +349,7 @@ public enum TaskExecutor {
         renderer.strict = job.options.strict
         renderer.inputIsFileMap = task.inputIsFileMap
         if !returnInline && !Location.isRemote(job.outputRoot) && info.format != .jpeg {
-            renderer.stripes = stripeStore(root: job.outputRoot, name: name, info: info, bytes: bytes)
+            renderer.stripes = stripeStore(root: job.outputRoot, name: name, info: info, settings: settings, bytes: bytes)
         }
         // Fenced: tiles are staged (adopting what an earlier, killed attempt of this part staged).
         let staging = returnInline ? nil : try fence.map { try Staging(root: job.outputRoot, fence: $0, adopt: true) }
@@ -365,6 +368,13 @@ public enum TaskExecutor {
                     record.path = Location.join(job.outputRoot, record.path)
                 } else {
                     inline.append(InlineFile(path: record.path, bytes: out.bytes))
+                }
+                if settings.layout == .tiff {
+                    // A pack is gone once the TIFF is written: the part's product is the TIFF, which
+                    // a rerun checks (a part runs again only when the file is missing). Its bytes
+                    // are the file's, counted once, by the part that writes it.
+                    record = OutputRecord(name: "pyramid", path: Location.join(job.outputRoot, name + ".tif"), format: .tiff,
+                                          width: info.width, height: info.height, bytes: 0, quality: nil)
                 }
                 // Every file is an output: incremental reruns check they all still exist.
                 task.record.outputs.append(record)

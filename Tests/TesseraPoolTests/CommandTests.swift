@@ -127,6 +127,15 @@ final class CommandTests: XCTestCase {
                 let inspect = try tessera(["inspect", tif])
                 XCTAssertTrue(inspect.out.contains(name == "photo" ? "levels 1500x1001, 750x500" : "levels 550x350, 275x175"), inspect.out)
             }
+            // A rerun redoes nothing while the file is there, and everything when it is gone.
+            let rerun = try tessera(["tiles", jpeg, png, "-o", c.dir + out, "--layout", "tiff", "--workers", "2"] + flags)
+            XCTAssertTrue(rerun.out.contains(" 0 ok, ") && rerun.out.contains(" skipped (unchanged), 0 failed"), rerun.out)
+            try FileManager.default.removeItem(atPath: c.dir + out + "/flat.tif")
+            let remade = try tessera(["tiles", jpeg, png, "-o", c.dir + out, "--layout", "tiff", "--workers", "2"] + flags)
+            XCTAssertEqual(remade.status, 0, remade.out + remade.err)
+            XCTAssertTrue(FileManager.default.fileExists(atPath: c.dir + out + "/flat.tif"), remade.out)
+            XCTAssertFalse(FileManager.default.fileExists(atPath: c.dir + out + "/flat.tif.tiles"), "no packs left behind")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: c.dir + out + "/photo.tif.tiles"), "no packs left behind")
             // The full-size page is the source (JPEG quality 75 of it).
             let back = try Renderer.decode([UInt8](try Data(contentsOf: URL(fileURLWithPath: c.dir + out + "/photo.tif"))))
             XCTAssertEqual(Size(width: back.width, height: back.height), Size(width: 3001, height: 2003))
