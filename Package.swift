@@ -43,7 +43,9 @@ let cTargets: [Target] = [
                    providers: [.apt(["libcurl4-openssl-dev"])]),
     // C that Swift cannot express: the setjmp guards for libjpeg and libpng, SIMD kernels, prctl,
     // Little CMS's memory plugin, libtiff's variadic tag calls and error handlers.
-    .target(name: "TesseraShim", dependencies: ["CJPEG", "CPNG", "CCurl", "CLCMS2", "CTIFF"]),
+    // zlib (libpng's own dependency, zlib1g-dev): Deflate tiles of pyramidal TIFFs.
+    .target(name: "TesseraShim", dependencies: ["CJPEG", "CPNG", "CCurl", "CLCMS2", "CTIFF"],
+            linkerSettings: [.linkedLibrary("z")]),
 ]
 
 // MARK: - Libraries

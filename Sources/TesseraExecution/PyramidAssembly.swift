@@ -80,8 +80,9 @@ extension TaskExecutor {
         defer { close(fd) }
         guard theirs >= 0 else { throw JobError(.writeFailed, String(cString: strerror(errno)), file: target) }
         do {
-            try PyramidTIFFWriter.write(fd: theirs, geometry: geometry, channels: info.channels == 1 ? 1 : 3,
-                                        bigTIFF: bigTIFF, subifd: settings.subifd) { k, c, r in
+            let deflate = settings.format == .png
+            try PyramidTIFFWriter.write(fd: theirs, geometry: geometry, channels: deflate ? info.channels : info.channels == 1 ? 1 : 3,
+                                        deflate: deflate, bigTIFF: bigTIFF, subifd: settings.subifd) { k, c, r in
                 let at = where_[TilePack.Tile(k: k, column: c, row: r)]!
                 return try readAll(packs[at.pack], at.bytes.count, at: at.bytes.lowerBound, tiles)
             }

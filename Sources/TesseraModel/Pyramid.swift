@@ -103,8 +103,8 @@ public struct TileSettings: Sendable, Codable, Equatable {
             guard tileSize % 16 == 0 else {
                 throw ImagingError(.invalidRecipe, "TIFF tiles are a multiple of 16 pixels: tiles.tileSize \(tileSize) is not")
             }
-            guard format == .jpeg else {
-                throw ImagingError(.invalidRecipe, "a pyramidal TIFF's tiles are JPEG: tiles.format must be jpeg, got \(format.rawValue)")
+            guard format == .jpeg || format == .png else {
+                throw ImagingError(.invalidRecipe, "a pyramidal TIFF's tiles are jpeg or png (lossless Deflate), got \(format.rawValue)")
             }
         } else if subifd {
             throw ImagingError(.invalidRecipe, "tiles.subifd applies to layout tiff only")

@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <tiffio.h>
 #include <unistd.h>
+#include <zlib.h>
 
 struct ts_tiff {
     TIFF *tif;
@@ -268,7 +269,7 @@ ts_tiff_writer *ts_tiff_writer_open(int fd, int bigtiff) {
 const char *ts_tiff_writer_message(const ts_tiff_writer *w) { return w->message; }
 
 int ts_tiff_writer_level(ts_tiff_writer *w, uint32_t width, uint32_t height, uint32_t tile, int channels,
-                         int reduced, int subifds, const uint8_t *tables, uint32_t tables_size) {
+                         int deflate, int reduced, int subifds, const uint8_t *tables, uint32_t tables_size) {
     if (!w->tif || w->failed) return -1;
     TIFF *t = w->tif;
     TIFFSetField(t, TIFFTAG_SUBFILETYPE, reduced ? FILETYPE_REDUCEDIMAGE : 0);
@@ -279,9 +280,16 @@ int ts_tiff_writer_level(ts_tiff_writer *w, uint32_t width, uint32_t height, uin
     TIFFSetField(t, TIFFTAG_BITSPERSAMPLE, 8);
     TIFFSetField(t, TIFFTAG_SAMPLESPERPIXEL, channels);
     TIFFSetField(t, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
-    TIFFSetField(t, TIFFTAG_COMPRESSION, COMPRESSION_JPEG);
+    TIFFSetField(t, TIFFTAG_COMPRESSION, deflate ? COMPRESSION_ADOBE_DEFLATE : COMPRESSION_JPEG);
     TIFFSetField(t, TIFFTAG_ORIENTATION, ORIENTATION_TOPLEFT);
-    if (channels == 3) {
+    if (deflate) {
+        TIFFSetField(t, TIFFTAG_PREDICTOR, PREDICTOR_HORIZONTAL);
+        TIFFSetField(t, TIFFTAG_PHOTOMETRIC, channels >= 3 ? PHOTOMETRIC_RGB : PHOTOMETRIC_MINISBLACK);
+        if (channels == 4) {
+            uint16_t extra[1] = {EXTRASAMPLE_UNASSALPHA};
+            TIFFSetField(t, TIFFTAG_EXTRASAMPLES, 1, extra);
+        }
+    } else if (channels == 3) {
         // The tiles are JFIF streams: full-range YCbCr, chroma halved both ways.
         TIFFSetField(t, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_YCBCR);
         TIFFSetField(t, TIFFTAG_YCBCRSUBSAMPLING, 2, 2);
@@ -329,4 +337,25 @@ int ts_tiff_writer_close(ts_tiff_writer *w) {
     }
     free(w);
     return failed ? -1 : 0;
+}
+
+uint8_t *ts_tiff_deflate_tile(const uint8_t *pixels, int width, int rows, size_t stride, int channels, int level,
+                              size_t *size) {
+    size_t row_bytes = (size_t)width * channels, n = row_bytes * rows;
+    uint8_t *diff = malloc(n ? n : 1);
+    if (!diff) return NULL;
+    for (int y = 0; y < rows; y++) {
+        const uint8_t *src = pixels + (size_t)y * stride;
+        uint8_t *dst = diff + (size_t)y * row_bytes;
+        memcpy(dst, src, (size_t)channels);
+        for (size_t i = channels; i < row_bytes; i++) dst[i] = (uint8_t)(src[i] - src[i - channels]);
+    }
+    uLongf bound = compressBound((uLong)n);
+    uint8_t *out = malloc(bound);
+    if (!out) { free(diff); return NULL; }
+    int rc = compress2(out, &bound, diff, (uLong)n, level);
+    free(diff);
+    if (rc != Z_OK) { free(out); return NULL; }
+    *size = bound;
+    return out;
 }

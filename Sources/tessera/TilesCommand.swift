@@ -35,7 +35,7 @@ struct Tiles: ParsableCommand {
     @Option(parsing: .unconditional, help: "Overlap in pixels (default: 1 for Deep Zoom, 0 for IIIF and TIFF).")
     var overlap: Int?
 
-    @Option(help: "Tile format: jpeg or png.", completion: .list(["jpeg", "png"]))
+    @Option(help: "Tile format: jpeg or png (for --layout tiff: lossless Deflate tiles).", completion: .list(["jpeg", "png"]))
     var format: String = "jpeg"
 
     @Option(parsing: .unconditional, help: "JPEG quality, 0...1 (dzsave's Q 75 is 0.75).")

@@ -157,8 +157,13 @@ final class CommandTests: XCTestCase {
         let bad = try tessera(["tiles", jpeg, "-o", c.dir + "/bad", "--layout", "tiff", "--overlap", "1"])
         XCTAssertEqual(bad.status, 2, bad.err)
         XCTAssertTrue(bad.err.contains("TIFF tiles do not overlap"), bad.err)
-        let png16 = try tessera(["tiles", jpeg, "-o", c.dir + "/bad", "--layout", "tiff", "--format", "png"])
-        XCTAssertTrue(png16.err.contains("a pyramidal TIFF's tiles are JPEG"), png16.err)
+        // PNG tiles: a lossless pyramid, Adobe Deflate with the horizontal predictor, the source exactly.
+        let lossless = try tessera(["tiles", png, "-o", c.dir + "/lossless", "--layout", "tiff", "--format", "png", "--workers", "2"])
+        XCTAssertEqual(lossless.status, 0, lossless.out + lossless.err)
+        let deflated = try runProcess("tiffinfo", [c.dir + "/lossless/flat.tif"])
+        XCTAssertTrue(deflated.stdout.contains("AdobeDeflate") && deflated.stdout.contains("horizontal differencing"), deflated.stdout)
+        let exact = try Renderer.decode([UInt8](try Data(contentsOf: URL(fileURLWithPath: c.dir + "/lossless/flat.tif"))))
+        XCTAssertEqual(exact.bytes, TilePoolTests.scene(1100, 700, seed: 8).bytes, "the full page is the source, exactly")
         let odd = try tessera(["tiles", jpeg, "-o", c.dir + "/bad", "--layout", "tiff", "--tile-size", "200"])
         XCTAssertTrue(odd.err.contains("multiple of 16"), odd.err)
     }

@@ -20,8 +20,8 @@ public enum PyramidTIFFWriter {
     /// Writes every level of `geometry` to `fd` (closed when done, whatever happens) with the
     /// tile `tile(k, column, row)` returns; throws `write-failed`-style errors with libtiff's
     /// reason.
-    public static func write(fd: Int32, geometry: PyramidGeometry, channels: Int, bigTIFF: Bool, subifd: Bool,
-                             tile: (_ k: Int, _ column: Int, _ row: Int) throws -> [UInt8]) throws {
+    public static func write(fd: Int32, geometry: PyramidGeometry, channels: Int, deflate: Bool = false, bigTIFF: Bool,
+                             subifd: Bool, tile: (_ k: Int, _ column: Int, _ row: Int) throws -> [UInt8]) throws {
         guard let w = ts_tiff_writer_open(fd, bigTIFF ? 1 : 0) else {
             throw ImagingError(.outOfMemory, "cannot start a TIFF writer")
         }
@@ -36,17 +36,18 @@ public enum PyramidTIFFWriter {
         for k in 0..<levels {
             let s = geometry.levelSize(k)
             // The level's tables, from its first tile (every tile of a pyramid is encoded alike).
-            let tables = split(try tile(k, 0, 0))?.tables ?? []
+            let tables = deflate ? [] : split(try tile(k, 0, 0))?.tables ?? []
             try check(tables.withUnsafeBufferPointer {
                 ts_tiff_writer_level(w, UInt32(s.width), UInt32(s.height), UInt32(geometry.tileSize), Int32(channels),
-                                     k > 0 ? 1 : 0, k == 0 && subifd ? Int32(levels - 1) : 0, $0.baseAddress, UInt32($0.count))
+                                     deflate ? 1 : 0, k > 0 ? 1 : 0, k == 0 && subifd ? Int32(levels - 1) : 0,
+                                     $0.baseAddress, UInt32($0.count))
             }, "level \(k)")
             let columns = geometry.columns(k)
             for r in 0..<geometry.rows(k) {
                 for c in 0..<columns {
                     let whole = try tile(k, c, r)
                     // Without the tables the level holds; a tile whose tables differ keeps its own.
-                    let parts = split(whole)
+                    let parts = deflate ? nil : split(whole)
                     let bytes = parts.map { $0.tables == tables } == true ? parts!.body : whole
                     try bytes.withUnsafeBufferPointer {
                         try check(ts_tiff_writer_tile(w, UInt32(r * columns + c), $0.baseAddress, $0.count), "level \(k) tile \(c),\(r)")

@@ -204,7 +204,15 @@ public struct TileRenderer {
                     (p, w, h, s) = (UnsafePointer(whole), n, n, rowBytes)
                 }
                 let data: [UInt8]
-                if settings.format == .jpeg {
+                if settings.layout == .tiff && settings.format == .png {
+                    // Lossless: TIFF's Adobe Deflate with the horizontal predictor (PNG's own method).
+                    var size = 0
+                    guard let z = ts_tiff_deflate_tile(p, Int32(w), Int32(h), s, Int32(outChannels), 6, &size) else {
+                        throw ImagingError(.outOfMemory, "cannot compress a \(w)x\(h) tile")
+                    }
+                    data = Array(UnsafeBufferPointer(start: z, count: size))
+                    ts_free(z)
+                } else if settings.format == .jpeg {
                     data = try JPEGEncoder.encode(p, width: w, height: h, stride: s,
                                                   channels: outChannels,
                                                   .init(quality: settings.quality, progressive: false, optimize: false,

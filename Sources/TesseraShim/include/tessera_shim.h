@@ -234,12 +234,20 @@ typedef struct ts_tiff_writer ts_tiff_writer;
 /// Writes to `fd` (which `ts_tiff_writer_close` closes); `bigtiff` for offsets past 4 GB.
 ts_tiff_writer *ts_tiff_writer_open(int fd, int bigtiff);
 const char *ts_tiff_writer_message(const ts_tiff_writer *w);
-/// Starts a level: `width` × `height` in `tile`-square tiles of `channels` (1: gray, 3: JPEG
-/// YCbCr 4:2:0); `reduced` marks a reduced-resolution image (NewSubfileType 1); on the full-size
-/// level, `subifds` reduced levels follow as its SubIFDs instead of as pages; `tables` (may be
-/// NULL) is the level's JPEGTables (SOI, DQT and DHT segments, EOI) its tiles leave out. 0 on success.
+/// Starts a level: `width` × `height` in `tile`-square tiles of `channels`; `deflate` 0: JPEG
+/// tiles (1: gray, 3: YCbCr 4:2:0), 1: Adobe Deflate tiles with the horizontal predictor (1 gray,
+/// 3 RGB, 4 RGBA unassociated); `reduced` marks a reduced-resolution image (NewSubfileType 1); on
+/// the full-size level, `subifds` reduced levels follow as its SubIFDs instead of as pages;
+/// `tables` (may be NULL) is the level's JPEGTables (SOI, DQT and DHT segments, EOI) its tiles
+/// leave out. 0 on success.
 int ts_tiff_writer_level(ts_tiff_writer *w, uint32_t width, uint32_t height, uint32_t tile, int channels,
-                         int reduced, int subifds, const uint8_t *tables, uint32_t tables_size);
+                         int deflate, int reduced, int subifds, const uint8_t *tables, uint32_t tables_size);
+
+/// A TIFF Deflate tile: each row of `rows` × `width` pixels of `channels` bytes differenced
+/// horizontally (TIFF predictor 2), then zlib-compressed at `level`. Returns a malloc'd buffer
+/// (free with ts_free) and its size, or NULL when memory runs out.
+uint8_t *ts_tiff_deflate_tile(const uint8_t *pixels, int width, int rows, size_t stride, int channels, int level,
+                              size_t *size);
 /// Tile `index` (row-major) of the current level. 0 on success.
 int ts_tiff_writer_tile(ts_tiff_writer *w, uint32_t index, const uint8_t *data, size_t size);
 /// Ends the current level (writes its directory). 0 on success.
