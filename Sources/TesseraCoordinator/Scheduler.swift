@@ -507,7 +507,7 @@ package final class Scheduler {
         metrics.completed(status)
         resultObserver?(job, record)
         for (task, failed, descriptor) in job.gate?.partEnded(slot.input, failed: status == .failed || status == .cancelled) ?? [] {
-            if descriptor && failed > 0 { descriptorIncomplete(job, task, failedParts: failed) } else if job.live[task] != nil {
+            if descriptor && failed > 0 { descriptorIncomplete(job, task, failedParts: failed) } else if job.live[task]?.state == .held {
                 job.live[task]?.state = .pending
                 job.enqueue(task)
             }

@@ -36,10 +36,14 @@ extension TaskExecutor {
             }
             return out
         }
-        for file in ((try? FileManager.default.contentsOfDirectory(atPath: tiles)) ?? []).sorted() where file.hasSuffix(".pack") {
-            let path = tiles + "/" + file
+        // The packs of this plan's parts only: a failed earlier run with another grid may have
+        // left others.
+        for part in geometry.plan(info: info, settings: settings) where part != .descriptor {
+            let path = tiles + "/" + TilePack.fileName(part)
             let fd = Paths.withCString(path) { open($0, O_RDONLY | O_CLOEXEC) }
-            guard fd >= 0 else { throw JobError(.writeFailed, String(cString: strerror(errno)), file: path) }
+            guard fd >= 0 else {
+                throw JobError(.writeFailed, "\(String(cString: strerror(errno))): the pyramid's parts must run again", file: path)
+            }
             packs.append(fd)
             var st = stat()
             fstat(fd, &st)
@@ -55,7 +59,9 @@ extension TaskExecutor {
                 throw JobError(.writeFailed, "\(e.reason): the pyramid's parts must run again", file: path)
             }
             for (tile, range) in index {
-                where_[tile] = (packs.count - 1, range)
+                guard where_.updateValue((packs.count - 1, range), forKey: tile) == nil else {
+                    throw JobError(.writeFailed, "tile \(tile.column),\(tile.row) of level \(tile.k) is in two packs", file: path)
+                }
                 tileBytes += range.count
             }
         }

@@ -302,14 +302,14 @@ public enum TaskExecutor {
     static func versionHash(_ etag: String) -> UInt64 { XXH64.hash(Array(("etag:" + etag).utf8)) }
 
     /// Stripes of a pyramid's tail level in `ROOT/.tessera/stripes/KEY/`, KEY naming the
-    /// pyramid, its grid and its source (name, tile size, overlap, layout, tile format, size,
-    /// and a hash of its first and last 64 kB): the
+    /// pyramid, its grid and its source (name, tile size, overlap, layout, tile format, background,
+    /// the job's creation time, size, and a hash of its first and last 64 kB): the
     /// stacks' workers write them (atomically; an attempt superseded writes the same bytes),
     /// the tail's reads them and removes the folder.
-    static func stripeStore(root: String, name: String, info: TileSourceInfo, settings: TileSettings,
+    static func stripeStore(root: String, name: String, info: TileSourceInfo, settings: TileSettings, job: String,
                             bytes: UnsafeRawBufferPointer) -> StripeStore {
         let edge = min(bytes.count, 65536)
-        let grid = "\(settings.tileSize)|\(settings.overlap)|\(settings.layout.rawValue)|\(settings.format.rawValue)"
+        let grid = "\(settings.tileSize)|\(settings.overlap)|\(settings.layout.rawValue)|\(settings.format.rawValue)|\(settings.background)|\(job)"
         var key = XXH64.hash(Array("\(name)|\(grid)|\(info.width)x\(info.height)|\(bytes.count)".utf8))
         key = XXH64.hash(UnsafeRawBufferPointer(rebasing: bytes[0..<edge]), seed: key)
         key = XXH64.hash(UnsafeRawBufferPointer(rebasing: bytes[(bytes.count - edge)...]), seed: key)
@@ -327,6 +327,7 @@ public enum TaskExecutor {
     static func runTiles(_ job: ExecutableJob, input: InputFile, bytes: UnsafeRawBufferPointer, options: RenderOptions,
                          returnInline: Bool, fence: Fence?, task: inout Run) throws {
         guard let settings = job.tiles else { throw JobError(.invalidJob, "a tiles job without tile settings") }
+        try settings.validate()  // the coordinator checked them; a worker does not trust the wire
         guard let part = input.part else {
             throw JobError(.invalidJob, "a tiles task names no pyramid part", file: input.path)
         }
@@ -349,7 +350,8 @@ public enum TaskExecutor {
         renderer.strict = job.options.strict
         renderer.inputIsFileMap = task.inputIsFileMap
         if !returnInline && !Location.isRemote(job.outputRoot) && info.format != .jpeg {
-            renderer.stripes = stripeStore(root: job.outputRoot, name: name, info: info, settings: settings, bytes: bytes)
+            renderer.stripes = stripeStore(root: job.outputRoot, name: name, info: info, settings: settings,
+                                           job: job.createdAt.map { String($0) } ?? "", bytes: bytes)
         }
         // Fenced: tiles are staged (adopting what an earlier, killed attempt of this part staged).
         let staging = returnInline ? nil : try fence.map { try Staging(root: job.outputRoot, fence: $0, adopt: true) }

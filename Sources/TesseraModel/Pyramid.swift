@@ -252,7 +252,10 @@ public enum PyramidPart: Sendable, Hashable, CustomStringConvertible {
         guard case .stack(let levels, let rows) = self, k < levels else { return 0..<0 }
         let s = levels - 1 - k
         let n = geometry.rows(k)
-        return min(n, rows.lowerBound << s)..<min(n, rows.upperBound << s)
+        // The last stripe takes every row left: with sizes rounded down, a level can have a tile
+        // row more than twice the one below (2049 rows: 9 tile rows of 256 over 1024's 4).
+        let last = rows.upperBound >= geometry.rows(levels - 1)
+        return min(n, rows.lowerBound << s)..<(last ? n : min(n, rows.upperBound << s))
     }
 
     /// Rows of level `levels` (the tail's first) a stack hands over to the tail: those whose

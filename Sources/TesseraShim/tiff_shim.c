@@ -252,14 +252,15 @@ static int ts_on_write_warning(TIFF *tif, void *user, const char *module, const 
 ts_tiff_writer *ts_tiff_writer_open(int fd, int bigtiff) {
     pthread_once(&ts_tiff_once, ts_tiff_quiet);
     ts_tiff_writer *w = calloc(1, sizeof *w);
-    if (!w) return NULL;
+    if (!w) { close(fd); return NULL; }
     TIFFOpenOptions *opts = TIFFOpenOptionsAlloc();
-    if (!opts) { free(w); return NULL; }
+    if (!opts) { free(w); close(fd); return NULL; }
     TIFFOpenOptionsSetErrorHandlerExtR(opts, ts_on_write_error, w);
     TIFFOpenOptionsSetWarningHandlerExtR(opts, ts_on_write_warning, w);
     w->tif = TIFFFdOpenExt(fd, "output", bigtiff ? "w8" : "w", opts);
     TIFFOpenOptionsFree(opts);
     if (!w->tif) {
+        close(fd);  // libtiff closes it only once it has opened
         w->failed = 1;
         if (!w->message[0]) snprintf(w->message, sizeof w->message, "cannot start the TIFF");
     }

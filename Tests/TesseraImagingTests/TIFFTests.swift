@@ -457,6 +457,22 @@ final class TIFFTests: XCTestCase {
         }
         XCTAssertEqual(tiles.count, g.tileCount, "every tile once")
         XCTAssertThrowsError(try [UInt8](Array("TSPACK01".utf8) + [9, 0, 0, 0]).withUnsafeBytes { try TilePack.index($0) })
+        // An entry whose offset reads as negative fails typed.
+        let hostile = Array("TSPACK01".utf8) + [1, 0, 0, 0] + [0, 0] + [0, 0, 0, 0] + [0, 0, 0, 0] + [0, 0, 0, 0, 0, 0, 0, 0x80] + [1, 0, 0, 0]
+        XCTAssertThrowsError(try hostile.withUnsafeBytes { try TilePack.index($0) })
+        // 300 x 257: level 1 has 2 tile rows of 64 (128 rows), level 0 has 5: the one stripe makes all five.
+        var tall = page
+        tall.height = 257
+        let tallSource = TestTIFF(pages: [tall]).bytes()
+        let tallInfo = try tallSource.withUnsafeBytes { try TileSourceInfo.probe($0, limits: Limits()) }
+        let tallRenderer = TileRenderer(settings: settings, info: tallInfo, name: "t")
+        let tg = tallRenderer.geometry
+        var made = 0
+        for part in [PyramidPart.stack(levels: 2, rows: 0..<tg.rows(1)), .tail(from: 2)] {
+            made += try tallSource.withUnsafeBytes { raw in try tallRenderer.render(raw, part: part) { _ in }.tilesWritten }
+        }
+        XCTAssertEqual([tg.rows(0), tg.rows(1)], [5, 2])
+        XCTAssertEqual(made, tg.tileCount)
         // An edge tile repeats the last column: its right half is the column at x = 299 - 256.
         let edge = try Codec.decodeJPEG(try XCTUnwrap(tiles["p.tif.tiles/0/4_0.jpg"]))
         XCTAssertLessThan(abs(Int(edge.pixel(x: 63, y: 10)[0]) - Int(edge.pixel(x: 43, y: 10)[0])), 6)
@@ -487,6 +503,7 @@ final class TIFFTests: XCTestCase {
             }
             XCTAssertLessThan(Double(diff), Double(reference) * 1.15 + 300 * 203 * 0.3, "mean error \(Double(diff) / (300 * 203)), one JPEG's \(Double(reference) / (300 * 203))")
             // A tile as stored is the tile made (no re-encoding), its tables in the level's JPEGTables.
+            // (The check below is the tile's abbreviated stream.)
             let tile = try XCTUnwrap(PyramidTIFFWriter.split(try XCTUnwrap(tiles["p.tif.tiles/1/2_1.jpg"])))
             XCTAssertNotNil(file.firstRange(of: tile.body), "level 1's tile 2,1 is in the file as it was made")
             XCTAssertEqual(tile.tables.count, 2 + 2 * 69 + 2 * 33 + 2 * 183 + 2, "SOI, 2 DQT, 2 DC and 2 AC DHT, EOI (vips writes the same 574 bytes)")

@@ -148,6 +148,22 @@ final class TileTests: XCTestCase {
             if format == .tiff && w == 20000 { XCTAssertGreaterThanOrEqual(parts.count, 6, "stripes to share among workers") }
             XCTAssertLessThanOrEqual(g.memoryEstimate(parts[0], info: info, settings: s), 256 << 20)
         }
+        // Sizes rounded down (a pyramidal TIFF): 2049 rows make 9 tile rows of 256 over level 1's
+        // 1024 rows (4 tile rows): the last stripe takes the ninth.
+        for (w, h) in [(10000, 2049), (9000, 7001), (12345, 4097)] {
+            let info = TileSourceInfo(format: .tiff, width: w, height: h, progressive: false, restartSeekable: true,
+                                      wholeImageBytes: 0, channels: 3)
+            let s = TileSettings(layout: .tiff)
+            let g = PyramidGeometry(width: w, height: h, settings: s)
+            let parts = g.plan(info: info, settings: s)
+            let tail = g.tailShrink(info: info, settings: s)
+            XCTAssertGreaterThan(tail, 1, "\(w)x\(h)")
+            for k in 0..<tail {
+                var rows: [Int] = []
+                for part in parts { rows += Array(part.stackRows(k, in: g)) }
+                XCTAssertEqual(rows.sorted(), Array(0..<g.rows(k)), "\(w)x\(h) tiff level k=\(k)")
+            }
+        }
         XCTAssertEqual(PyramidPart("k0-3:r2-4"), .stack(levels: 4, rows: 2..<4))
         XCTAssertNil(PyramidPart("k0-:r2-4"))
         XCTAssertNil(PyramidPart("k0-3:r4-2"))

@@ -72,7 +72,7 @@ public enum TilePack {
         for i in 0..<count {
             let at = magic.count + 4 + i * entry
             let offset = u(at + 10, 8), size = u(at + 18, 4)
-            guard offset <= total, size <= total - offset else { throw ImagingError(.corrupt, "tile pack cut short") }
+            guard offset >= 0, offset <= total, size <= total - offset else { throw ImagingError(.corrupt, "tile pack cut short") }
             tiles.append((Tile(k: u(at, 2), column: u(at + 2, 4), row: u(at + 6, 4)), offset..<(offset + size)))
         }
         return tiles

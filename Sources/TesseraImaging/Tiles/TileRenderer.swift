@@ -291,7 +291,9 @@ public struct TileRenderer {
             // stripe to hand over, from a row where level n starts too.
             let handover = stripes != nil ? part.stripeRows(in: geometry) : nil
             let unit = geometry.tileSize << (n - 1), pad = geometry.overlap << (handover == nil ? n - 1 : n)
-            let first = max(0, rows.lowerBound * unit - pad), last = min(info.height, rows.upperBound * unit + pad)
+            let first = max(0, rows.lowerBound * unit - pad)
+            // The last stripe reads to the bottom (its last level-0 tile row may lie below the stripe).
+            let last = rows.upperBound >= geometry.rows(n - 1) ? info.height : min(info.height, rows.upperBound * unit + pad)
             let t0 = clock.milliseconds
             let src = try source(bytes, shrink: 0, startRow: first)
             decodeTime += clock.milliseconds - t0
