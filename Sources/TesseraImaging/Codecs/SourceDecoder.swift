@@ -323,9 +323,6 @@ final class SourceDecoder {
         tiff.neededColumns = columns
     }
 
-    /// Tiles a tiled TIFF has read (for tests and reports); nil for other sources.
-    var tiffTilesRead: Int? { tiff?.tilesRead }
-
     /// Whether `skip(rows:)` saves work: libjpeg streaming (it still entropy-decodes the
     /// skipped rows, so damage there is reported, but does no IDCT, upsampling or colour
     /// conversion for them).

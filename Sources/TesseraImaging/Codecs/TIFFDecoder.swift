@@ -64,8 +64,6 @@ final class TIFFDecoder {
     /// The columns the reader needs (a crop): tiles wholly outside are not read; their part
     /// of a band stays zero.
     var neededColumns: ClosedRange<Int>?
-    /// Tiles read so far (every plane counted).
-    private(set) var tilesRead = 0
     private var bandTop = 0
     private var bandRows = 0
     private var chunk: UnsafeMutableRawPointer?
@@ -372,7 +370,6 @@ final class TIFFDecoder {
                 }
                 let got: tmsize_t
                 if info.tiled != 0 {
-                    tilesRead += 1
                     let tile = TIFFComputeTile(tif, UInt32(x0), UInt32(bandTop), 0, UInt16(p))
                     got = TIFFReadEncodedTile(tif, tile, chunk, -1)
                 } else {
