@@ -187,7 +187,9 @@ def tiffs():
             for name, args in (("tiled_zip.tif", ["-t", "-w", "16", "-l", "16", "-c", "zip"]),
                                ("planar_lzw.tif", ["-p", "separate", "-c", "lzw"]),
                                ("bigtiff.tif", ["-8", "-c", "lzw"]), ("zstd.tif", ["-c", "zstd"]),
-                               ("tiled_jpeg.tif", ["-t", "-w", "16", "-l", "16", "-c", "jpeg"])):
+                               ("tiled_jpeg.tif", ["-t", "-w", "16", "-l", "16", "-c", "jpeg"]),
+                               ("lzw_predictor.tif", ["-c", "lzw:2"]),
+                               ("tiled_lzw_predictor.tif", ["-t", "-w", "16", "-l", "16", "-c", "lzw:2"])):
                 dst = os.path.join(t, name)
                 subprocess.run(["tiffcp", *args, src, dst], check=True)
                 seeds[name] = open(dst, "rb").read()

@@ -224,6 +224,197 @@ int ts_tiff_rgba_rows(ts_tiff *t, uint32_t row, uint32_t rows, uint32_t *out) {
     return TIFFRGBAImageGet(&t->rgba, out, t->rgba.width, rows) ? 0 : -1;
 }
 
+// MARK: - LZW strips and tiles without libtiff's codec
+
+// TIFF's LZW (MSB-first codes of 9 to 12 bits, "early change", Clear 256, End 257) decoded in
+// one pass over a whole strip or tile held in memory. Each table entry is a run already in the
+// output (a code's string is the previous string plus one byte, and the decoder wrote them side
+// by side), so a code is one copy rather than a walk down a chain of prefixes. Anything
+// unusual — old-style LZW, a code out of range, a full table, the data ending before the strip
+// is filled — returns -1 and the caller reads the chunk through libtiff, which then decides
+// (and words the error) exactly as before.
+enum { TS_LZW_CLEAR = 256, TS_LZW_END = 257, TS_LZW_FIRST = 258 };
+
+static long ts_lzw_decode(const uint8_t *in, size_t n, uint8_t *out, size_t cap) {
+    // Per code: its string's first 8 bytes (so a short string is one store, never a load from
+    // output just written), its length, and where the whole string already is in the output.
+    struct { uint64_t head; uint32_t off, len; } e[4096];
+    for (uint32_t c = 0; c < 256; c++) { e[c].head = c; e[c].len = 1; e[c].off = 0; }
+    uint64_t bits = 0;
+    int have = 0, width = 9;
+    size_t ip = 0, op = 0, prev_pos = 0;
+    uint32_t next = TS_LZW_FIRST, prev_len = 0;
+    uint64_t prev_head = 0;
+    int prev = -1;
+    if (cap > UINT32_MAX || (n >= 2 && in[0] == 0 && (in[1] & 1))) return -1;  // old-style
+    while (op < cap) {
+        if (have < width) {
+            if (ip + 8 <= n) {
+                uint64_t v;
+                memcpy(&v, in + ip, 8);
+                v = __builtin_bswap64(v);
+                int take = (63 - have) >> 3;
+                bits = bits << (take * 8) | v >> (64 - take * 8);
+                ip += (size_t)take;
+                have += take * 8;
+            } else {
+                while (have <= 56 && ip < n) { bits = bits << 8 | in[ip++]; have += 8; }
+                if (have < width) return -1;  // the data ends first
+            }
+        }
+        have -= width;
+        uint32_t code = (uint32_t)(bits >> have) & ((1u << width) - 1);
+        if (code >= 256) {
+            if (code == TS_LZW_CLEAR) { width = 9; next = TS_LZW_FIRST; prev = -1; continue; }
+            if (code == TS_LZW_END || prev < 0 || code > next) return -1;
+        }
+        if (prev >= 0) {
+            // The previous string and this one's first byte (a code being defined right now
+            // starts with the previous string's first byte).
+            if (next >= 4096) return -1;
+            uint64_t first = (code == next ? prev_head : e[code].head) & 0xff;
+            e[next].head = prev_len >= 8 ? prev_head : prev_head | first << (8 * prev_len);
+            e[next].off = (uint32_t)prev_pos;
+            e[next].len = prev_len + 1;
+            next++;
+            if (next == (1u << width) - 1 && width < 12) width++;
+        }
+        uint32_t l = e[code].len;
+        uint64_t h = e[code].head;
+        const uint8_t *src = out + e[code].off;
+        if (op + l + 24 <= cap) {
+            memcpy(out + op, &h, 8);
+            // The rest reads only bytes at or before `op` (finished) and writes from `op + 8`,
+            // in 16-byte chunks whose overrun is rewritten later.
+            for (uint32_t k = 8; k < l; k += 16) {
+                uint64_t a, b;
+                memcpy(&a, src + k, 8); memcpy(&b, src + k + 8, 8);
+                memcpy(out + op + k, &a, 8); memcpy(out + op + k + 8, &b, 8);
+            }
+        } else {
+            size_t k = l < cap - op ? l : cap - op;
+            for (size_t i = 0; i < k; i++) out[op + i] = i < 8 ? (uint8_t)(h >> (8 * i)) : src[i];
+        }
+        prev = (int)code;
+        prev_pos = op;
+        prev_len = l;
+        prev_head = h;
+        op += l;
+    }
+    return (long)(op < cap ? op : cap);
+}
+
+/// Undoes the horizontal predictor on 8-bit rows: each sample is the sum of those before it.
+#if defined(__x86_64__)
+#include <immintrin.h>
+// A row's running sums 5 RGB pixels (15 bytes) or 4 RGBA pixels at a time: a prefix sum
+// within the register in log steps, plus the last pixel so far spread over every lane.
+__attribute__((target("ssse3")))
+static size_t ts_undo_predictor8_ssse3(uint8_t *p, size_t row_bytes, int spp) {
+    if (spp == 3 && row_bytes >= 3 + 31) {
+        const __m128i spread = _mm_setr_epi8(12, 13, 14, 12, 13, 14, 12, 13, 14, 12, 13, 14, 12, 13, 14, -1);
+        const __m128i keep = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0);
+        __m128i carry = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)p),
+                                         _mm_setr_epi8(0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, -1));
+        size_t i = 3;
+        __m128i x = _mm_loadu_si128((const __m128i *)(p + i));
+        // Byte 15 of each store is put back as it was: the next 15 bytes start there, and they
+        // are loaded before the store (no load waits on a store it overlaps).
+        for (; i + 31 <= row_bytes; i += 15) {
+            __m128i next = _mm_loadu_si128((const __m128i *)(p + i + 15));
+            __m128i y = _mm_add_epi8(x, _mm_slli_si128(x, 3));
+            y = _mm_add_epi8(y, _mm_slli_si128(y, 6));
+            y = _mm_add_epi8(y, _mm_slli_si128(y, 12));
+            y = _mm_add_epi8(y, carry);
+            carry = _mm_shuffle_epi8(y, spread);
+            _mm_storeu_si128((__m128i *)(p + i), _mm_or_si128(_mm_and_si128(y, keep), _mm_andnot_si128(keep, x)));
+            x = next;
+        }
+        return i;
+    }
+    if (spp == 4 && row_bytes >= 4 + 16) {
+        __m128i carry = _mm_set1_epi32((int)(p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24));
+        size_t i = 4;
+        for (; i + 16 <= row_bytes; i += 16) {
+            __m128i x = _mm_loadu_si128((const __m128i *)(p + i));
+            x = _mm_add_epi8(x, _mm_slli_si128(x, 4));
+            x = _mm_add_epi8(x, _mm_slli_si128(x, 8));
+            x = _mm_add_epi8(x, carry);
+            carry = _mm_shuffle_epi32(x, 0xff);
+            _mm_storeu_si128((__m128i *)(p + i), x);
+        }
+        return i;
+    }
+    return (size_t)spp;
+}
+#endif
+
+static void ts_undo_predictor8(uint8_t *p, size_t rows, size_t row_bytes, int spp) {
+#if defined(__x86_64__)
+    static int ssse3 = -1;
+    if (ssse3 < 0) ssse3 = __builtin_cpu_supports("ssse3") ? 1 : 0;
+#endif
+    for (size_t r = 0; r < rows; r++, p += row_bytes) {
+        size_t i = (size_t)spp;
+#if defined(__x86_64__)
+        if (ssse3) i = ts_undo_predictor8_ssse3(p, row_bytes, spp);
+#endif
+        for (; i < row_bytes; i++) p[i] = (uint8_t)(p[i] + p[i - spp]);
+    }
+}
+
+long ts_tiff_read_lzw(ts_tiff *t, uint32_t chunk, uint8_t *out, size_t size) {
+    TIFF *tif = t->tif;
+    uint16_t compression = 0, fill = 0, predictor = 1, bits = 0, planar = 0, spp = 1;
+    TIFFGetFieldDefaulted(tif, TIFFTAG_COMPRESSION, &compression);
+    TIFFGetFieldDefaulted(tif, TIFFTAG_FILLORDER, &fill);
+    TIFFGetFieldDefaulted(tif, TIFFTAG_PREDICTOR, &predictor);
+    TIFFGetFieldDefaulted(tif, TIFFTAG_BITSPERSAMPLE, &bits);
+    TIFFGetFieldDefaulted(tif, TIFFTAG_PLANARCONFIG, &planar);
+    TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLESPERPIXEL, &spp);
+    if (compression != COMPRESSION_LZW || fill != FILLORDER_MSB2LSB || bits != 8 || (predictor != 1 && predictor != 2))
+        return -1;
+    int tiled = TIFFIsTiled(tif);
+    if (chunk >= (tiled ? TIFFNumberOfTiles(tif) : TIFFNumberOfStrips(tif))) return -1;
+    int err = 0;
+    uint64_t offset = TIFFGetStrileOffsetWithErr(tif, chunk, &err);
+    if (err) return -1;
+    uint64_t count = TIFFGetStrileByteCountWithErr(tif, chunk, &err);
+    if (err || count == 0 || offset >= t->size || count > t->size - offset) return -1;
+    // What the chunk decodes to: a tile's every row; a strip's rows, fewer in the last one.
+    uint32_t width = 0, rows = 0, height = 0;
+    if (tiled) {
+        TIFFGetField(tif, TIFFTAG_TILEWIDTH, &width);
+        TIFFGetField(tif, TIFFTAG_TILELENGTH, &rows);
+    } else {
+        TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &width);
+        TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &height);
+        uint32_t per = 0;
+        TIFFGetFieldDefaulted(tif, TIFFTAG_ROWSPERSTRIP, &per);
+        if (height == 0) return -1;
+        if (per == 0 || per > height) per = height;
+        uint32_t strips_per_plane = (height + per - 1) / per;
+        uint32_t top = (chunk % strips_per_plane) * per;
+        rows = height - top < per ? height - top : per;
+    }
+    int samples = planar == PLANARCONFIG_SEPARATE ? 1 : spp;
+    size_t row_bytes = (size_t)width * (size_t)samples;
+    if (width == 0 || rows == 0 || row_bytes / samples != width) return -1;
+    size_t need = row_bytes * rows;
+    if (need / rows != row_bytes || need > size) return -1;
+    long got = ts_lzw_decode(t->data + offset, (size_t)count, out, need);
+    if (got != (long)need) return -1;
+    if (predictor == 2) ts_undo_predictor8(out, rows, row_bytes, samples);
+    if (t->release_reads && count >= 16384) {
+        static long page = 0;
+        if (!page) page = sysconf(_SC_PAGESIZE);
+        uintptr_t from = ((uintptr_t)(t->data + offset) + page - 1) & ~(uintptr_t)(page - 1);
+        uintptr_t to = ((uintptr_t)(t->data + offset + count)) & ~(uintptr_t)(page - 1);
+        if (to > from) madvise((void *)from, to - from, MADV_DONTNEED);
+    }
+    return got;
+}
+
 // MARK: - Writing a pyramid from compressed tiles
 
 struct ts_tiff_writer {

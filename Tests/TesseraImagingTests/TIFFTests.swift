@@ -234,6 +234,68 @@ final class TIFFTests: XCTestCase {
         }
     }
 
+    /// 8-bit LZW strips and tiles go through Tessera's own LZW decoder (not libtiff's codec):
+    /// every layout decodes exactly as the uncompressed file — gray, RGB, RGBA, planes, tiles,
+    /// with and without the predictor, on rows mixing noise (short strings) and flat runs (long
+    /// strings, and codes used the moment they are defined). Corrupt LZW data fails typed.
+    func testLZWDecodesExactlyAsTheUncompressedFile() throws {
+        guard let tiffcp = ["/usr/bin/tiffcp", "/usr/local/bin/tiffcp"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw XCTSkip("tiffcp (libtiff-tools) not installed")
+        }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lzw-\(getpid())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        func lzw(_ page: TestTIFF.Page, predictor: Int) throws -> (plain: [UInt8], packed: [UInt8]) {
+            let source = dir.appendingPathComponent("plain.tif"), out = dir.appendingPathComponent("lzw.tif")
+            try Data(TestTIFF(pages: [page]).bytes()).write(to: source)
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: tiffcp)
+            p.arguments = ["-c", "lzw:\(predictor)", source.path, out.path]
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            p.waitUntilExit()
+            XCTAssertEqual(p.terminationStatus, 0)
+            return (try bytes(of: source), try bytes(of: out))
+        }
+        var checked = 0
+        for (samples, photometric, extra) in [(1, 1, nil), (3, 2, nil), (4, 2, 2)] as [(Int, Int, Int?)] {
+            for planar in [false, true] where samples > 1 || !planar {
+                for tile in [nil, 32] as [Int?] {
+                    for predictor in [1, 2] {
+                        var page = TestTIFF.Page(width: 157, height: 93, samples: samples, photometric: photometric, planar: planar,
+                                                 tile: tile, rowsPerStrip: 8, extraSample: extra)
+                        // Left: hashed noise; right: flat runs per row.
+                        page.sample = { x, y, s in x < 80 ? UInt32(((x &* 2_654_435_761) ^ (y &* 40_503) ^ (s &* 97)) >> 7 & 0xFF) : UInt32((y / 3 + s * 60) & 0xFF) }
+                        let (plain, packed) = try lzw(page, predictor: predictor)
+                        let what = "\(samples) samples\(planar ? ", planes" : "")\(tile != nil ? ", tiles" : "") predictor \(predictor)"
+                        let a = try decode(plain), b = try decode(packed)
+                        XCTAssertEqual(b.width, 157, what)
+                        XCTAssertEqual(b.height, 93, what)
+                        XCTAssertEqual(meanAbsoluteDifference(a, b), 0, what)
+                        checked += 1
+                    }
+                }
+            }
+        }
+        XCTAssertEqual(checked, 20)
+        // Hostile: bytes of the LZW data changed at random fail typed or decode (never crash);
+        // the data cut short fails typed.
+        var page = TestTIFF.Page(width: 157, height: 93, rowsPerStrip: 93)
+        page.sample = { x, y, s in UInt32(((x &* 2_654_435_761) ^ (y &* 40_503) ^ (s &* 97)) >> 7 & 0xFF) }
+        let packed = try lzw(page, predictor: 2).packed
+        var generator = SystemRandomNumberGenerator()
+        var failed = 0
+        for _ in 0..<300 {
+            var bad = packed
+            for _ in 0..<4 { bad[Int.random(in: 8..<packed.count / 2, using: &generator)] = UInt8.random(in: 0...255, using: &generator) }
+            do { _ = try decode(bad) } catch is ImagingError { failed += 1 }
+        }
+        XCTAssertGreaterThan(failed, 0, "some of 300 corrupted files fail")
+        var cut = packed
+        cut.replaceSubrange(8..<8 + packed.count / 2, with: [UInt8](repeating: 0, count: packed.count / 2))
+        XCTAssertThrowsError(try decode(cut)) { XCTAssertTrue($0 is ImagingError, "\($0)") }
+    }
+
     /// `../shared/corpus/stills`: every TIFF its MANIFEST says renders does, at 256 px; every
     /// one it says fails (as vips does) fails typed — except two valid files libtiff reads
     /// where vips gives up (old-style JPEG; tiled separate planes), which render.

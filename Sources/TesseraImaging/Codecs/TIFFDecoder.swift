@@ -359,6 +359,9 @@ final class TIFFDecoder {
         let pixelBytes = spp * sampleBytes
         let rowBytes = size.width * pixelBytes
         let band = self.band!, chunk = self.chunk!
+        let (stripRows, _, chunkBytes) = try bandBytes()
+        // Strips of every sample decode straight into the band (no copy) when a strip is its rows.
+        let direct = info.tiled == 0 && !planar && chunkBytes == stripRows * rowBytes
         let chunkWidth = info.tiled != 0 ? Int(info.tile_width) : size.width
         let chunkPixelBytes = planar ? sampleBytes : pixelBytes
         let columns = info.tiled != 0 ? (size.width + chunkWidth - 1) / chunkWidth : 1
@@ -368,13 +371,12 @@ final class TIFFDecoder {
                 if info.tiled != 0, let needed = neededColumns, x0 > needed.upperBound || x0 + chunkWidth <= needed.lowerBound {
                     continue  // a crop's columns do not reach this tile
                 }
-                let got: tmsize_t
-                if info.tiled != 0 {
-                    let tile = TIFFComputeTile(tif, UInt32(x0), UInt32(bandTop), 0, UInt16(p))
-                    got = TIFFReadEncodedTile(tif, tile, chunk, -1)
-                } else {
-                    let strip = TIFFComputeStrip(tif, UInt32(bandTop), UInt16(p))
-                    got = TIFFReadEncodedStrip(tif, strip, chunk, -1)
+                let index = info.tiled != 0 ? TIFFComputeTile(tif, UInt32(x0), UInt32(bandTop), 0, UInt16(p))
+                    : TIFFComputeStrip(tif, UInt32(bandTop), UInt16(p))
+                let target = direct ? band : chunk
+                var got = tmsize_t(ts_tiff_read_lzw(handle, index, target.assumingMemoryBound(to: UInt8.self), direct ? bandRows * rowBytes : chunkBytes))
+                if got < 0 {
+                    got = info.tiled != 0 ? TIFFReadEncodedTile(tif, index, target, -1) : TIFFReadEncodedStrip(tif, index, target, direct ? tmsize_t(bandRows * rowBytes) : -1)
                 }
                 guard got >= 0 else { throw failure() }
                 let width = min(chunkWidth, size.width - x0)
@@ -384,6 +386,7 @@ final class TIFFDecoder {
                 if rowsIn < bandRows {
                     throw ImagingError(.truncated, "TIFF \(info.tiled != 0 ? "tile" : "strip") at row \(bandTop) holds \(rowsIn) of its \(bandRows) rows")
                 }
+                if direct { continue }
                 for r in 0..<rowsIn {
                     let src = chunk + r * chunkRowBytes
                     let dst = band + r * rowBytes + x0 * pixelBytes

@@ -227,6 +227,12 @@ void ts_tiff_release_reads(ts_tiff *t, int on);
 /// alpha premultiplied), in stored order (no flips), `width` pixels each. 0 on success.
 int ts_tiff_rgba_rows(ts_tiff *t, uint32_t row, uint32_t rows, uint32_t *out);
 
+/// Decodes strip or tile `chunk` of the current directory into `out` (`size` bytes at least
+/// the chunk's) when it is 8-bit LZW (no predictor or the horizontal one) read straight from
+/// the bytes in memory; the bytes written. -1 when the chunk is anything else or anything about
+/// it is unusual: read it with libtiff (TIFFReadEncodedStrip/Tile), which decides.
+long ts_tiff_read_lzw(ts_tiff *t, uint32_t chunk, uint8_t *out, size_t size);
+
 /// A tiled TIFF being written from tiles already compressed (a pyramid's JPEG tiles, each a
 /// whole JPEG stream): a level is a directory, its tiles go in as they are
 /// (`TIFFWriteRawTile`, no re-encoding). Errors are kept in the handle, never printed.
