@@ -65,7 +65,9 @@ public enum TaskExecutor {
                           limit: options.limits.maxInputBytes, task: &task) { bytes, version, task in
                 // 1. Read: the content hash (or the store's version) for incremental reruns.
                 task.record.bytesIn = bytes.count
-                if job.options.incremental { task.inputHash = version.map(versionHash) ?? XXH64.hash(bytes, hashed: task.releaseInput) }
+                if job.options.incremental {
+                    task.inputHash = version.map(versionHash) ?? ContentHashes.shared.hash(bytes, of: task.inputIdentity, release: task.releaseInput)
+                }
                 if job.options.incremental, let expected = expectedHash, expected == task.inputHash,
                    try expectedOutputs.allSatisfy(storage.exists) {
                     task.record.status = .skipped
@@ -112,6 +114,8 @@ public enum TaskExecutor {
         var superseded = false
         /// The input's bytes map its file (not inline, not fetched): decoders may drop pages read past.
         var inputIsFileMap = false
+        /// The input file's identity when it is a local file.
+        var inputIdentity: FileIdentity?
         /// Drops the input's pages before an offset (a file map: hashing does not keep it resident).
         var releaseInput: ((Int) -> Void)?
 
@@ -155,6 +159,7 @@ public enum TaskExecutor {
         } else {
             let mapped = try FileIO.map(input.path, limit: limit)
             task.inputIsFileMap = true
+            task.inputIdentity = mapped.identity
             task.releaseInput = { mapped.release(before: $0) }
             defer { task.releaseInput = nil }
             try withExtendedLifetime(mapped) { try body(mapped.bytes, nil, &task) }
@@ -400,5 +405,29 @@ public enum TaskExecutor {
         task.record.timings.encode = work.timings.encode
         task.record.timings.write = writeTime
         task.record.timings.finish = max(0, clock.milliseconds - task.record.timings.decode - task.record.timings.encode - task.record.timings.write)
+    }
+}
+
+/// Content hashes of local inputs, remembered by file identity for the life of the process:
+/// a worker making several parts of one pyramid (or a source named twice) reads a 150 MB
+/// TIFF once to hash it, not once a part. Any change to the file — size, mtime, or the change
+/// time no tool can set back — is a new identity and hashes again.
+final class ContentHashes: @unchecked Sendable {
+    static let shared = ContentHashes()
+    private let lock = NSLock()
+    private var known: [FileIdentity: UInt64] = [:]
+    /// Small: the point is the parts of one source arriving close together.
+    private let capacity = 256
+
+    func hash(_ bytes: UnsafeRawBufferPointer, of identity: FileIdentity?, release: ((Int) -> Void)?) -> UInt64 {
+        if let identity, let h = lock.withLock({ known[identity] }) { return h }
+        let h = XXH64.hash(bytes, hashed: release)
+        if let identity {
+            lock.withLock {
+                if known.count >= capacity { known.removeAll(keepingCapacity: true) }
+                known[identity] = h
+            }
+        }
+        return h
     }
 }

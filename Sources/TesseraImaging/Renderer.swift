@@ -107,7 +107,8 @@ public enum Renderer {
                     exif = Exif.build(copyright: c)
                 }
                 let encodeStart = clock.milliseconds
-                let (bytes, quality) = try encode(&image, &format, settings, icc: attachedICC, exif: exif)
+                let density = settings.keep.contains(.resolution) ? stage.density : nil
+                let (bytes, quality) = try encode(&image, &format, settings, icc: attachedICC, exif: exif, density: density)
                 t.encode = clock.milliseconds - encodeStart
                 t.total = t.finish + t.encode
                 let record = OutputRecord(name: recipe.name ?? "", path: "", format: format, width: image.width,
@@ -143,6 +144,8 @@ public enum Renderer {
         var finishTimes: [Double]
         var profile: ICCProfile?
         var copyright: String?
+        /// The source's declared density, upright.
+        var density: PixelDensity?
         var scaleEighths: Int
         var decodedSize: Size
         var timings: StageTimings
@@ -407,7 +410,7 @@ public enum Renderer {
                                     orientation: source.orientation, iccName: profile?.name,
                                     convertedToSRGB: converted, hadGPS: source.exif?.hasGPS ?? false)
         return Stage(summary: summary, images: images, finishTimes: finishTimes, profile: profile,
-                     copyright: source.exif?.copyright, scaleEighths: source.scaleEighths, decodedSize: decoded,
+                     copyright: source.exif?.copyright, density: source.density?.oriented(source.orientation), scaleEighths: source.scaleEighths, decodedSize: decoded,
                      timings: timings,
                      decodePath: decodePath(source, fastMode: options.fastMode), level: source.tiffLevel)
     }
@@ -453,7 +456,7 @@ public enum Renderer {
     /// Encodes, meeting `maxBytes` when set: the highest quality not above the recipe's
     /// that fits (binary search); `.auto` PNG falls back to JPEG when too large.
     static func encode(_ image: inout PixelBuffer, _ format: inout ImageFormat, _ s: OutputSettings,
-                       icc: [UInt8]?, exif: [UInt8]?) throws -> ([UInt8], Int?) {
+                       icc: [UInt8]?, exif: [UInt8]?, density: PixelDensity? = nil) throws -> ([UInt8], Int?) {
         if format == .webp {
             let img = image
             if s.lossless {
@@ -474,7 +477,7 @@ public enum Renderer {
             }
         }
         if format == .png {
-            let png = try PNGEncoder.encode(image, compressionLevel: s.pngCompression, icc: icc)
+            let png = try PNGEncoder.encode(image, compressionLevel: s.pngCompression, icc: icc, density: density)
             guard let max = s.maxBytes, png.count > max else { return (png, nil) }
             guard s.format == .auto || s.format == .jpegOrPNG else {
                 throw ImagingError(.budgetExceeded, "PNG output is \(png.count) bytes, over the budget of \(max) bytes")
@@ -484,7 +487,7 @@ public enum Renderer {
         }
         let jpegImage = image
         let settings = JPEGEncoder.Settings(quality: s.jpegQuality, progressive: s.progressive,
-                                            optimize: s.optimize, subsampling: s.subsampling)
+                                            optimize: s.optimize, subsampling: s.subsampling, density: density)
         return try budgeted(s, name: "JPEG", size: jpegImage) { q in
             var qs = settings
             qs.quality = q

@@ -785,6 +785,9 @@ public enum KeptMetadata: String, Codable, Sendable, CaseIterable {
     case icc
     /// Keep the EXIF Copyright tag.
     case copyright
+    /// Keep the source's pixel density (dots per inch: TIFF XResolution/YResolution, JPEG JFIF,
+    /// PNG pHYs) as it is, as vips does: JFIF for JPEG outputs, pHYs for PNG.
+    case resolution
 }
 
 /// How an output is encoded.

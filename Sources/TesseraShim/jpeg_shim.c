@@ -227,6 +227,15 @@ int ts_jpeg_dec_read_header(ts_jpeg_dec *d, ts_jpeg_header *out) {
     return 0;
 }
 
+int ts_jpeg_dec_density(const ts_jpeg_dec *d, int *unit, int *x, int *y) {
+    const struct jpeg_decompress_struct *c = &d->cinfo;
+    if (!c->saw_JFIF_marker || (c->density_unit != 1 && c->density_unit != 2) || !c->X_density || !c->Y_density) return 0;
+    *unit = c->density_unit;
+    *x = c->X_density;
+    *y = c->Y_density;
+    return 1;
+}
+
 const uint8_t *ts_jpeg_dec_exif(const ts_jpeg_dec *d, unsigned *len) {
     for (jpeg_saved_marker_ptr m = d->cinfo.marker_list; m; m = m->next) {
         if (m->marker == JPEG_APP0 + 1 && m->data_length >= 6 &&
@@ -411,6 +420,11 @@ int ts_jpeg_encode(const uint8_t *pixels, int width, int height, size_t stride,
         }
     }
     c->optimize_coding = params->optimize ? TRUE : FALSE;
+    if (params->x_density > 0 && params->y_density > 0) {
+        c->density_unit = 1;
+        c->X_density = (UINT16)(params->x_density > 65535 ? 65535 : params->x_density);
+        c->Y_density = (UINT16)(params->y_density > 65535 ? 65535 : params->y_density);
+    }
     c->restart_interval = (unsigned int)(params->restart_interval > 0 ? params->restart_interval : 0);
     if (params->progressive) jpeg_simple_progression(c);
     jpeg_start_compress(c, TRUE);

@@ -106,6 +106,13 @@ int ts_png_dec_read_header(ts_png_dec *d, uint32_t max_w, uint32_t max_h, ts_png
         out->icc_len = plen;
         d->has_icc = 1;
     }
+    png_uint_32 px = 0, py = 0;
+    int punit = 0;
+    if (png_get_pHYs(d->png, d->info, &px, &py, &punit)) {
+        out->phys_x = px;
+        out->phys_y = py;
+        out->phys_unit = punit;
+    }
 #ifdef PNG_eXIf_SUPPORTED
     png_bytep exif;
     png_uint_32 elen;
@@ -211,7 +218,7 @@ static void ts_png_enc_error(png_structp png, png_const_charp msg) {
 }
 
 int ts_png_encode(const uint8_t *pixels, int width, int height, size_t stride, int channels,
-                  int compression_level, const uint8_t *icc, unsigned icc_len,
+                  int compression_level, const uint8_t *icc, unsigned icc_len, uint32_t ppm_x, uint32_t ppm_y,
                   uint8_t **out, size_t *out_len, char *err, size_t err_len) {
     ts_errbuf e = {err, err_len};
     *out = NULL;
@@ -243,6 +250,7 @@ int ts_png_encode(const uint8_t *pixels, int width, int height, size_t stride, i
                  PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
     png_set_compression_level(png, compression_level);
     if (icc && icc_len) png_set_iCCP(png, info, "icc", PNG_COMPRESSION_TYPE_BASE, icc, icc_len);
+    if (ppm_x && ppm_y) png_set_pHYs(png, info, ppm_x, ppm_y, PNG_RESOLUTION_METER);
     png_write_info(png, info);
     for (int y = 0; y < height; y++) png_write_row(png, (png_const_bytep)(pixels + (size_t)y * stride));
     png_write_end(png, info);

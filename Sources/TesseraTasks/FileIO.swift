@@ -6,7 +6,7 @@ public enum FileIO {
     /// Opens an input for reading without ever blocking in `open` (O_NONBLOCK: a FIFO or a
     /// device would wait for a writer forever) and only if it is a regular file outside
     /// /proc and /sys; returns the descriptor and the size.
-    static func openInput(_ path: String, limit: Int) throws -> (fd: Int32, size: Int) {
+    static func openInput(_ path: String, limit: Int) throws -> (fd: Int32, size: Int, identity: FileIdentity) {
         let real = Paths.withCString(path, { realpath($0, nil) }).map { p -> String in
             defer { free(p) }
             return Paths.fromBytes(UnsafeBufferPointer(start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self), count: strlen(p)))
@@ -38,12 +38,12 @@ public enum FileIO {
             close(fd)
             throw JobError(.inputTooLarge, "file is \(size) bytes, over the input limit of \(limit)", file: path)
         }
-        return (fd, size)
+        return (fd, size, FileIdentity(st))
     }
 
     /// Reads a file, refusing one larger than `limit` (or not a regular file) before reading it.
     public static func read(_ path: String, limit: Int) throws -> [UInt8] {
-        let (fd, size) = try openInput(path, limit: limit)
+        let (fd, size, _) = try openInput(path, limit: limit)
         defer { close(fd) }
         var bytes = [UInt8](repeating: 0, count: size)
         var done = 0
@@ -65,9 +65,9 @@ public enum FileIO {
     /// A file truncated by another process while mapped would fault: inputs are
     /// expected not to change while a job runs (as for every image tool).
     public static func map(_ path: String, limit: Int) throws -> MappedFile {
-        let (fd, size) = try openInput(path, limit: limit)
+        let (fd, size, identity) = try openInput(path, limit: limit)
         defer { close(fd) }
-        guard size > 0 else { return MappedFile(base: nil, count: 0) }
+        guard size > 0 else { return MappedFile(base: nil, count: 0, identity: identity) }
         guard let p = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), p != MAP_FAILED else {
             // No address space left for the file (an address-space limit): memory, not I/O.
             if errno == ENOMEM {
@@ -75,7 +75,7 @@ public enum FileIO {
             }
             throw JobError(.readFailed, String(cString: strerror(errno)), file: path)
         }
-        return MappedFile(base: p, count: size)
+        return MappedFile(base: p, count: size, identity: identity)
     }
 
     /// `mkdir -p` with errno's reason in the error (naming `file`).
@@ -122,14 +122,32 @@ public enum FileIO {
     }
 }
 
+/// Which file, and which version of it: device, inode, size, and the modification and change
+/// times (the change time cannot be set back, so a rewrite that keeps the mtime still shows).
+public struct FileIdentity: Hashable, Sendable {
+    public var device: UInt64, inode: UInt64, size: Int64
+    public var modified: Int64, changed: Int64
+
+    init(_ st: stat) {
+        device = UInt64(st.st_dev)
+        inode = UInt64(st.st_ino)
+        size = Int64(st.st_size)
+        modified = Int64(st.st_mtim.tv_sec) &* 1_000_000_000 &+ Int64(st.st_mtim.tv_nsec)
+        changed = Int64(st.st_ctim.tv_sec) &* 1_000_000_000 &+ Int64(st.st_ctim.tv_nsec)
+    }
+}
+
 /// A read-only memory map of a whole file, unmapped when released.
 public final class MappedFile: @unchecked Sendable {
     private let base: UnsafeMutableRawPointer?
     public let count: Int
+    /// The file mapped, as it was when opened.
+    public let identity: FileIdentity
 
-    init(base: UnsafeMutableRawPointer?, count: Int) {
+    init(base: UnsafeMutableRawPointer?, count: Int, identity: FileIdentity) {
         self.base = base
         self.count = count
+        self.identity = identity
         if let base, count > 0 { madvise(base, count, MADV_SEQUENTIAL) }
     }
 

@@ -63,7 +63,7 @@ struct Render: ParsableCommand {
     @Option(parsing: .unconditional, help: "Encoder effort 0...9: more is smaller and slower (WebP method 0...6, AVIF speed 9 - effort). Default: WebP 4, AVIF 2.")
     var effort: Int?
 
-    @Option(help: "Metadata to keep, comma-separated: icc, copyright (default: none; everything else is always removed).",
+    @Option(help: "Metadata to keep, comma-separated: icc, copyright, resolution (the source's dots per inch, in JPEG and PNG outputs) (default: none; everything else is always removed).",
             completion: .list(KeptMetadata.allCases.map(\.rawValue)))
     var keep: String?
 

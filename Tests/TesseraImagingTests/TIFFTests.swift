@@ -296,6 +296,43 @@ final class TIFFTests: XCTestCase {
         XCTAssertThrowsError(try decode(cut)) { XCTAssertTrue($0 is ImagingError, "\($0)") }
     }
 
+    /// Resolution tags are kept only when a recipe keeps `resolution`: JFIF density in a JPEG,
+    /// pHYs in a PNG, the values as the source says them (vips' thumbnail keeps them too),
+    /// swapped by an orientation that turns the image; a source's JFIF density carries on.
+    func testResolutionIsKeptOnlyWhenTheRecipeSaysSo() throws {
+        var page = TestTIFF.Page(width: 40, height: 20)
+        // XResolution 300/1, YResolution 600/1 (RATIONAL), ResolutionUnit 2 (inch).
+        page.extraTags = [(282, 5, [300, 1]), (283, 5, [600, 1]), (296, 3, [2])]
+        let file = TestTIFF(pages: [page]).bytes()
+        func jfif(_ jpeg: [UInt8]) -> (unit: UInt8, x: Int, y: Int) {
+            // APP0 "JFIF\0": version (2), units, Xdensity, Ydensity (big-endian).
+            guard let i = (0..<jpeg.count - 16).first(where: { jpeg[$0] == 0xFF && jpeg[$0 + 1] == 0xE0 }) else { return (9, 0, 0) }
+            let d = i + 4 + 5 + 2
+            return (jpeg[d], Int(jpeg[d + 1]) << 8 | Int(jpeg[d + 2]), Int(jpeg[d + 3]) << 8 | Int(jpeg[d + 4]))
+        }
+        func phys(_ png: [UInt8]) -> (x: UInt32, y: UInt32)? {
+            guard let i = (0..<png.count - 12).first(where: { png[$0..<$0 + 4].elementsEqual("pHYs".utf8) }) else { return nil }
+            func u32(_ k: Int) -> UInt32 { png[k..<k + 4].reduce(0) { $0 << 8 | UInt32($1) } }
+            return (u32(i + 4), u32(i + 8))
+        }
+        let kept = recipe([fit(20, 20)]) { $0.keep = [.resolution] }
+        let plain = recipe([fit(20, 20)])
+        let r = try Renderer.render(file, recipes: [kept, plain, recipe([fit(20, 20)], format: .png) { $0.keep = [.resolution] },
+                                                    recipe([fit(20, 20)], format: .png)])
+        XCTAssertTrue(jfif(r.outputs[0].file.bytes) == (1, 300, 600), "\(jfif(r.outputs[0].file.bytes))")
+        XCTAssertEqual(jfif(r.outputs[1].file.bytes).unit, 0, "no unit: an aspect ratio only")
+        XCTAssertTrue(phys(r.outputs[2].file.bytes).map { $0 == (11811, 23622) } ?? false, "300 and 600 dpi in pixels per metre")
+        XCTAssertNil(phys(r.outputs[3].file.bytes))
+        // Orientation 6 turns the image: 600 across, 300 down. Centimetres are converted.
+        page.orientation = 6
+        page.extraTags = [(282, 5, [100, 1]), (283, 5, [200, 1]), (296, 3, [3])]
+        let turned = try Renderer.render(TestTIFF(pages: [page]).bytes(), recipes: [kept])
+        XCTAssertTrue(jfif(turned.outputs[0].file.bytes) == (1, 508, 254), "\(jfif(turned.outputs[0].file.bytes))")
+        // A JPEG's own JFIF density carries on through a render.
+        let again = try Renderer.render(r.outputs[0].file.bytes, recipes: [kept])
+        XCTAssertTrue(jfif(again.outputs[0].file.bytes) == (1, 300, 600))
+    }
+
     /// `../shared/corpus/stills`: every TIFF its MANIFEST says renders does, at 256 px; every
     /// one it says fails (as vips does) fails typed — except two valid files libtiff reads
     /// where vips gives up (old-style JPEG; tiled separate planes), which render.

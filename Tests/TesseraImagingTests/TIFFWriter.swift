@@ -94,14 +94,16 @@ struct TestTIFF {
             var entries: [(Int, Int, Int, UInt32)] = []
             for (tag, type, values) in tags {
                 let size = type == 3 ? 2 : 4
+                // A RATIONAL (5) is two LONGs, numerator and denominator: its count is the pairs.
+                let count = type == 5 ? values.count / 2 : values.count
                 if values.count * size <= 4 {
                     var v: UInt32 = 0
                     for (i, x) in values.enumerated() { v |= size == 2 ? (x & 0xFFFF) << (16 * UInt32(i)) : x }
-                    entries.append((tag, type, values.count, v))
+                    entries.append((tag, type, count, v))
                 } else {
                     let at = UInt32(out.count)
                     for x in values { out += size == 2 ? [UInt8(x & 0xFF), UInt8(x >> 8)] : sampleBytes32(x) }
-                    entries.append((tag, type, values.count, at))
+                    entries.append((tag, type, count, at))
                 }
             }
             if out.count % 2 == 1 { out.append(0) }

@@ -9,6 +9,8 @@ enum JPEGEncoder {
         var optimize: Bool
         var subsampling: ChromaSubsampling
         var restartInterval = 0
+        /// Written in the JFIF header (rounded dots per inch) when given.
+        var density: PixelDensity? = nil
     }
 
     /// Encodes gray or RGB pixels, attaching an ICC profile and an EXIF payload
@@ -33,7 +35,9 @@ enum JPEGEncoder {
         var params = ts_jpeg_enc_params(quality: Int32(max(1, min(100, s.quality))),
                                         progressive: s.progressive ? 1 : 0,
                                         optimize: s.optimize ? 1 : 0, subsampling: sub,
-                                        restart_interval: Int32(s.restartInterval))
+                                        restart_interval: Int32(s.restartInterval),
+                                        x_density: Int32(s.density.map { $0.x.rounded() } ?? 0),
+                                        y_density: Int32(s.density.map { $0.y.rounded() } ?? 0))
         var out: UnsafeMutablePointer<UInt8>?
         var outLen: UInt = 0
         var message = [CChar](repeating: 0, count: 256)
@@ -56,20 +60,22 @@ enum JPEGEncoder {
 
 /// PNG encoding through libpng (`ts_png_encode`).
 enum PNGEncoder {
-    static func encode(_ image: PixelBuffer, compressionLevel: Int, icc: [UInt8]? = nil) throws -> [UInt8] {
+    static func encode(_ image: PixelBuffer, compressionLevel: Int, icc: [UInt8]? = nil, density: PixelDensity? = nil) throws -> [UInt8] {
         try encode(UnsafePointer(image.base), width: image.width, height: image.height, stride: image.stride,
-                   channels: image.channels, compressionLevel: compressionLevel, icc: icc)
+                   channels: image.channels, compressionLevel: compressionLevel, icc: icc, density: density)
     }
 
+    /// `density` goes in a pHYs chunk (pixels per metre).
     static func encode(_ pixels: UnsafePointer<UInt8>, width: Int, height: Int, stride: Int, channels: Int,
-                       compressionLevel: Int, icc: [UInt8]? = nil) throws -> [UInt8] {
+                       compressionLevel: Int, icc: [UInt8]? = nil, density: PixelDensity? = nil) throws -> [UInt8] {
+        let perMetre = density.map { (UInt32(($0.x / 0.0254).rounded()), UInt32(($0.y / 0.0254).rounded())) } ?? (0, 0)
         var out: UnsafeMutablePointer<UInt8>?
         var outLen = 0
         var message = [CChar](repeating: 0, count: 256)
         let rc = withOptionalBytes(icc) { iccPtr, iccLen in
             ts_png_encode(pixels, Int32(width), Int32(height), stride,
                           Int32(channels), Int32(max(0, min(9, compressionLevel))),
-                          iccPtr, UInt32(iccLen), &out, &outLen, &message, message.count)
+                          iccPtr, UInt32(iccLen), perMetre.0, perMetre.1, &out, &outLen, &message, message.count)
         }
         guard rc == 0, let out else {
             let m = String(cString: message)

@@ -83,6 +83,14 @@ final class JPEGDecoder {
 
     deinit { ts_jpeg_dec_destroy(handle) }
 
+    /// The JFIF header's density, when it gives one in dots per inch or per centimetre.
+    var density: PixelDensity? {
+        var unit: Int32 = 0, x: Int32 = 0, y: Int32 = 0
+        guard ts_jpeg_dec_density(handle, &unit, &x, &y) == 1 else { return nil }
+        let perInch = unit == 2 ? 2.54 : 1
+        return PixelDensity(x: Double(x) * perInch, y: Double(y) * perInch)
+    }
+
     /// After the header: the offset of the entropy-coded data of a single-scan file.
     var entropyOffset: Int? {
         let o = ts_jpeg_dec_input_offset(handle)

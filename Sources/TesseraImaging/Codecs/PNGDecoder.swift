@@ -13,6 +13,8 @@ struct PNGHeader {
     var hasSRGBChunk: Bool
     var iccProfile: [UInt8]?
     var exif: [UInt8]?
+    /// pHYs in pixels per metre, when it says a unit.
+    var density: PixelDensity?
 
     var colorTypeName: String {
         switch colorType {
@@ -54,7 +56,8 @@ final class PNGDecoder {
             hasTransparency: raw.has_trns != 0 || raw.color_type & 4 != 0,
             gamma: raw.has_gama != 0 ? raw.gama : nil, hasSRGBChunk: raw.has_srgb != 0,
             iccProfile: raw.icc.map { Array(UnsafeBufferPointer(start: $0, count: Int(raw.icc_len))) },
-            exif: raw.exif.map { Array(UnsafeBufferPointer(start: $0, count: Int(raw.exif_len))) })
+            exif: raw.exif.map { Array(UnsafeBufferPointer(start: $0, count: Int(raw.exif_len))) },
+            density: raw.phys_unit == 1 ? PixelDensity(x: Double(raw.phys_x) * 0.0254, y: Double(raw.phys_y) * 0.0254) : nil)
     }
 
     deinit { ts_png_dec_destroy(handle) }

@@ -14,6 +14,8 @@ final class SourceDecoder {
     private(set) var pngHeader: PNGHeader?
     /// XMP packet (HEIF `mime` item, WebP `XMP ` chunk), for `keep` rules and inspect.
     private(set) var xmp: [UInt8]?
+    /// Pixels per inch the file declares (TIFF, JPEG JFIF, PNG pHYs), as stored (not oriented).
+    private(set) var density: PixelDensity?
 
     private let jpeg: JPEGDecoder?
     /// A progressive JPEG (libjpeg keeps a whole-image coefficient buffer for it).
@@ -78,6 +80,7 @@ final class SourceDecoder {
             storedSize = Size(width: d.header.width, height: d.header.height)
             exif = d.exif.flatMap(Exif.read)
             iccProfile = try d.iccProfile()
+            density = d.density
         case .png:
             let d = try PNGDecoder(bytes: bytes, limits: options.limits)
             png = d
@@ -89,6 +92,7 @@ final class SourceDecoder {
             storedSize = Size(width: d.header.width, height: d.header.height)
             exif = d.header.exif.flatMap(Exif.read)
             iccProfile = d.header.iccProfile
+            density = d.header.density
         case .webp:
             let d = try WebPDecoder(bytes: bytes, limits: options.limits)
             webp = d
@@ -112,6 +116,7 @@ final class SourceDecoder {
             // The Orientation tag plays EXIF's part; the ICC profile is tag 34675.
             orientationOverride = d.orientation
             iccProfile = d.iccProfile
+            density = d.density
         case .heif, .avif:
             let d = try HEIFDecoder(bytes: bytes, limits: options.limits)
             heif = d

@@ -225,6 +225,17 @@ final class TIFFDecoder {
         if i.compression == UInt16(COMPRESSION_JPEG), i.photometric == UInt16(PHOTOMETRIC_YCBCR) { _ = ts_tiff_jpeg_rgb(handle) }
     }
 
+    /// XResolution/YResolution in dots per inch, when ResolutionUnit says inch or centimetre.
+    var density: PixelDensity? {
+        let perInch: Double
+        switch Int32(info.resolution_unit) {
+        case RESUNIT_INCH: perInch = 1
+        case RESUNIT_CENTIMETER: perInch = 2.54
+        default: return nil
+        }
+        return PixelDensity(x: Double(info.x_resolution) * perInch, y: Double(info.y_resolution) * perInch)
+    }
+
     /// Whether the page declares transparency.
     var hasAlpha: Bool { channels == 4 }
 

@@ -60,6 +60,8 @@ int ts_jpeg_dec_read_header(ts_jpeg_dec *d, ts_jpeg_header *out);
 const uint8_t *ts_jpeg_dec_exif(const ts_jpeg_dec *d, unsigned *len);
 /// Wraps `jpeg_read_icc_profile`; `*icc` is malloc'd (free with ts_free), NULL when absent.
 int ts_jpeg_dec_icc(ts_jpeg_dec *d, uint8_t **icc, unsigned *len);
+/// The JFIF header's pixel density: 1 when it says one (`*unit` 1 per inch, 2 per cm), else 0.
+int ts_jpeg_dec_density(const ts_jpeg_dec *d, int *unit, int *x, int *y);
 /// Wraps `jpeg_start_decompress` at scale `num/denom` (libjpeg-turbo: num 1..16, denom 8).
 int ts_jpeg_dec_start(ts_jpeg_dec *d, int scale_num, int scale_denom, int out_layout,
                       int fast, int *out_w, int *out_h, int *out_components);
@@ -78,6 +80,7 @@ typedef struct {
     int optimize;      ///< optimised Huffman tables
     int subsampling;   ///< 0 = 4:2:0, 1 = 4:2:2, 2 = 4:4:4
     int restart_interval; ///< MCUs between restart markers (0: none)
+    int x_density, y_density; ///< dots per inch written in the JFIF header (0: none said)
 } ts_jpeg_enc_params;
 
 /// One-shot encode of 1 (gray) or 3 (RGB) channel 8-bit pixels to memory.
@@ -102,6 +105,7 @@ typedef struct {
     int has_srgb;
     const uint8_t *icc; uint32_t icc_len;    ///< valid while the decoder lives
     const uint8_t *exif; uint32_t exif_len;  ///< raw TIFF-structured eXIf payload
+    uint32_t phys_x, phys_y; int phys_unit;  ///< pHYs (unit 1: per metre), 0 when absent
 } ts_png_header;
 
 ts_png_dec *ts_png_dec_create(const uint8_t *data, size_t size);
@@ -122,8 +126,9 @@ int ts_png_dec_finish(ts_png_dec *d);
 // MARK: - PNG encoding (libpng)
 
 /// One-shot encode of 1, 3 or 4 channel 8-bit pixels; `*out` is malloc'd.
+/// `ppm_x`/`ppm_y`: pixels per metre for a pHYs chunk (0: none).
 int ts_png_encode(const uint8_t *pixels, int width, int height, size_t stride, int channels,
-                  int compression_level, const uint8_t *icc, unsigned icc_len,
+                  int compression_level, const uint8_t *icc, unsigned icc_len, uint32_t ppm_x, uint32_t ppm_y,
                   uint8_t **out, size_t *out_len, char *err, size_t err_len);
 
 void ts_free(void *p);
