@@ -38,13 +38,16 @@ let cTargets: [Target] = [
     // TIFF and BigTIFF: strips, tiles, pages, every compression Debian's libtiff was built with.
     .systemLibrary(name: "CTIFF", pkgConfig: "libtiff-4",
                    providers: [.apt(["libtiff-dev"])]),
+    // GIF (giflib 5): still frames and animations.
+    .systemLibrary(name: "CGIF", pkgConfig: "libgif",
+                   providers: [.apt(["libgif-dev"])]),
     // HTTP(S) and S3 (AWS Signature V4) transfers: docs/decisions/013-object-storage.md.
     .systemLibrary(name: "CCurl", pkgConfig: "libcurl",
                    providers: [.apt(["libcurl4-openssl-dev"])]),
     // C that Swift cannot express: the setjmp guards for libjpeg and libpng, SIMD kernels, prctl,
     // Little CMS's memory plugin, libtiff's variadic tag calls and error handlers.
     // zlib (libpng's own dependency, zlib1g-dev): Deflate tiles of pyramidal TIFFs.
-    .target(name: "TesseraShim", dependencies: ["CJPEG", "CPNG", "CCurl", "CLCMS2", "CTIFF"],
+    .target(name: "TesseraShim", dependencies: ["CJPEG", "CPNG", "CCurl", "CLCMS2", "CTIFF", "CGIF"],
             linkerSettings: [.linkedLibrary("z")]),
 ]
 

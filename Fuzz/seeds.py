@@ -196,6 +196,28 @@ def tiffs():
     return seeds
 
 
+def gifs():
+    """GIFs by Pillow: a still, an interlaced one, transparency, and animations with each
+    disposal method (frames smaller than the screen, at offsets), a local colour table."""
+    seeds = {}
+    base = picture(40, 28)
+    def save(name, im, **kw):
+        b = io.BytesIO()
+        im.save(b, "GIF", **kw)
+        seeds[name] = b.getvalue()
+    save("still.gif", base.convert("P"))
+    save("interlaced.gif", base.convert("P"), interlace=True)
+    t = base.convert("P")
+    save("transparent.gif", t, transparency=0)
+    frames = [base.rotate(a).convert("P") for a in (0, 90, 180, 270)]
+    for d in (0, 1, 2, 3):
+        save(f"anim_dispose{d}.gif", frames[0], save_all=True, append_images=frames[1:], duration=[50, 60, 70, 80],
+             loop=0, disposal=d, transparency=0)
+    small = [base.resize((20, 14)).rotate(a).convert("P") for a in (0, 180)]
+    save("anim_local_tables.gif", base.convert("P"), save_all=True, append_images=small, duration=40, loop=3, disposal=2)
+    return seeds
+
+
 def jobs(root):
     seeds = {}
     for d in ("jobs", "examples/recipes"):
@@ -228,6 +250,9 @@ import sys
 if sys.argv[1:] == ["tiff"]:  # one target's seeds, the others left as committed
     write("tiff", tiffs())
     sys.exit(0)
+if sys.argv[1:] == ["gif"]:
+    write("gif", gifs())
+    sys.exit(0)
 j, p = jpegs(), pngs()
 images = {**j, **p}
 write("render", {**images, **webps()})
@@ -239,3 +264,4 @@ write("exif", {"gps_orient6.exif": exif_bytes(), "thumbnail.exif": exif_bytes(th
                "plain.exif": exif_bytes(orientation=1, gps=False, copyright=False)})
 write("job", jobs(root))
 write("tiff", tiffs())
+write("gif", gifs())

@@ -746,7 +746,7 @@ def dockerfile():
                   "libpng-dev": "libpng16-16", "libexif-dev": "libexif12", "liblcms2-dev": "liblcms2-2",
                   "libzmq3-dev": "libzmq5", "libsqlite3-dev": "libsqlite3-0", "libheif-dev": "libheif1",
                   "libwebp-dev": "libwebp7 libwebpdemux2 libwebpmux3",
-                  "libcurl4-openssl-dev": "libcurl4", "libtiff-dev": "libtiff6"}
+                  "libcurl4-openssl-dev": "libcurl4", "libtiff-dev": "libtiff6", "libgif-dev": "libgif7"}
     unknown = dev - runtime_of.keys()
     assert not unknown, f"no runtime library known for {sorted(unknown)}: add it here and to the Dockerfile"
     runtime = {l.strip() for l in open("deploy/docker/runtime-packages") if l.strip() and not l.lstrip().startswith("#")}

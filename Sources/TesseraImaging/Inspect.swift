@@ -46,7 +46,7 @@ public struct ImageInfo: Sendable, Codable {
             switch ImageFormat.sniff(raw) {
             case .jpeg: return try jpeg(raw)
             case .png: return try png(raw)
-            case .webp, .heif, .avif, .tiff: return try modern(raw)
+            case .webp, .heif, .avif, .tiff, .gif: return try modern(raw)
             case nil:
                 throw ImagingError(.unsupportedFormat, FormatDetection.unsupportedMessage(raw))
             }
@@ -138,7 +138,7 @@ public struct ImageInfo: Sendable, Codable {
         return info
     }
 
-    /// WebP, HEIF and AVIF, through their decoders' headers (no pixels decoded).
+    /// WebP, HEIF, AVIF, TIFF and GIF, through their decoders' headers (no pixels decoded).
     private static func modern(_ raw: UnsafeRawBufferPointer) throws -> ImageInfo {
         // Nothing is decoded: any size can be described.
         var options = RenderOptions()

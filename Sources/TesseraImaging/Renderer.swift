@@ -412,7 +412,7 @@ public enum Renderer {
         return Stage(summary: summary, images: images, finishTimes: finishTimes, profile: profile,
                      copyright: source.exif?.copyright, density: source.density?.oriented(source.orientation), scaleEighths: source.scaleEighths, decodedSize: decoded,
                      timings: timings,
-                     decodePath: decodePath(source, fastMode: options.fastMode), level: source.tiffLevel)
+                     decodePath: decodePath(source, fastMode: options.fastMode), level: source.tiffLevel ?? source.gifFrame)
     }
 
     /// The whole image at `scaleEighths`, stored orientation (for analysis).
@@ -437,6 +437,7 @@ public enum Renderer {
         case .png: return .png
         case .webp: return .webp
         case .tiff: return source.tiffLevel != nil ? .tiffLevel : .tiff
+        case .gif: return .gifFrame
         case .heif, .avif: return source.heifThumbnail != nil ? .heifThumbnail : .heifPrimary
         case .jpeg: return source.usedDCScans ? (fastMode ? .progressiveDCOnly : .progressiveDC) : .jpeg
         }

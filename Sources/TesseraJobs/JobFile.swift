@@ -390,6 +390,7 @@ public enum JobFile {
             if let v = m["fast"] { o.fast = try bool(v, "options.fast") }
             if let v = m["heifThumbnails"] { o.heifThumbnails = try bool(v, "options.heifThumbnails") }
             if let v = m["page"] { o.page = try int(v, "options.page") }
+            if let v = m["frame"] { o.frame = try int(v, "options.frame") }
             if let p = o.problem() {
                 throw error(m[String(p.field.dropFirst("options.".count))], p.field, p.message)
             }

@@ -2,10 +2,10 @@ import Foundation
 
 /// Container formats Tessera reads and writes.
 public enum ImageFormat: String, Codable, Sendable, CaseIterable {
-    case jpeg, png, webp, heif, avif, tiff
+    case jpeg, png, webp, heif, avif, tiff, gif
 
     /// Formats Tessera writes.
-    public var isWritable: Bool { self != .heif && self != .tiff }
+    public var isWritable: Bool { self != .heif && self != .tiff && self != .gif }
 
     /// Recognises a format from its first bytes.
     public static func sniff(_ bytes: UnsafeRawBufferPointer) -> ImageFormat? {
@@ -18,6 +18,7 @@ public enum ImageFormat: String, Codable, Sendable, CaseIterable {
             return bytes.count >= offset + u.count && (0..<u.count).allSatisfy { bytes[offset + $0] == u[$0] }
         }
         if ascii("RIFF", at: 0) && ascii("WEBP", at: 8) { return .webp }
+        if ascii("GIF87a", at: 0) || ascii("GIF89a", at: 0) { return .gif }
         // TIFF (version 42) and BigTIFF (43), either byte order.
         if bytes.count >= 4, (bytes[0] == 0x49 && bytes[1] == 0x49 && (bytes[2] == 42 || bytes[2] == 43) && bytes[3] == 0)
             || (bytes[0] == 0x4D && bytes[1] == 0x4D && bytes[2] == 0 && (bytes[3] == 42 || bytes[3] == 43)) {
@@ -46,6 +47,7 @@ public enum ImageFormat: String, Codable, Sendable, CaseIterable {
     public static let byExtension: [String: ImageFormat] = [
         "jpg": .jpeg, "jpeg": .jpeg, "jpe": .jpeg, "jfif": .jpeg, "png": .png, "webp": .webp,
         "heic": .heif, "heif": .heif, "hif": .heif, "avif": .avif, "tif": .tiff, "tiff": .tiff,
+        "gif": .gif,
     ]
 
     public var fileExtension: String {
@@ -56,6 +58,7 @@ public enum ImageFormat: String, Codable, Sendable, CaseIterable {
         case .heif: return "heic"
         case .avif: return "avif"
         case .tiff: return "tif"
+        case .gif: return "gif"
         }
     }
 }

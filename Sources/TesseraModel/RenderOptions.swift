@@ -28,6 +28,8 @@ public struct RenderOptions: Sendable, Equatable {
     public var inputIsFileMap = false
     /// The page of a multi-page TIFF to decode (from 0).
     public var page = 0
+    /// The frame of an animated GIF to show (from 0), composited as a browser shows it.
+    public var frame = 0
 
     public init() {}
 
@@ -57,6 +59,8 @@ public enum DecodePath: String, Sendable, Codable {
     case tiff
     /// libtiff, a reduced-resolution level of a pyramidal TIFF (recorded as `tiff-level-N`).
     case tiffLevel = "tiff-level"
+    /// giflib, frame N composited on the screen (recorded as `gif-frame-N`).
+    case gifFrame = "gif-frame"
 
     /// What a record says: the path, and for a pyramid level which one (`tiff-level-2`).
     public func recorded(level: Int?) -> String { level.map { "\(rawValue)-\($0)" } ?? rawValue }

@@ -9,7 +9,7 @@ public enum JobFields {
     public static let output = ["preset", "recipe", "name", "path", "formats", "cacheControl", "scales"]
     public static let strip = ["keepICC", "keepCopyright", "orientation"]
     public static let tiles = ["layout", "tileSize", "overlap", "format", "quality", "background", "baseURI", "viewer", "memoryBudgetMB", "subifd"]
-    public static let options = ["maxMegapixels", "maxInputMB", "strict", "maxAttempts", "heifThumbnails", "page",
+    public static let options = ["maxMegapixels", "maxInputMB", "strict", "maxAttempts", "heifThumbnails", "page", "frame",
                                  "timeout", "inline", "incremental", "fast"]
     public static let storage = StorageSettings.fields
 

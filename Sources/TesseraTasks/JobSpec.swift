@@ -185,11 +185,13 @@ public struct JobOptions: Codable, Sendable, Equatable {
     public var heifThumbnails = true
     /// The page of multi-page TIFFs to render (from 0); single-page sources have only page 0.
     public var page = 0
+    /// The frame of animated GIFs to render (from 0), as a browser shows it; stills have only frame 0.
+    public var frame = 0
 
     public init() {}
 
     enum CodingKeys: String, CodingKey {
-        case maxMegapixels, maxInputMB, strict, maxAttempts, timeout, inline, incremental, fast, heifThumbnails, page
+        case maxMegapixels, maxInputMB, strict, maxAttempts, timeout, inline, incremental, fast, heifThumbnails, page, frame
     }
 
     public init(from decoder: Decoder) throws {
@@ -206,6 +208,7 @@ public struct JobOptions: Codable, Sendable, Equatable {
         fast = try c.decodeIfPresent(Bool.self, forKey: .fast) ?? d.fast
         heifThumbnails = try c.decodeIfPresent(Bool.self, forKey: .heifThumbnails) ?? d.heifThumbnails
         page = try c.decodeIfPresent(Int.self, forKey: .page) ?? d.page
+        frame = try c.decodeIfPresent(Int.self, forKey: .frame) ?? d.frame
     }
 
     /// A pyramid never holds the whole image: a tiles job whose options do not say
@@ -229,6 +232,7 @@ public struct JobOptions: Codable, Sendable, Equatable {
         o.fastMode = fast
         o.heifThumbnails = heifThumbnails
         o.page = page
+        o.frame = frame
         return o
     }
 }
@@ -485,13 +489,14 @@ extension JobOptions {
         ("maxAttempts", 1...100, "attempts"),
         ("timeout", 0.1...604_800, "seconds"),
         ("page", 0...9_999, "(pages count from 0)"),
+        ("frame", 0...99_999, "(frames count from 0)"),
     ]
 
     /// The first option out of its range, as (field, message), or nil.
     public func problem() -> (field: String, message: String)? {
         let values: [String: Double] = ["maxMegapixels": maxMegapixels, "maxInputMB": Double(maxInputMB),
                                         "maxAttempts": Double(maxAttempts), "timeout": timeout,
-                                        "page": Double(page)]
+                                        "page": Double(page), "frame": Double(frame)]
         for (field, _, _) in Self.ranges {
             if let message = Self.rangeProblem(field, values[field]!) { return ("options.\(field)", message) }
         }

@@ -51,6 +51,9 @@ struct Render: ParsableCommand {
     @Option(help: "Multi-page TIFF: the page to render, from 0.")
     var page: Int = 0
 
+    @Option(help: "Animated GIF: the frame to render, from 0, as a browser shows it (default: the first).")
+    var frame: Int = 0
+
     @Option(parsing: .unconditional, help: "Largest output file in bytes: the highest quality that fits (binary search), or the task fails.")
     var maxBytes: Int?
 
@@ -355,6 +358,8 @@ struct Render: ParsableCommand {
         options.heifThumbnails = !primary
         guard page >= 0 else { throw ValidationError("--page counts from 0, got \(page)") }
         options.page = page
+        guard frame >= 0 else { throw ValidationError("--frame counts from 0, got \(frame)") }
+        options.frame = frame
         if let r = dctResidual { options.scalePolicy.minimumResidual = r }
         if let s = dctScales {
             options.scalePolicy.preferredEighths = s.split(separator: ",").compactMap { Int($0) }.sorted()

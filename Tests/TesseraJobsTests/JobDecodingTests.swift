@@ -86,6 +86,8 @@ final class JobDecodingTests: XCTestCase {
             ("wrong option type", base + "options: {maxInputMB: big}\n", "options.maxInputMB: expected an integer, got \"big\""),
             ("out of range", base + "options: {maxAttempts: 0}\n", "options.maxAttempts"),
             ("page out of range", base + "options: {page: -1}\n", "options.page"),
+            ("frame out of range", base + "options: {frame: -2}\n", "options.frame"),
+            ("frame not a number", base + "options: {frame: last}\n", "options.frame: expected an integer, got \"last\""),
             ("out of range tiles", "name: t\nkind: tiles\ninputs: [/in]\noutput: /out\ntiles: {tileSize: 5}\n", "tiles.tileSize must be 16...4096"),
         ]
         for (what, yaml, expected) in mistakes {

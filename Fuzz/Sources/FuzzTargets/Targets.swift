@@ -11,7 +11,7 @@ import TesseraModel
 enum Targets {
     static let all: [String: (UnsafeRawBufferPointer) -> Void] = [
         "render": render, "inspect": inspect, "exif": exif, "progressive": progressive,
-        "png": png, "strip": strip, "wire": wire, "job": job, "tiff": tiff,
+        "png": png, "strip": strip, "wire": wire, "job": job, "tiff": tiff, "gif": gif,
     ]
 
     /// Tight limits: a fuzz input may declare any size.
@@ -45,6 +45,21 @@ enum Targets {
         let recipe = Recipe(name: "fuzz", operations: [.resize(Resize(width: 48, height: 48, mode: .fit))],
                             output: OutputSettings(format: .png))
         _ = try? Renderer.render(bytes: data, recipes: [recipe], options: options)
+    }
+
+    /// GIF through giflib and our compositing: `inspect` (the frame scan) and a render of
+    /// frame 0 and of a later frame (transparency, interlacing, every disposal, clipping).
+    static func gif(_ data: UnsafeRawBufferPointer) {
+        guard data.withUnsafeBytes({ ImageFormat.sniff($0) }) == .gif else { return }
+        _ = try? ImageInfo.inspect(Array(data))
+        let recipe = Recipe(name: "fuzz", operations: [.resize(Resize(width: 48, height: 48, mode: .fit))],
+                            output: OutputSettings(format: .png))
+        for frame in [0, 3] {
+            var options = RenderOptions()
+            options.limits = limits
+            options.frame = frame
+            _ = try? Renderer.render(bytes: data, recipes: [recipe], options: options)
+        }
     }
 
     /// The JPEG marker/segment walker with EXIF, ICC and XMP reading, and the PNG chunk

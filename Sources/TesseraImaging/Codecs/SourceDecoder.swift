@@ -24,6 +24,7 @@ final class SourceDecoder {
     private let webp: WebPDecoder?
     private let heif: HEIFDecoder?
     private let tiff: TIFFDecoder?
+    private let gif: GIFDecoder?
     /// HEIF: the thumbnail item decoded instead of the primary image, when one covers every output.
     private(set) var heifThumbnail: UInt32?
     /// What decoding a HEIF/AVIF holds per pixel at its peak (nil for other formats).
@@ -65,6 +66,9 @@ final class SourceDecoder {
             throw ImagingError(.unsupportedFormat, FormatDetection.unsupportedMessage(bytes))
         }
         self.format = format
+        if options.frame != 0, format != .gif {
+            throw ImagingError(.invalidRecipe, "frame \(options.frame) of a \(format.rawValue.uppercased()) (one frame: 0)")
+        }
         if options.page != 0, format != .tiff {
             throw ImagingError(.invalidRecipe, "page \(options.page) of a \(format.rawValue.uppercased()) (one page: 0)")
         }
@@ -76,6 +80,7 @@ final class SourceDecoder {
             webp = nil
             heif = nil
             tiff = nil
+            gif = nil
             jpegHeader = d.header
             storedSize = Size(width: d.header.width, height: d.header.height)
             exif = d.exif.flatMap(Exif.read)
@@ -88,6 +93,7 @@ final class SourceDecoder {
             webp = nil
             heif = nil
             tiff = nil
+            gif = nil
             pngHeader = d.header
             storedSize = Size(width: d.header.width, height: d.header.height)
             exif = d.header.exif.flatMap(Exif.read)
@@ -100,6 +106,7 @@ final class SourceDecoder {
             png = nil
             heif = nil
             tiff = nil
+            gif = nil
             storedSize = d.size
             exif = d.exif.flatMap(Exif.read)
             iccProfile = d.iccProfile
@@ -108,6 +115,7 @@ final class SourceDecoder {
             let d = try TIFFDecoder(bytes: bytes, limits: options.limits, page: options.page,
                                     releaseReads: options.inputIsFileMap)
             tiff = d
+            gif = nil
             jpeg = nil
             png = nil
             webp = nil
@@ -117,6 +125,15 @@ final class SourceDecoder {
             orientationOverride = d.orientation
             iccProfile = d.iccProfile
             density = d.density
+        case .gif:
+            let d = try GIFDecoder(bytes: bytes, limits: options.limits)
+            gif = d
+            jpeg = nil
+            png = nil
+            webp = nil
+            heif = nil
+            tiff = nil
+            storedSize = d.size
         case .heif, .avif:
             let d = try HEIFDecoder(bytes: bytes, limits: options.limits)
             heif = d
@@ -124,6 +141,7 @@ final class SourceDecoder {
             png = nil
             webp = nil
             tiff = nil
+            gif = nil
             storedSize = d.size
             exif = d.exif.flatMap(Exif.read)
             xmp = d.xmp
@@ -175,12 +193,19 @@ final class SourceDecoder {
     var bitDepth: Int { heif?.bitDepth ?? tiff?.bitsPerSample ?? pngHeader?.bitDepth ?? jpegHeader?.precision ?? 8 }
 
     /// Whether the image declares transparency.
-    var declaresAlpha: Bool { heif?.hasAlpha ?? webp?.hasAlpha ?? tiff?.hasAlpha ?? pngHeader?.hasTransparency ?? false }
+    var declaresAlpha: Bool {
+        heif?.hasAlpha ?? webp?.hasAlpha ?? tiff?.hasAlpha ?? gif?.mayHaveAlpha ?? pngHeader?.hasTransparency ?? false
+    }
 
     /// How the image is coded, for `inspect`: `lossy`, `lossless`, `animated lossy`, `HEVC`, `AV1`, ...
     var codingDescription: String? {
         if let webp { return (webp.isAnimated ? "animated " : "") + webp.compression }
         if let tiff { return tiff.description }
+        if let gif {
+            return gif.frameCount > 1 ? "animated, \(gif.frameCount) frames, "
+                + (gif.loopCount.map { $0 == 0 ? "looping forever" : "\($0) loops" } ?? "played once")
+                + ", \(Double(gif.scan.duration_cs) / 100) s" : "still"
+        }
         if let heif {
             var parts = [heif.isAVIF ? "AV1" : "HEVC", "\(heif.bitDepth)-bit"]
             if let n = heif.nclx {
@@ -208,6 +233,12 @@ final class SourceDecoder {
             if !tiff.levels.isEmpty { s.append("levels " + tiff.levels.map { "\($0)" }.joined(separator: ", ")) }
             if tiff.iccProfile != nil { s.append("ICC profile") }
         }
+        if let gif {
+            s.append("\(gif.frameCount) frame\(gif.frameCount == 1 ? "" : "s")")
+            if gif.scan.interlaced != 0 { s.append("interlaced") }
+            if gif.scan.transparency != 0 { s.append("transparency") }
+            if gif.scan.unreadable_after != 0 { s.append("unreadable after frame \(gif.frameCount - 1)") }
+        }
         if let heif {
             s.append("primary")
             if heif.hasAlpha { s.append("auxC alpha") }
@@ -219,6 +250,9 @@ final class SourceDecoder {
         }
         return s
     }
+
+    /// The GIF frame decoded (frames count from 0), for the record's decode path.
+    var gifFrame: Int? { gif != nil ? options.frame : nil }
 
     /// A TIFF page's reduced-resolution levels (largest first), for the renderer to choose from.
     var tiffLevels: [Size] { tiff?.levels ?? [] }
@@ -303,6 +337,12 @@ final class SourceDecoder {
             scaleEighths = 8
             if image.bits > 8 { deep = DeepToEight(bits: image.bits, nclx: heif.nclx) }
             heifImage = image
+        } else if let gif {
+            let image = try gif.decode(frame: options.frame, limits: options.limits)
+            decodedSize = storedSize
+            channels = image.channels
+            scaleEighths = 8
+            whole = image
         } else if let tiff {
             decodedSize = tiff.size  // the page, or the reduced level chosen
             channels = tiff.channels

@@ -131,6 +131,38 @@ int ts_png_encode(const uint8_t *pixels, int width, int height, size_t stride, i
                   int compression_level, const uint8_t *icc, unsigned icc_len, uint32_t ppm_x, uint32_t ppm_y,
                   uint8_t **out, size_t *out_len, char *err, size_t err_len);
 
+// MARK: - GIF (giflib, low-level API: no frame raster kept by the library)
+
+typedef struct ts_gif ts_gif;
+
+/// What a pass over every record says, without decoding a pixel.
+typedef struct {
+    int frames;                       ///< image descriptors with their data whole
+    int loop;                         ///< NETSCAPE2.0 loop count (0: forever), -1 when absent
+    int transparency, interlaced;     ///< some frame has a transparent index / is interlaced
+    int unreadable_after;             ///< the file goes wrong after `frames` frames (counted so far)
+    uint32_t extent_width, extent_height; ///< the frames' furthest right and bottom edges
+    uint64_t largest_frame;           ///< pixels of the largest frame rectangle
+    uint64_t duration_cs;             ///< sum of the frame delays, in centiseconds
+} ts_gif_scan_result;
+
+/// Reads the signature and logical screen of `data` (kept, not copied). NULL only when memory
+/// runs out; check `ts_gif_ok` (the reason in `ts_gif_message`).
+ts_gif *ts_gif_open(const uint8_t *data, size_t size);
+void ts_gif_close(ts_gif *t);
+int ts_gif_ok(const ts_gif *t);
+const char *ts_gif_message(const ts_gif *t);
+/// The logical screen's size (0 when the file says 0).
+void ts_gif_screen(const ts_gif *t, uint32_t *width, uint32_t *height);
+/// Walks every record, skipping frame data undecoded. 0, or -1 when the file cannot be reread.
+int ts_gif_scan(ts_gif *t, ts_gif_scan_result *out);
+/// Composites frames 0...`frame` onto `canvas` (`cw`×`ch` RGBA, cleared to transparent by the
+/// caller) as frame `frame` is shown: transparent indices leave what is below, disposal 2
+/// clears to transparent, 3 restores what was there; frames are clipped to the canvas. Returns
+/// frame + 1; -2 when the file has fewer frames, -3 when a frame's rectangle has more than
+/// `max_frame_pixels`, -4 when the data ends inside a frame, -1 otherwise (the reason in the message).
+int ts_gif_render(ts_gif *t, int frame, uint8_t *canvas, uint32_t cw, uint32_t ch, uint64_t max_frame_pixels);
+
 void ts_free(void *p);
 
 #ifdef __cplusplus

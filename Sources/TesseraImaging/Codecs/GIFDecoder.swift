@@ -1,0 +1,93 @@
+import TesseraModel
+import TesseraShim
+
+/// GIF through giflib: a frame as a browser shows it — frames 0...N composited on the logical
+/// screen with their transparency and disposal — decoded whole onto an RGBA canvas (a GIF's
+/// LZW rows cannot be skipped or scaled), then served row by row like an interlaced PNG. The
+/// frames are counted first by a pass that skips their data undecoded; no frame's raster is
+/// ever kept by giflib, so memory is the canvas, at most one saved rectangle and one line.
+final class GIFDecoder {
+    /// The logical screen (or, when the file says 0, the frames' extent).
+    let size: Size
+    let scan: ts_gif_scan_result
+    private let handle: OpaquePointer
+
+    var frameCount: Int { Int(scan.frames) }
+    /// The NETSCAPE2.0 loop count (0: forever); nil when the file has none (play once).
+    var loopCount: Int? { scan.loop >= 0 ? Int(scan.loop) : nil }
+    /// Some frame has a transparent index, or the frames leave part of the screen uncovered.
+    var mayHaveAlpha: Bool {
+        scan.transparency != 0 || Int(scan.extent_width) < size.width || Int(scan.extent_height) < size.height
+    }
+
+    init(bytes: UnsafeRawBufferPointer, limits: Limits) throws {
+        guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self),
+              let h = ts_gif_open(base, bytes.count) else {
+            throw ImagingError(.outOfMemory, "no memory to open the GIF")
+        }
+        guard ts_gif_ok(h) != 0 else {
+            let message = String(cString: ts_gif_message(h))
+            ts_gif_close(h)
+            throw GIFDecoder.failure(message, code: .corrupt)
+        }
+        handle = h
+        var screenWidth: UInt32 = 0, screenHeight: UInt32 = 0
+        ts_gif_screen(h, &screenWidth, &screenHeight)
+        var s = ts_gif_scan_result()
+        _ = ts_gif_scan(h, &s)
+        scan = s
+        guard s.frames > 0 else {
+            throw ImagingError(s.unreadable_after != 0 ? .truncated : .corrupt,
+                               "GIF has no readable frame (\(screenWidth)x\(screenHeight) screen)")
+        }
+        // A screen of 0 (or smaller than every frame is not: frames are clipped to it, as
+        // browsers do) takes the frames' extent.
+        let width = screenWidth > 0 ? Int(screenWidth) : Int(s.extent_width)
+        let height = screenHeight > 0 ? Int(screenHeight) : Int(s.extent_height)
+        size = Size(width: width, height: height)
+        guard width > 0, height > 0 else { throw ImagingError(.corrupt, "GIF with an empty screen") }
+        try limits.checkDimensions(size)
+    }
+
+    deinit { ts_gif_close(handle) }
+
+    /// Frame `frame` as shown: RGBA when any pixel is not opaque, else RGB.
+    func decode(frame: Int, limits: Limits) throws -> PixelBuffer {
+        guard frame >= 0, frame < max(1, frameCount) || scan.unreadable_after != 0 else {
+            throw ImagingError(.invalidRecipe, "frame \(frame) of a GIF with \(frameCount) frame\(frameCount == 1 ? "" : "s") (frames count from 0)")
+        }
+        let canvas = try PixelBuffer.make(width: size.width, height: size.height, layout: .rgba)
+        canvas.base.initialize(repeating: 0, count: canvas.stride * size.height)
+        let rc = ts_gif_render(handle, Int32(frame), canvas.base, UInt32(size.width), UInt32(size.height),
+                               UInt64(max(1, limits.maxPixels)))
+        if rc < 0 {
+            let message = String(cString: ts_gif_message(handle))
+            switch rc {
+            case -2: throw ImagingError(.invalidRecipe, "GIF: \(message)")
+            case -3: throw ImagingError(.limitExceeded, "GIF: \(message)")
+            case -4: throw ImagingError(.truncated, "GIF data ends inside frame \(frame > 0 ? "\(frame) or before" : "0"): \(message)")
+            default: throw GIFDecoder.failure(message, code: .corrupt)
+            }
+        }
+        // Opaque everywhere (the common case): three channels, no alpha path downstream.
+        var opaque = true
+        for y in 0..<size.height where opaque {
+            let row = canvas.row(y)
+            for x in 0..<size.width where row[x * 4 + 3] != 255 { opaque = false; break }
+        }
+        guard opaque else { return canvas }
+        let rgb = try PixelBuffer.make(width: size.width, height: size.height, layout: .rgb)
+        for y in 0..<size.height {
+            let s = canvas.row(y), d = rgb.row(y)
+            for x in 0..<size.width { d[x * 3] = s[x * 4]; d[x * 3 + 1] = s[x * 4 + 1]; d[x * 3 + 2] = s[x * 4 + 2] }
+        }
+        return rgb
+    }
+
+    /// giflib's message, typed: a file that ends early is truncated, anything else corrupt.
+    static func failure(_ message: String, code: ImagingError.Code) -> ImagingError {
+        let lower = message.lowercased()
+        let truncated = lower.contains("read") || lower.contains("eof") || lower.contains("too soon")
+        return ImagingError(truncated ? .truncated : code, "GIF: \(message)")
+    }
+}
