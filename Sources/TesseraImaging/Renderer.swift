@@ -74,6 +74,7 @@ public enum Renderer {
 
     public static func render(bytes: UnsafeRawBufferPointer, recipes: [Recipe],
                               options: RenderOptions = RenderOptions()) throws -> RenderResult {
+        if let animated = try AnimatedRenderer.render(bytes: bytes, recipes: recipes, options: options) { return animated }
         let clock = Stopwatch()
         let stage = try pixels(bytes: bytes, recipes: recipes, options: options, clock: clock)
         var timings = stage.timings

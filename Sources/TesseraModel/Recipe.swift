@@ -814,6 +814,10 @@ public struct OutputSettings: Codable, Sendable, Equatable {
     public var webpMethod: Int = 4
     /// AVIF: aom's speed, 0 (slowest, smallest) ... 9 (fastest).
     public var avifSpeed: Int = 7
+    /// An animated source (GIF) stays animated: every frame resized, delays and loop count
+    /// kept, written as an animated WebP (WebP, auto or original formats); still formats get
+    /// the first frame.
+    public var animated: Bool = false
     /// Several encodings of the same pixels (one decode, one resize): each a format with
     /// its own quality and byte budget (the output's when not given). Empty: `format` only.
     public var formats: [FormatChoice] = []
@@ -846,7 +850,7 @@ public struct OutputSettings: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case format, quality, progressive, optimize, subsampling, pngCompression, maxBytes, keep, background, autoOrient
-        case lossless, webpMethod, avifSpeed, formats
+        case lossless, webpMethod, avifSpeed, formats, animated
     }
 
     public init(from decoder: Decoder) throws {
@@ -866,6 +870,7 @@ public struct OutputSettings: Codable, Sendable, Equatable {
         webpMethod = try c.decodeIfPresent(Int.self, forKey: .webpMethod) ?? d.webpMethod
         avifSpeed = try c.decodeIfPresent(Int.self, forKey: .avifSpeed) ?? d.avifSpeed
         formats = try c.decodeIfPresent([FormatChoice].self, forKey: .formats) ?? []
+        animated = try c.decodeIfPresent(Bool.self, forKey: .animated) ?? d.animated
     }
 
     /// libjpeg quality 1...100 from the 0...1 quality (clamped, like the seed).

@@ -61,6 +61,8 @@ public enum DecodePath: String, Sendable, Codable {
     case tiffLevel = "tiff-level"
     /// giflib, frame N composited on the screen (recorded as `gif-frame-N`).
     case gifFrame = "gif-frame"
+    /// giflib, every frame (an animated output; recorded as `gif-frames-N`, N the frame count).
+    case gifFrames = "gif-frames"
 
     /// What a record says: the path, and for a pyramid level which one (`tiff-level-2`).
     public func recorded(level: Int?) -> String { level.map { "\(rawValue)-\($0)" } ?? rawValue }

@@ -13,6 +13,12 @@ struct ts_gif {
     GifFileType *gif;
     const uint8_t *data;
     size_t size, pos;
+    // Compositing state (ts_gif_begin / ts_gif_next).
+    uint8_t *canvas, *saved, *line;
+    uint32_t cw, ch;
+    uint64_t max_frame_pixels;
+    int prev_disposal, prev_transparent, index;
+    uint32_t px0, py0, px1, py1;  ///< the previous frame's rectangle on the canvas (clipped)
     char message[200];
 };
 
@@ -53,6 +59,8 @@ ts_gif *ts_gif_open(const uint8_t *data, size_t size) {
 void ts_gif_close(ts_gif *t) {
     if (!t) return;
     if (t->gif) { int e; DGifCloseFile(t->gif, &e); }
+    free(t->saved);
+    free(t->line);
     free(t);
 }
 
@@ -123,113 +131,129 @@ int ts_gif_scan(ts_gif *t, ts_gif_scan_result *out) {
     return 0;
 }
 
-int ts_gif_render(ts_gif *t, int frame, uint8_t *canvas, uint32_t cw, uint32_t ch, uint64_t max_frame_pixels) {
+int ts_gif_begin(ts_gif *t, uint8_t *canvas, uint32_t cw, uint32_t ch, uint64_t max_frame_pixels) {
+    free(t->saved); t->saved = NULL;
+    if (!t->line) t->line = malloc(65536);
+    if (!t->line) { snprintf(t->message, sizeof t->message, "out of memory"); return -1; }
     if (ts_gif_rewind(t) != 0) return -1;
+    t->canvas = canvas; t->cw = cw; t->ch = ch; t->max_frame_pixels = max_frame_pixels;
+    t->prev_disposal = DISPOSAL_UNSPECIFIED; t->prev_transparent = 0;
+    t->px0 = t->py0 = t->px1 = t->py1 = 0;
+    t->index = 0;
+    return 0;
+}
+
+int ts_gif_next(ts_gif *t, int *delay_cs) {
     GifFileType *g = t->gif;
+    uint8_t *canvas = t->canvas, *line = t->line;
+    uint32_t cw = t->cw, ch = t->ch;
+    if (!g || !canvas) { snprintf(t->message, sizeof t->message, "not started"); return -1; }
     GraphicsControlBlock gcb = {0, false, 0, NO_TRANSPARENT_COLOR};
-    // The previous frame's disposal and its rectangle on the canvas (clipped).
-    int prev_disposal = DISPOSAL_UNSPECIFIED, prev_transparent = 0;
-    uint32_t px0 = 0, py0 = 0, px1 = 0, py1 = 0;
-    uint8_t *saved = NULL, *line = NULL;
-    int index = 0, rc = -1;
-    line = malloc(65536);
-    if (!line) { snprintf(t->message, sizeof t->message, "out of memory"); return -1; }
     for (;;) {
         GifRecordType type;
-        if (DGifGetRecordType(g, &type) == GIF_ERROR) { ts_gif_fail(t, g->Error); goto done; }
+        if (DGifGetRecordType(g, &type) == GIF_ERROR) { ts_gif_fail(t, g->Error); return -1; }
         if (type == TERMINATE_RECORD_TYPE) {
-            snprintf(t->message, sizeof t->message, "frame %d of a GIF with %d frame%s", frame, index, index == 1 ? "" : "s");
-            rc = -2;
-            goto done;
+            snprintf(t->message, sizeof t->message, "%d frame%s", t->index, t->index == 1 ? "" : "s");
+            return -2;
         }
         if (type == EXTENSION_RECORD_TYPE) {
-            if (ts_gif_extension(t, &gcb, NULL) != 0) { ts_gif_fail(t, g->Error); goto done; }
+            if (ts_gif_extension(t, &gcb, NULL) != 0) { ts_gif_fail(t, g->Error); return -1; }
             continue;
         }
-        if (type != IMAGE_DESC_RECORD_TYPE) { snprintf(t->message, sizeof t->message, "unknown record in the GIF"); goto done; }
-        if (DGifGetImageDesc(g) == GIF_ERROR) { ts_gif_fail(t, g->Error); goto done; }
-        const GifImageDesc *d = &g->Image;
-        if (d->Left < 0 || d->Top < 0 || d->Width <= 0 || d->Height <= 0 || d->Width > 65535 || d->Height > 65535) {
-            snprintf(t->message, sizeof t->message, "frame %d has an empty or impossible rectangle", index);
-            goto done;
-        }
-        if ((uint64_t)d->Width * (uint64_t)d->Height > max_frame_pixels) {
-            snprintf(t->message, sizeof t->message, "frame %d declares %dx%d pixels, over the limit", index, d->Width, d->Height);
-            rc = -3;
-            goto done;
-        }
-        // What the previous frame asked for, now that the next one comes.
-        if (prev_disposal == DISPOSE_BACKGROUND) {
-            // A frame with a transparent index clears to transparent; one without, to the
-            // screen's background colour (as libnsgif — vips — and Pillow do).
-            uint8_t fill[4] = {0, 0, 0, 0};
-            const ColorMapObject *global = g->SColorMap;
-            if (!prev_transparent && global && g->SBackGroundColor >= 0 && g->SBackGroundColor < global->ColorCount) {
-                fill[0] = global->Colors[g->SBackGroundColor].Red;
-                fill[1] = global->Colors[g->SBackGroundColor].Green;
-                fill[2] = global->Colors[g->SBackGroundColor].Blue;
-                fill[3] = 255;
-            }
-            for (uint32_t y = py0; y < py1; y++) {
-                uint8_t *o = canvas + ((size_t)y * cw + px0) * 4;
-                for (uint32_t x = px0; x < px1; x++, o += 4) memcpy(o, fill, 4);
-            }
-        } else if (prev_disposal == DISPOSE_PREVIOUS && saved) {
-            for (uint32_t y = py0; y < py1; y++)
-                memcpy(canvas + ((size_t)y * cw + px0) * 4, saved + (size_t)(y - py0) * (px1 - px0) * 4, (size_t)(px1 - px0) * 4);
-        }
-        uint32_t x0 = (uint32_t)d->Left < cw ? (uint32_t)d->Left : cw;
-        uint32_t y0 = (uint32_t)d->Top < ch ? (uint32_t)d->Top : ch;
-        uint32_t x1 = (uint32_t)d->Left + (uint32_t)d->Width < cw ? (uint32_t)d->Left + (uint32_t)d->Width : cw;
-        uint32_t y1 = (uint32_t)d->Top + (uint32_t)d->Height < ch ? (uint32_t)d->Top + (uint32_t)d->Height : ch;
-        free(saved);
-        saved = NULL;
-        if (gcb.DisposalMode == DISPOSE_PREVIOUS && index < frame && x1 > x0 && y1 > y0) {
-            saved = malloc((size_t)(x1 - x0) * (y1 - y0) * 4);
-            if (!saved) { snprintf(t->message, sizeof t->message, "out of memory"); goto done; }
-            for (uint32_t y = y0; y < y1; y++)
-                memcpy(saved + (size_t)(y - y0) * (x1 - x0) * 4, canvas + ((size_t)y * cw + x0) * 4, (size_t)(x1 - x0) * 4);
-        }
-        const ColorMapObject *map = d->ColorMap ? d->ColorMap : g->SColorMap;
-        int colours = map ? map->ColorCount : 256;
-        int transparent = gcb.TransparentColor;
-        // Rows in file order; interlaced frames come in four passes.
-        static const int start[4] = {0, 4, 2, 1}, step[4] = {8, 8, 4, 2};
-        int passes = d->Interlace ? 4 : 1;
-        for (int p = 0; p < passes; p++) {
-            int first = d->Interlace ? start[p] : 0, by = d->Interlace ? step[p] : 1;
-            for (int r = first; r < d->Height; r += by) {
-                if (DGifGetLine(g, line, d->Width) == GIF_ERROR) {
-                    ts_gif_fail(t, g->Error);
-                    rc = g->Error == D_GIF_ERR_READ_FAILED || g->Error == D_GIF_ERR_EOF_TOO_SOON ? -4 : -1;
-                    goto done;
-                }
-                uint32_t y = (uint32_t)d->Top + (uint32_t)r;
-                if (y < y0 || y >= y1) continue;
-                uint8_t *out = canvas + ((size_t)y * cw + x0) * 4;
-                for (uint32_t x = x0; x < x1; x++, out += 4) {
-                    int i = line[x - (uint32_t)d->Left];
-                    if (i == transparent) continue;
-                    if (map && i < colours) {
-                        out[0] = map->Colors[i].Red; out[1] = map->Colors[i].Green; out[2] = map->Colors[i].Blue;
-                    } else if (map) {
-                        out[0] = out[1] = out[2] = 0;  // an index past the table: black, as browsers draw it
-                    } else {
-                        out[0] = out[1] = out[2] = (uint8_t)i;  // no colour table at all: gray levels
-                    }
-                    out[3] = 255;
-                }
-            }
-        }
-        if (index == frame) { rc = index + 1; goto done; }
-        prev_disposal = gcb.DisposalMode;
-        prev_transparent = transparent != NO_TRANSPARENT_COLOR;
-        px0 = x0; py0 = y0; px1 = x1 > x0 ? x1 : x0; py1 = y1 > y0 ? y1 : y0;
-        gcb = (GraphicsControlBlock){0, false, 0, NO_TRANSPARENT_COLOR};
-        index++;
+        if (type != IMAGE_DESC_RECORD_TYPE) { snprintf(t->message, sizeof t->message, "unknown record in the GIF"); return -1; }
+        break;
     }
-done:
-    free(saved);
-    free(line);
-    return rc;
+    if (DGifGetImageDesc(g) == GIF_ERROR) { ts_gif_fail(t, g->Error); return -1; }
+    const GifImageDesc *d = &g->Image;
+    int index = t->index;
+    if (d->Left < 0 || d->Top < 0 || d->Width <= 0 || d->Height <= 0 || d->Width > 65535 || d->Height > 65535) {
+        snprintf(t->message, sizeof t->message, "frame %d has an empty or impossible rectangle", index);
+        return -1;
+    }
+    if ((uint64_t)d->Width * (uint64_t)d->Height > t->max_frame_pixels) {
+        snprintf(t->message, sizeof t->message, "frame %d declares %dx%d pixels, over the limit", index, d->Width, d->Height);
+        return -3;
+    }
+    // What the previous frame asked for, now that the next one comes.
+    uint32_t px0 = t->px0, py0 = t->py0, px1 = t->px1, py1 = t->py1;
+    if (t->prev_disposal == DISPOSE_BACKGROUND) {
+        // A frame with a transparent index clears to transparent; one without, to the
+        // screen's background colour (as libnsgif — vips — and Pillow do).
+        uint8_t fill[4] = {0, 0, 0, 0};
+        const ColorMapObject *global = g->SColorMap;
+        if (!t->prev_transparent && global && g->SBackGroundColor >= 0 && g->SBackGroundColor < global->ColorCount) {
+            fill[0] = global->Colors[g->SBackGroundColor].Red;
+            fill[1] = global->Colors[g->SBackGroundColor].Green;
+            fill[2] = global->Colors[g->SBackGroundColor].Blue;
+            fill[3] = 255;
+        }
+        for (uint32_t y = py0; y < py1; y++) {
+            uint8_t *o = canvas + ((size_t)y * cw + px0) * 4;
+            for (uint32_t x = px0; x < px1; x++, o += 4) memcpy(o, fill, 4);
+        }
+    } else if (t->prev_disposal == DISPOSE_PREVIOUS && t->saved) {
+        for (uint32_t y = py0; y < py1; y++)
+            memcpy(canvas + ((size_t)y * cw + px0) * 4, t->saved + (size_t)(y - py0) * (px1 - px0) * 4, (size_t)(px1 - px0) * 4);
+    }
+    uint32_t x0 = (uint32_t)d->Left < cw ? (uint32_t)d->Left : cw;
+    uint32_t y0 = (uint32_t)d->Top < ch ? (uint32_t)d->Top : ch;
+    uint32_t x1 = (uint32_t)d->Left + (uint32_t)d->Width < cw ? (uint32_t)d->Left + (uint32_t)d->Width : cw;
+    uint32_t y1 = (uint32_t)d->Top + (uint32_t)d->Height < ch ? (uint32_t)d->Top + (uint32_t)d->Height : ch;
+    free(t->saved);
+    t->saved = NULL;
+    if (gcb.DisposalMode == DISPOSE_PREVIOUS && x1 > x0 && y1 > y0) {
+        t->saved = malloc((size_t)(x1 - x0) * (y1 - y0) * 4);
+        if (!t->saved) { snprintf(t->message, sizeof t->message, "out of memory"); return -1; }
+        for (uint32_t y = y0; y < y1; y++)
+            memcpy(t->saved + (size_t)(y - y0) * (x1 - x0) * 4, canvas + ((size_t)y * cw + x0) * 4, (size_t)(x1 - x0) * 4);
+    }
+    const ColorMapObject *map = d->ColorMap ? d->ColorMap : g->SColorMap;
+    int colours = map ? map->ColorCount : 256;
+    int transparent = gcb.TransparentColor;
+    // Rows in file order; interlaced frames come in four passes.
+    static const int start[4] = {0, 4, 2, 1}, step[4] = {8, 8, 4, 2};
+    int passes = d->Interlace ? 4 : 1;
+    for (int p = 0; p < passes; p++) {
+        int first = d->Interlace ? start[p] : 0, by = d->Interlace ? step[p] : 1;
+        for (int r = first; r < d->Height; r += by) {
+            if (DGifGetLine(g, line, d->Width) == GIF_ERROR) {
+                ts_gif_fail(t, g->Error);
+                return g->Error == D_GIF_ERR_READ_FAILED || g->Error == D_GIF_ERR_EOF_TOO_SOON ? -4 : -1;
+            }
+            uint32_t y = (uint32_t)d->Top + (uint32_t)r;
+            if (y < y0 || y >= y1) continue;
+            uint8_t *out = canvas + ((size_t)y * cw + x0) * 4;
+            for (uint32_t x = x0; x < x1; x++, out += 4) {
+                int i = line[x - (uint32_t)d->Left];
+                if (i == transparent) continue;
+                if (map && i < colours) {
+                    out[0] = map->Colors[i].Red; out[1] = map->Colors[i].Green; out[2] = map->Colors[i].Blue;
+                } else if (map) {
+                    out[0] = out[1] = out[2] = 0;  // an index past the table: black, as browsers draw it
+                } else {
+                    out[0] = out[1] = out[2] = (uint8_t)i;  // no colour table at all: gray levels
+                }
+                out[3] = 255;
+            }
+        }
+    }
+    t->prev_disposal = gcb.DisposalMode;
+    t->prev_transparent = transparent != NO_TRANSPARENT_COLOR;
+    t->px0 = x0; t->py0 = y0; t->px1 = x1 > x0 ? x1 : x0; t->py1 = y1 > y0 ? y1 : y0;
+    if (delay_cs) *delay_cs = gcb.DelayTime;
+    t->index++;
+    return index;
+}
+
+int ts_gif_render(ts_gif *t, int frame, uint8_t *canvas, uint32_t cw, uint32_t ch, uint64_t max_frame_pixels) {
+    if (ts_gif_begin(t, canvas, cw, ch, max_frame_pixels) != 0) return -1;
+    for (;;) {
+        int rc = ts_gif_next(t, NULL);
+        if (rc == -2) {
+            snprintf(t->message, sizeof t->message, "frame %d of a GIF with %d frame%s", frame, t->index, t->index == 1 ? "" : "s");
+            return -2;
+        }
+        if (rc < 0) return rc;
+        if (rc == frame) return frame + 1;
+    }
 }

@@ -54,6 +54,9 @@ struct Render: ParsableCommand {
     @Option(help: "Animated GIF: the frame to render, from 0, as a browser shows it (default: the first).")
     var frame: Int = 0
 
+    @Flag(help: "Animated GIF: keep it animated — every frame resized, delays and loops kept — as an animated WebP (with --format webp, auto or original; still formats get the first frame).")
+    var animated = false
+
     @Option(parsing: .unconditional, help: "Largest output file in bytes: the highest quality that fits (binary search), or the task fails.")
     var maxBytes: Int?
 
@@ -158,7 +161,7 @@ struct Render: ParsableCommand {
             r.name = name
             outputs.append(.init(name: name, recipe: r))
         }
-        let encoding = maxBytes != nil || progressive || lossless || effort != nil
+        let encoding = maxBytes != nil || progressive || lossless || effort != nil || animated
         let adHoc = size != nil || fit != nil || quality != nil || format != nil || keep != nil || strip || sharpen != nil || blur != nil || gravity != nil
             || crop != nil || trim || encoding
         if outputs.isEmpty {
@@ -257,6 +260,7 @@ struct Render: ParsableCommand {
             if let maxBytes { r.output.maxBytes = maxBytes }
             if progressive { r.output.progressive = true }
             if lossless { r.output.lossless = true }
+            if animated { r.output.animated = true }
             if let effort {
                 r.output.webpMethod = min(6, effort)
                 r.output.avifSpeed = 9 - effort

@@ -242,6 +242,59 @@ final class GIFTests: XCTestCase {
         }
     }
 
+    /// `animated: true`: an animated WebP with every frame, each the still render of that
+    /// frame (same resampler), the delays (0 shown as 100 ms, as browsers do) and loop count
+    /// kept; a still format gets the first frame; all frames' pixels count against the limit
+    /// before anything is decoded.
+    func testAnAnimatedGIFBecomesAnAnimatedWebP() throws {
+        let frames = (0..<4).map { k in
+            TestGIF.Frame(left: k * 4, top: k * 2, width: 40, height: 30, disposal: [1, 2, 3, 0][k], transparent: k == 2 ? 5 : nil,
+                          delay: [10, 20, 0, 30][k], index: { x, y in UInt8((x * (k + 1) + y * 3 + k * 40) & 0xFF) })
+        }
+        let gif = TestGIF(width: 60, height: 40, palette: palette, loop: 3, frames: frames).bytes()
+        let animated = recipe([fit(30, 30)], format: .webp) { $0.animated = true; $0.lossless = true }
+        let result = try Renderer.render(gif, recipes: [animated, recipe([fit(30, 30)], format: .jpeg) { $0.animated = true }])
+        XCTAssertEqual(result.recordedDecodePath, "gif-frames-4")
+        XCTAssertEqual(result.outputs.map(\.format), [.webp, .jpeg], "a still format gets the first frame")
+        XCTAssertEqual(result.outputs[0].size, Size(width: 30, height: 20))
+        let webp = result.outputs[0].bytes
+        try webp.withUnsafeBytes { raw in  // the decoder reads the bytes while it lives
+        let decoder = try AnimatedWebPDecoder(bytes: raw, limits: Limits())
+        XCTAssertEqual(decoder.frameCount, 4)
+        XCTAssertEqual(decoder.loopCount, 3)
+        var ends: [Int] = []
+        var k = 0
+        while let (image, end) = try decoder.next() {
+            ends.append(end)
+            var options = RenderOptions()
+            options.frame = k
+            let still = try Renderer.render(gif, recipes: [recipe([fit(30, 30)], format: .png)], options: options)
+            let expected = try Renderer.decode(still.outputs[0].bytes)
+            // Compare as RGBA (a still may come out RGB when opaque).
+            var worst = 0
+            for y in 0..<image.height {
+                for x in 0..<image.width {
+                    let a = image.pixel(x: x, y: y), b = expected.pixel(x: x, y: y)
+                    let alpha = expected.layout == .rgba ? Int(b[3]) : 255
+                    worst = max(worst, abs(Int(a[3]) - alpha))
+                    // Colour where the pixel shows (under alpha 0 any colour is the same pixel).
+                    if alpha > 0 { for c in 0..<3 { worst = max(worst, abs(Int(a[c]) - Int(b[c]))) } }
+                }
+            }
+            XCTAssertLessThanOrEqual(worst, 2, "frame \(k) is the still render of frame \(k)")
+            k += 1
+        }
+        XCTAssertEqual(ends, [100, 300, 400, 700], "delays 10, 20, 0 (shown as 10) and 30 cs")
+        }
+        // Limits: 4 frames of 60x40 are 9,600 pixels.
+        var tight = RenderOptions()
+        tight.limits.maxPixels = 9_000
+        XCTAssertThrowsError(try Renderer.render(gif, recipes: [animated], options: tight)) { e in
+            XCTAssertEqual((e as? ImagingError)?.code, .limitExceeded, "\(e)")
+            XCTAssertTrue("\(e)".contains("4 frames"), "\(e)")
+        }
+    }
+
     /// `../shared/corpus/stills`: every GIF renders or fails typed as its MANIFEST says, and
     /// frame 0 of each is exactly vips 8.18's (checked when the test was written: 12 files, 131
     /// frames equal to `pyvips` page by page).

@@ -47,8 +47,9 @@ enum Targets {
         _ = try? Renderer.render(bytes: data, recipes: [recipe], options: options)
     }
 
-    /// GIF through giflib and our compositing: `inspect` (the frame scan) and a render of
-    /// frame 0 and of a later frame (transparency, interlacing, every disposal, clipping).
+    /// GIF through giflib and our compositing: `inspect` (the frame scan), a render of frame 0
+    /// and of a later frame (transparency, interlacing, every disposal, clipping), and every
+    /// frame into an animated WebP.
     static func gif(_ data: UnsafeRawBufferPointer) {
         guard data.withUnsafeBytes({ ImageFormat.sniff($0) }) == .gif else { return }
         _ = try? ImageInfo.inspect(Array(data))
@@ -60,6 +61,14 @@ enum Targets {
             options.frame = frame
             _ = try? Renderer.render(bytes: data, recipes: [recipe], options: options)
         }
+        // Every frame, into an animated WebP.
+        var options = RenderOptions()
+        options.limits = limits
+        var animated = recipe
+        animated.output = OutputSettings(format: .webp, quality: 0.5)
+        animated.output.animated = true
+        animated.output.webpMethod = 0
+        _ = try? Renderer.render(bytes: data, recipes: [animated], options: options)
     }
 
     /// The JPEG marker/segment walker with EXIF, ICC and XMP reading, and the PNG chunk

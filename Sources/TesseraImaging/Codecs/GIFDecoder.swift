@@ -10,7 +10,14 @@ final class GIFDecoder {
     /// The logical screen (or, when the file says 0, the frames' extent).
     let size: Size
     let scan: ts_gif_scan_result
-    private let handle: OpaquePointer
+    /// Owns giflib's handle: closed once, whether `init` finishes or throws part way.
+    private final class Handle {
+        let pointer: OpaquePointer
+        init(_ p: OpaquePointer) { pointer = p }
+        deinit { ts_gif_close(pointer) }
+    }
+    private let owner: Handle
+    private var handle: OpaquePointer { owner.pointer }
 
     var frameCount: Int { Int(scan.frames) }
     /// The NETSCAPE2.0 loop count (0: forever); nil when the file has none (play once).
@@ -25,12 +32,9 @@ final class GIFDecoder {
               let h = ts_gif_open(base, bytes.count) else {
             throw ImagingError(.outOfMemory, "no memory to open the GIF")
         }
-        guard ts_gif_ok(h) != 0 else {
-            let message = String(cString: ts_gif_message(h))
-            ts_gif_close(h)
-            throw GIFDecoder.failure(message, code: .corrupt)
-        }
-        handle = h
+        let owner = Handle(h)
+        guard ts_gif_ok(h) != 0 else { throw GIFDecoder.failure(String(cString: ts_gif_message(h)), code: .corrupt) }
+        self.owner = owner
         var screenWidth: UInt32 = 0, screenHeight: UInt32 = 0
         ts_gif_screen(h, &screenWidth, &screenHeight)
         var s = ts_gif_scan_result()
@@ -48,8 +52,6 @@ final class GIFDecoder {
         guard width > 0, height > 0 else { throw ImagingError(.corrupt, "GIF with an empty screen") }
         try limits.checkDimensions(size)
     }
-
-    deinit { ts_gif_close(handle) }
 
     /// Frame `frame` as shown: RGBA when any pixel is not opaque, else RGB.
     func decode(frame: Int, limits: Limits) throws -> PixelBuffer {
@@ -82,6 +84,30 @@ final class GIFDecoder {
             for x in 0..<size.width { d[x * 3] = s[x * 4]; d[x * 3 + 1] = s[x * 4 + 1]; d[x * 3 + 2] = s[x * 4 + 2] }
         }
         return rgb
+    }
+
+    /// Every frame in turn, as shown (RGBA, the canvas itself: copy what must outlive the
+    /// call), with its delay in milliseconds (browsers' rule: 0 or 10 ms shows as 100 ms).
+    func frames(limits: Limits, _ body: (Int, PixelBuffer, Int) throws -> Void) throws {
+        let canvas = try PixelBuffer.make(width: size.width, height: size.height, layout: .rgba)
+        canvas.base.initialize(repeating: 0, count: canvas.stride * size.height)
+        guard ts_gif_begin(handle, canvas.base, UInt32(size.width), UInt32(size.height), UInt64(max(1, limits.maxPixels))) == 0 else {
+            throw GIFDecoder.failure(String(cString: ts_gif_message(handle)), code: .corrupt)
+        }
+        while true {
+            var delay: Int32 = 0
+            let rc = ts_gif_next(handle, &delay)
+            if rc == -2 { return }
+            if rc < 0 {
+                let message = String(cString: ts_gif_message(handle))
+                switch rc {
+                case -3: throw ImagingError(.limitExceeded, "GIF: \(message)")
+                case -4: throw ImagingError(.truncated, "GIF data ends inside a frame: \(message)")
+                default: throw GIFDecoder.failure(message, code: .corrupt)
+                }
+            }
+            try body(Int(rc), canvas, delay <= 1 ? 100 : Int(delay) * 10)
+        }
     }
 
     /// giflib's message, typed: a file that ends early is truncated, anything else corrupt.

@@ -162,6 +162,12 @@ int ts_gif_scan(ts_gif *t, ts_gif_scan_result *out);
 /// frame + 1; -2 when the file has fewer frames, -3 when a frame's rectangle has more than
 /// `max_frame_pixels`, -4 when the data ends inside a frame, -1 otherwise (the reason in the message).
 int ts_gif_render(ts_gif *t, int frame, uint8_t *canvas, uint32_t cw, uint32_t ch, uint64_t max_frame_pixels);
+/// Frame by frame (an animation): `ts_gif_begin` starts over on `canvas` (cleared by the
+/// caller), each `ts_gif_next` composites the next frame onto it — the previous frame's
+/// disposal first — and returns its index with its delay (centiseconds); -2 after the last,
+/// -3/-4/-1 as `ts_gif_render`. The canvas must outlive the calls.
+int ts_gif_begin(ts_gif *t, uint8_t *canvas, uint32_t cw, uint32_t ch, uint64_t max_frame_pixels);
+int ts_gif_next(ts_gif *t, int *delay_cs);
 
 void ts_free(void *p);
 
