@@ -20,13 +20,13 @@ def make_sets(photos, work):
     import pyvips
     sets = {"still": [], "animated": []}
     for f in sorted(glob.glob(os.path.join(photos, "*.jpg"))):
-        im = pyvips.Image.thumbnail(f, 1600)
+        im = pyvips.Image.thumbnail(f, 1600).copy_memory()
         stem = os.path.splitext(os.path.basename(f))[0]
         os.makedirs(os.path.join(work, "still"), exist_ok=True)
         path = os.path.join(work, "still", stem + ".gif")
         im.gifsave(path)
         sets["still"].append(path)
-        small = pyvips.Image.thumbnail(f, 800)
+        small = pyvips.Image.thumbnail(f, 800).copy_memory()
         w = small.width - 60
         frames = [small.crop(k * 5, 0, w, small.height) for k in range(12)]
         anim = pyvips.Image.arrayjoin(frames, across=1).copy()

@@ -3,6 +3,7 @@
 // the compositing of frames 0...N onto an RGBA canvas as a browser shows frame N: transparency,
 // interlacing and the disposal methods. See include/tessera_shim.h.
 #include "tessera_shim.h"
+#include "lzw_run.h"
 
 #include <gif_lib.h>
 #include <stdio.h>
@@ -19,8 +20,16 @@ struct ts_gif {
     uint64_t max_frame_pixels;
     int prev_disposal, prev_transparent, index;
     uint32_t px0, py0, px1, py1;  ///< the previous frame's rectangle on the canvas (clipped)
+    uint8_t *lzw, *indices;       ///< a frame's LZW data gathered, and its palette indices
+    size_t lzw_cap, indices_cap;
+    size_t whole_limit;           ///< largest frame decoded whole (else line by line by giflib)
     char message[200];
 };
+
+/// Largest frame whose indices are decoded whole (64 MB); larger ones go line by line through giflib.
+enum { TS_GIF_WHOLE_FRAME = 64 << 20 };
+
+void ts_gif_set_whole_frame_limit(ts_gif *t, size_t pixels) { t->whole_limit = pixels; }
 
 static int ts_gif_input(GifFileType *g, GifByteType *buf, int n) {
     ts_gif *t = (ts_gif *)g->UserData;
@@ -52,6 +61,7 @@ ts_gif *ts_gif_open(const uint8_t *data, size_t size) {
     if (!t) return NULL;
     t->data = data;
     t->size = size;
+    t->whole_limit = TS_GIF_WHOLE_FRAME;
     ts_gif_rewind(t);
     return t;
 }
@@ -61,6 +71,8 @@ void ts_gif_close(ts_gif *t) {
     if (t->gif) { int e; DGifCloseFile(t->gif, &e); }
     free(t->saved);
     free(t->line);
+    free(t->lzw);
+    free(t->indices);
     free(t);
 }
 
@@ -129,6 +141,63 @@ int ts_gif_scan(ts_gif *t, ts_gif_scan_result *out) {
         out->frames++;
     }
     return 0;
+}
+
+// GIF's LZW (LSB-first codes of min+1 to 12 bits, Clear and End after the literals, a full
+// table kept until the next Clear) decoded in one pass over a frame's gathered data, each
+// code one copy of a run already in the output (as the TIFF decoder does). Returns the
+// indices written (at most `cap`), or -1 for a code that cannot be.
+static long ts_gif_lzw_decode(const uint8_t *in, size_t n, int min_size, uint8_t *out, size_t cap) {
+    ts_lzw_entry e[4096];
+    const uint32_t clear = 1u << min_size, end = clear + 1;
+    for (uint32_t c = 0; c < clear; c++) { e[c].head = c; e[c].len = 1; e[c].off = 0; }
+    uint64_t bits = 0;
+    int have = 0, width = min_size + 1;
+    size_t ip = 0, op = 0, prev_pos = 0;
+    uint32_t next = clear + 2, prev_len = 0;
+    uint64_t prev_head = 0;
+    int prev = -1;
+    if (cap > UINT32_MAX) return -1;
+    while (op < cap) {
+        if (have < width) {
+            if (ip + 8 <= n) {
+                uint64_t v;
+                memcpy(&v, in + ip, 8);  // little-endian: the next bits above those held
+                int take = (63 - have) >> 3;
+                bits |= (take * 8 == 64 ? v : v & ((1ull << (take * 8)) - 1)) << have;
+                ip += (size_t)take;
+                have += take * 8;
+            } else {
+                while (have <= 56 && ip < n) { bits |= (uint64_t)in[ip++] << have; have += 8; }
+                if (have < width) break;  // the data ends first
+            }
+        }
+        uint32_t code = (uint32_t)bits & ((1u << width) - 1);
+        bits >>= width;
+        have -= width;
+        if (code == clear) { width = min_size + 1; next = clear + 2; prev = -1; continue; }
+        if (code == end) break;
+        if (code > next || (code == next && prev < 0) || (code > end && prev < 0 && code >= next)) return -1;
+        if (prev >= 0 && next < 4096) {
+            uint64_t first = (code == next ? prev_head : e[code].head) & 0xff;
+            e[next].head = prev_len >= 8 ? prev_head : prev_head | first << (8 * prev_len);
+            e[next].off = (uint32_t)prev_pos;
+            e[next].len = prev_len + 1;
+            next++;
+            if (next == (1u << width) && width < 12) width++;
+        } else if (code == next) {
+            return -1;  // a full table: the code being defined cannot be
+        }
+        uint32_t l = e[code].len;
+        uint64_t h = e[code].head;
+        ts_lzw_put(out, op, cap, e[code]);
+        prev = (int)code;
+        prev_pos = op;
+        prev_len = l;
+        prev_head = h;
+        op += l;
+    }
+    return (long)(op < cap ? op : cap);
 }
 
 int ts_gif_begin(ts_gif *t, uint8_t *canvas, uint32_t cw, uint32_t ch, uint64_t max_frame_pixels) {
@@ -210,6 +279,70 @@ int ts_gif_next(ts_gif *t, int *delay_cs) {
     const ColorMapObject *map = d->ColorMap ? d->ColorMap : g->SColorMap;
     int colours = map ? map->ColorCount : 256;
     int transparent = gcb.TransparentColor;
+    // Each index's RGBA: the table's colour; past the table black (as browsers draw it);
+    // without a table at all, gray levels.
+    uint8_t pal[256][4];
+    for (int i = 0; i < 256; i++) {
+        if (map && i < colours) { pal[i][0] = map->Colors[i].Red; pal[i][1] = map->Colors[i].Green; pal[i][2] = map->Colors[i].Blue; }
+        else if (map) { pal[i][0] = pal[i][1] = pal[i][2] = 0; }
+        else { pal[i][0] = pal[i][1] = pal[i][2] = (uint8_t)i; }
+        pal[i][3] = 255;
+    }
+    size_t area = (size_t)d->Width * (size_t)d->Height;
+    if (area <= t->whole_limit) {
+        // The frame's data gathered, decoded whole by Tessera's LZW decoder.
+        int min_size = 0;
+        GifByteType *block = NULL;
+        if (DGifGetCode(g, &min_size, &block) == GIF_ERROR) { ts_gif_fail(t, g->Error); return g->Error == D_GIF_ERR_READ_FAILED ? -4 : -1; }
+        size_t n = 0;
+        while (block) {
+            size_t k = block[0];
+            if (n + k > t->lzw_cap) {
+                size_t cap = t->lzw_cap ? t->lzw_cap * 2 : 65536;
+                while (cap < n + k) cap *= 2;
+                uint8_t *grown = realloc(t->lzw, cap);
+                if (!grown) { snprintf(t->message, sizeof t->message, "out of memory"); return -1; }
+                t->lzw = grown;
+                t->lzw_cap = cap;
+            }
+            memcpy(t->lzw + n, block + 1, k);
+            n += k;
+            if (DGifGetCodeNext(g, &block) == GIF_ERROR) { ts_gif_fail(t, g->Error); return -4; }
+        }
+        if (min_size < 1 || min_size > 8) {
+            snprintf(t->message, sizeof t->message, "frame %d: LZW code size %d", index, min_size);
+            return -1;
+        }
+        if (area > t->indices_cap) {
+            uint8_t *grown = realloc(t->indices, area);
+            if (!grown) { snprintf(t->message, sizeof t->message, "out of memory"); return -1; }
+            t->indices = grown;
+            t->indices_cap = area;
+        }
+        long got = ts_gif_lzw_decode(t->lzw, n, min_size, t->indices, area);
+        if (got < 0) { snprintf(t->message, sizeof t->message, "frame %d: corrupt LZW data", index); return -1; }
+        if ((size_t)got < area) {
+            snprintf(t->message, sizeof t->message, "frame %d: the data ends after %ld of its %zu pixels", index, got, area);
+            return -4;
+        }
+        static const int start[4] = {0, 4, 2, 1}, step[4] = {8, 8, 4, 2};
+        int passes = d->Interlace ? 4 : 1;
+        const uint8_t *row = t->indices;
+        for (int p = 0; p < passes; p++) {
+            int first = d->Interlace ? start[p] : 0, by = d->Interlace ? step[p] : 1;
+            for (int r = first; r < d->Height; r += by, row += d->Width) {
+                uint32_t y = (uint32_t)d->Top + (uint32_t)r;
+                if (y < y0 || y >= y1) continue;
+                uint8_t *out = canvas + ((size_t)y * cw + x0) * 4;
+                const uint8_t *src = row + (x0 - (uint32_t)d->Left);
+                if (transparent < 0) {
+                    for (uint32_t x = x0; x < x1; x++, out += 4) memcpy(out, pal[*src++], 4);
+                } else {
+                    for (uint32_t x = x0; x < x1; x++, out += 4, src++) if (*src != transparent) memcpy(out, pal[*src], 4);
+                }
+            }
+        }
+    } else {
     // Rows in file order; interlaced frames come in four passes.
     static const int start[4] = {0, 4, 2, 1}, step[4] = {8, 8, 4, 2};
     int passes = d->Interlace ? 4 : 1;
@@ -225,17 +358,10 @@ int ts_gif_next(ts_gif *t, int *delay_cs) {
             uint8_t *out = canvas + ((size_t)y * cw + x0) * 4;
             for (uint32_t x = x0; x < x1; x++, out += 4) {
                 int i = line[x - (uint32_t)d->Left];
-                if (i == transparent) continue;
-                if (map && i < colours) {
-                    out[0] = map->Colors[i].Red; out[1] = map->Colors[i].Green; out[2] = map->Colors[i].Blue;
-                } else if (map) {
-                    out[0] = out[1] = out[2] = 0;  // an index past the table: black, as browsers draw it
-                } else {
-                    out[0] = out[1] = out[2] = (uint8_t)i;  // no colour table at all: gray levels
-                }
-                out[3] = 255;
+                if (i != transparent) memcpy(out, pal[i], 4);
             }
         }
+    }
     }
     t->prev_disposal = gcb.DisposalMode;
     t->prev_transparent = transparent != NO_TRANSPARENT_COLOR;
@@ -256,4 +382,12 @@ int ts_gif_render(ts_gif *t, int frame, uint8_t *canvas, uint32_t cw, uint32_t c
         if (rc < 0) return rc;
         if (rc == frame) return frame + 1;
     }
+}
+
+int ts_rgba_to_rgb_if_opaque(const uint8_t *rgba, size_t pixels, uint8_t *rgb) {
+    uint8_t all = 255;
+    for (size_t i = 0; i < pixels; i++) all &= rgba[i * 4 + 3];
+    if (all != 255) return 0;
+    for (size_t i = 0; i < pixels; i++) { rgb[i * 3] = rgba[i * 4]; rgb[i * 3 + 1] = rgba[i * 4 + 1]; rgb[i * 3 + 2] = rgba[i * 4 + 2]; }
+    return 1;
 }

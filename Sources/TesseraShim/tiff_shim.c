@@ -2,6 +2,7 @@
 // variadic tag getters, and the RGBA reader for what Tessera does not unpack itself.
 // See include/tessera_shim.h.
 #include "tessera_shim.h"
+#include "lzw_run.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -238,7 +239,7 @@ enum { TS_LZW_CLEAR = 256, TS_LZW_END = 257, TS_LZW_FIRST = 258 };
 static long ts_lzw_decode(const uint8_t *in, size_t n, uint8_t *out, size_t cap) {
     // Per code: its string's first 8 bytes (so a short string is one store, never a load from
     // output just written), its length, and where the whole string already is in the output.
-    struct { uint64_t head; uint32_t off, len; } e[4096];
+    ts_lzw_entry e[4096];
     for (uint32_t c = 0; c < 256; c++) { e[c].head = c; e[c].len = 1; e[c].off = 0; }
     uint64_t bits = 0;
     int have = 0, width = 9;
@@ -281,20 +282,7 @@ static long ts_lzw_decode(const uint8_t *in, size_t n, uint8_t *out, size_t cap)
         }
         uint32_t l = e[code].len;
         uint64_t h = e[code].head;
-        const uint8_t *src = out + e[code].off;
-        if (op + l + 24 <= cap) {
-            memcpy(out + op, &h, 8);
-            // The rest reads only bytes at or before `op` (finished) and writes from `op + 8`,
-            // in 16-byte chunks whose overrun is rewritten later.
-            for (uint32_t k = 8; k < l; k += 16) {
-                uint64_t a, b;
-                memcpy(&a, src + k, 8); memcpy(&b, src + k + 8, 8);
-                memcpy(out + op + k, &a, 8); memcpy(out + op + k + 8, &b, 8);
-            }
-        } else {
-            size_t k = l < cap - op ? l : cap - op;
-            for (size_t i = 0; i < k; i++) out[op + i] = i < 8 ? (uint8_t)(h >> (8 * i)) : src[i];
-        }
+        ts_lzw_put(out, op, cap, e[code]);
         prev = (int)code;
         prev_pos = op;
         prev_len = l;

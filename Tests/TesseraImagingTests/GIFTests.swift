@@ -25,6 +25,46 @@ struct TestGIF {
     var loop: Int?
     var frames: [Frame]
     var version = "GIF89a"
+    /// Real LZW (giflib's encoder: codes widen to 12 bits) instead of literals only; with
+    /// `deferClear` a full table is kept (no Clear) to the end of the frame.
+    var compress = false
+    var deferClear = false
+
+    static func compressed(_ indices: [UInt8], deferClear: Bool) -> [UInt8] {
+        let clear = 256, end = 257
+        var next = 258, width = 9
+        var out: [UInt8] = []
+        var acc = 0, bits = 0
+        var table: [Int: Int] = [:]
+        func emit(_ code: Int) {
+            acc |= code << bits
+            bits += width
+            while bits >= 8 { out.append(UInt8(acc & 0xFF)); acc >>= 8; bits -= 8 }
+            if next >= 1 << width && code <= 4095 && width < 12 { width += 1 }
+        }
+        emit(clear)
+        var current = -1
+        for p in indices.map(Int.init) {
+            guard current >= 0 else { current = p; continue }
+            let key = current << 8 | p
+            if let code = table[key] { current = code; continue }
+            emit(current)
+            current = p
+            if next >= 4095 && !deferClear {  // giflib: a Clear when the table is full
+                emit(clear)
+                next = 258
+                width = 9
+                table = [:]
+            } else if next < 4096 {
+                table[key] = next
+                next += 1
+            }
+        }
+        if current >= 0 { emit(current) }
+        emit(end)
+        if bits > 0 { out.append(UInt8(acc & 0xFF)) }
+        return out
+    }
 
     static func lzw(_ indices: [UInt8]) -> [UInt8] {
         var out: [UInt8] = []
@@ -67,7 +107,8 @@ struct TestGIF {
                 rows = stride(from: 0, to: f.height, by: 8).map { $0 } + stride(from: 4, to: f.height, by: 8).map { $0 }
                     + stride(from: 2, to: f.height, by: 4).map { $0 } + stride(from: 1, to: f.height, by: 2).map { $0 }
             }
-            let data = TestGIF.lzw(rows.flatMap { y in (0..<f.width).map { x in f.index(x, y) } })
+            let indices = rows.flatMap { y in (0..<f.width).map { x in f.index(x, y) } }
+            let data = compress ? TestGIF.compressed(indices, deferClear: deferClear) : TestGIF.lzw(indices)
             out.append(8)
             var i = 0
             while i < data.count {
@@ -192,6 +233,29 @@ final class GIFTests: XCTestCase {
         XCTAssertEqual(info.format, .gif)
         XCTAssertEqual(info.structure.first, "6 frames")
         XCTAssertEqual(info.codingProcess, "animated, 6 frames, looping forever, 0.7 s")
+    }
+
+    /// Real LZW — codes widening to 12 bits, a Clear when the table fills or (deferred) a full
+    /// table kept — decodes exactly, by Tessera's decoder and by giflib's line reader alike.
+    func testLZWAtEveryCodeWidthAndAFullTable() throws {
+        for deferClear in [false, true] {
+            var gif = TestGIF(width: 211, height: 157, palette: palette, frames: [
+                TestGIF.Frame(width: 211, height: 157, index: { x, y in
+                    x < 120 ? UInt8(truncatingIfNeeded: (x &* 2_654_435_761 ^ y &* 40_503) >> 9) : UInt8((y / 4 + x / 30) & 0xFF) }),
+            ])
+            gif.compress = true
+            gif.deferClear = deferClear
+            try assertShows(gif, frame: 0)
+            let bytes = gif.bytes()
+            let lines = try bytes.withUnsafeBytes { raw -> PixelBuffer in
+                let d = try GIFDecoder(bytes: raw, limits: Limits())
+                d.wholeFrameLimit = 0
+                return try d.decode(frame: 0, limits: Limits())
+            }
+            let whole = try decode(bytes)
+            XCTAssertEqual(meanAbsoluteDifference(lines, whole), 0, "giflib's lines and the whole-frame decoder agree")
+            XCTAssertLessThan(bytes.count, 211 * 157 * 9 / 8, "real compression (\(bytes.count) bytes)")
+        }
     }
 
     /// The record's decode path names the frame; `frame` on a still format is refused.

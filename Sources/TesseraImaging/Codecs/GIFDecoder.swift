@@ -53,6 +53,12 @@ final class GIFDecoder {
         try limits.checkDimensions(size)
     }
 
+    /// Frames up to this many pixels are decoded whole by Tessera's LZW decoder, larger ones
+    /// line by line through giflib (tests set 0 to compare the two).
+    var wholeFrameLimit: Int = 64 << 20 {
+        didSet { ts_gif_set_whole_frame_limit(handle, max(0, wholeFrameLimit)) }
+    }
+
     /// Frame `frame` as shown: RGBA when any pixel is not opaque, else RGB.
     func decode(frame: Int, limits: Limits) throws -> PixelBuffer {
         guard frame >= 0, frame < max(1, frameCount) || scan.unreadable_after != 0 else {
@@ -72,17 +78,9 @@ final class GIFDecoder {
             }
         }
         // Opaque everywhere (the common case): three channels, no alpha path downstream.
-        var opaque = true
-        for y in 0..<size.height where opaque {
-            let row = canvas.row(y)
-            for x in 0..<size.width where row[x * 4 + 3] != 255 { opaque = false; break }
-        }
-        guard opaque else { return canvas }
         let rgb = try PixelBuffer.make(width: size.width, height: size.height, layout: .rgb)
-        for y in 0..<size.height {
-            let s = canvas.row(y), d = rgb.row(y)
-            for x in 0..<size.width { d[x * 3] = s[x * 4]; d[x * 3 + 1] = s[x * 4 + 1]; d[x * 3 + 2] = s[x * 4 + 2] }
-        }
+        guard canvas.stride == size.width * 4, rgb.stride == size.width * 3,
+              ts_rgba_to_rgb_if_opaque(canvas.base, size.width * size.height, rgb.base) == 1 else { return canvas }
         return rgb
     }
 

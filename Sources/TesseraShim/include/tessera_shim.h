@@ -168,6 +168,11 @@ int ts_gif_render(ts_gif *t, int frame, uint8_t *canvas, uint32_t cw, uint32_t c
 /// -3/-4/-1 as `ts_gif_render`. The canvas must outlive the calls.
 int ts_gif_begin(ts_gif *t, uint8_t *canvas, uint32_t cw, uint32_t ch, uint64_t max_frame_pixels);
 int ts_gif_next(ts_gif *t, int *delay_cs);
+/// Frames of up to `pixels` are decoded whole by Tessera's LZW decoder (64 M by default);
+/// larger ones line by line through giflib.
+void ts_gif_set_whole_frame_limit(ts_gif *t, size_t pixels);
+/// When every one of `pixels` RGBA pixels is opaque, writes them as RGB to `rgb` and returns 1; else 0.
+int ts_rgba_to_rgb_if_opaque(const uint8_t *rgba, size_t pixels, uint8_t *rgb);
 
 void ts_free(void *p);
 
