@@ -16,7 +16,10 @@ cd "$(dirname "$0")/../Fuzz"
 targets=(render inspect exif progressive png strip wire job tiff gif)
 mode=${1:-render}
 # shellcheck disable=SC2054 # the commas separate sanitizers, not array elements
-flags=(-c release -Xswiftc -enable-testing -Xswiftc -sanitize=fuzzer,address -Xcc -fsanitize=fuzzer-no-link,address)
+# The main package is a path dependency: without --disable-build-manifest-caching SwiftPM may
+# keep its old list of source files and miss a new one.
+flags=(-c release --disable-build-manifest-caching -Xswiftc -enable-testing -Xswiftc -sanitize=fuzzer,address
+       -Xcc -fsanitize=fuzzer-no-link,address)
 swift build "${flags[@]}" --product FuzzTargets >&2
 bin="$(swift build "${flags[@]}" --show-bin-path)/FuzzTargets"
 [ -d corpus/wire ] || FUZZ_WRITE_SEEDS=corpus/wire "$bin"  # committed once; the record has a timestamp
