@@ -1,7 +1,7 @@
 import TesseraModel
 
-/// Animated outputs of animated sources (GIF): the frames stream through — each composited
-/// on the one canvas, resized by each animated recipe with the same resampler as a still
+/// Animated outputs of animated sources (GIF, animated WebP): the frames stream through — each
+/// composited on the one canvas (giflib's frames by us, WebP's by libwebp), resized by each animated recipe with the same resampler as a still
 /// (linear light, premultiplied alpha), oriented and filtered, handed to an animated WebP
 /// encoder — so memory is the canvas, one frame per output and the encoders, whatever the
 /// frame count. Delays and the loop count are kept. Recipes that do not animate (or ask for
@@ -12,18 +12,54 @@ enum AnimatedRenderer {
         settings.animated && settings.formats.isEmpty && [.webp, .auto, .original].contains(settings.format)
     }
 
-    /// The render, when some recipe animates an animated GIF; nil otherwise (the usual path).
+    /// An animated source: its canvas, frames and loop count (0: forever), and its frames in
+    /// turn as shown (RGBA) with how long each is shown, in milliseconds.
+    struct Animation {
+        let format: ImageFormat
+        let size: Size
+        let frameCount: Int
+        let loop: Int
+        let path: DecodePath
+        let frames: (_ body: (PixelBuffer, Int) throws -> Void) throws -> Void
+    }
+
+    /// The animation in `bytes` (which must outlive it), or nil for a still.
+    static func animation(_ bytes: UnsafeRawBufferPointer, options: RenderOptions) throws -> Animation? {
+        switch ImageFormat.sniff(bytes) {
+        case .gif:
+            let gif = try GIFDecoder(bytes: bytes, limits: options.limits)
+            guard gif.frameCount > 1 else { return nil }
+            // A GIF without a loop count plays once.
+            return Animation(format: .gif, size: gif.size, frameCount: gif.frameCount, loop: gif.loopCount ?? 1, path: .gifFrames) { body in
+                try gif.frames(limits: options.limits) { _, canvas, delay in try body(canvas, delay) }
+            }
+        case .webp:
+            guard let webp = try? WebPDecoder(bytes: bytes, limits: options.limits), webp.isAnimated else { return nil }
+            let d = try AnimatedWebPDecoder(bytes: bytes, limits: options.limits)
+            guard d.frameCount > 1 else { return nil }
+            return Animation(format: .webp, size: d.size, frameCount: d.frameCount, loop: d.loopCount, path: .webpFrames) { body in
+                var shown = 0
+                while let (image, end) = try d.next() {
+                    try body(image, max(0, end - shown))
+                    shown = end
+                }
+            }
+        default:
+            return nil
+        }
+    }
+
+    /// The render, when some recipe animates an animated source; nil otherwise (the usual path).
     static func render(bytes: UnsafeRawBufferPointer, recipes: [Recipe], options: RenderOptions) throws -> RenderResult? {
-        guard recipes.contains(where: { animates($0.output) }), ImageFormat.sniff(bytes) == .gif else { return nil }
+        guard recipes.contains(where: { animates($0.output) }), options.frame == 0 else { return nil }
         let clock = Stopwatch()
         for r in recipes { try r.validate() }
-        let gif = try GIFDecoder(bytes: bytes, limits: options.limits)
-        guard gif.frameCount > 1, options.frame == 0 else { return nil }
+        guard let gif = try animation(bytes, options: options) else { return nil }
         // Every frame is decoded: their pixels together count against the limit, before any allocation.
         let (perFrame, o1) = gif.size.width.multipliedReportingOverflow(by: gif.size.height)
         let (total, o2) = perFrame.multipliedReportingOverflow(by: gif.frameCount)
         guard !o1, !o2, total <= options.limits.maxPixels else {
-            throw ImagingError(.limitExceeded, "animated GIF of \(gif.frameCount) frames of \(gif.size): "
+            throw ImagingError(.limitExceeded, "animated \(gif.format == .gif ? "GIF" : "WebP") of \(gif.frameCount) frames of \(gif.size): "
                                + "\(o1 || o2 ? "too many" : "\(total)") pixels to decode, over the limit of \(options.limits.maxPixels)")
         }
         let moving = recipes.indices.filter { animates(recipes[$0].output) }
@@ -51,12 +87,12 @@ enum AnimatedRenderer {
             let s = recipe.output
             let encoder = try AnimatedWebPEncoder(width: plan.outputSize.width, height: plan.outputSize.height,
                                                   quality: s.jpegQuality, lossless: s.lossless, method: s.webpMethod,
-                                                  loop: gif.loopCount ?? 1)
+                                                  loop: gif.loop)
             return Track(index: i, plan: plan, encoder: encoder, filters: recipe.operations.filter(\.isFilter))
         }
         var time = 0
         var decode = 0.0, last = clock.milliseconds
-        try gif.frames(limits: options.limits) { _, canvas, delay in
+        try gif.frames { canvas, delay in
             decode += clock.milliseconds - last
             for k in tracks.indices {
                 let t0 = clock.milliseconds
@@ -87,9 +123,9 @@ enum AnimatedRenderer {
         }
         timings.close(at: clock.milliseconds, remainderTo: .finish)
         outputs.sort { $0.recipeIndex < $1.recipeIndex }
-        return RenderResult(source: SourceSummary(format: .gif, storedSize: gif.size, orientation: .up, iccName: nil,
+        return RenderResult(source: SourceSummary(format: gif.format, storedSize: gif.size, orientation: .up, iccName: nil,
                                                   convertedToSRGB: false, hadGPS: false),
-                            outputs: outputs, decodePath: .gifFrames, level: gif.frameCount, scaleEighths: 8,
+                            outputs: outputs, decodePath: gif.path, level: gif.frameCount, scaleEighths: 8,
                             decodedSize: gif.size, timings: timings)
     }
 }

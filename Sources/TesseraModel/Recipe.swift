@@ -814,7 +814,7 @@ public struct OutputSettings: Codable, Sendable, Equatable {
     public var webpMethod: Int = 4
     /// AVIF: aom's speed, 0 (slowest, smallest) ... 9 (fastest).
     public var avifSpeed: Int = 7
-    /// An animated source (GIF) stays animated: every frame resized, delays and loop count
+    /// An animated source (GIF, animated WebP) stays animated: every frame resized, delays and loop count
     /// kept, written as an animated WebP (WebP, auto or original formats); still formats get
     /// the first frame.
     public var animated: Bool = false

@@ -63,6 +63,8 @@ public enum DecodePath: String, Sendable, Codable {
     case gifFrame = "gif-frame"
     /// giflib, every frame (an animated output; recorded as `gif-frames-N`, N the frame count).
     case gifFrames = "gif-frames"
+    /// libwebp's animation decoder, every frame (an animated output; `webp-frames-N`).
+    case webpFrames = "webp-frames"
 
     /// What a record says: the path, and for a pyramid level which one (`tiff-level-2`).
     public func recorded(level: Int?) -> String { level.map { "\(rawValue)-\($0)" } ?? rawValue }

@@ -359,6 +359,38 @@ final class GIFTests: XCTestCase {
         }
     }
 
+    /// An animated WebP source animates too (libwebp composites its frames): made here from a
+    /// GIF at full size (lossless), then rendered animated at 30 px, its frames, timestamps and
+    /// loop are those of the GIF rendered at 30 px.
+    func testAnAnimatedWebPSourceStaysAnimated() throws {
+        let frames = (0..<3).map { k in
+            TestGIF.Frame(left: k * 5, top: k * 3, width: 40, height: 30, disposal: k == 1 ? 2 : 1, transparent: k == 1 ? 4 : nil,
+                          delay: [15, 25, 35][k], index: { x, y in UInt8((x * (k + 2) + y * 5 + k * 30) & 0xFF) })
+        }
+        let gif = TestGIF(width: 60, height: 40, palette: palette, loop: 0, frames: frames).bytes()
+        let full = recipe([], format: .webp) { $0.animated = true; $0.lossless = true }
+        let webp = try Renderer.render(gif, recipes: [full]).outputs[0].bytes
+        let small = recipe([fit(30, 30)], format: .webp) { $0.animated = true; $0.lossless = true }
+        let fromWebP = try Renderer.render(webp, recipes: [small, recipe([fit(30, 30)], format: .png)])
+        XCTAssertEqual(fromWebP.recordedDecodePath, "webp-frames-3")
+        XCTAssertEqual(fromWebP.outputs[1].format, .png, "a still format: the first frame")
+        let fromGIF = try Renderer.render(gif, recipes: [small]).outputs[0].bytes
+        func animation(_ bytes: [UInt8]) throws -> (frames: [PixelBuffer], ends: [Int], loop: Int) {
+            try bytes.withUnsafeBytes { raw in
+                let d = try AnimatedWebPDecoder(bytes: raw, limits: Limits())
+                var images: [PixelBuffer] = [], ends: [Int] = []
+                while let (image, end) = try d.next() { images.append(image); ends.append(end) }
+                return (images, ends, d.loopCount)
+            }
+        }
+        let a = try animation(fromWebP.outputs[0].bytes), b = try animation(fromGIF)
+        XCTAssertEqual(a.ends, [150, 400, 750])
+        XCTAssertEqual(a.ends, b.ends)
+        XCTAssertEqual(a.loop, 0)
+        XCTAssertEqual(a.frames.count, b.frames.count)
+        for (x, y) in zip(a.frames, b.frames) { XCTAssertLessThan(meanAbsoluteDifference(x, y), 1, "the same frames") }
+    }
+
     /// `../shared/corpus/stills`: every GIF renders or fails typed as its MANIFEST says, and
     /// frame 0 of each is exactly vips 8.18's (checked when the test was written: 12 files, 131
     /// frames equal to `pyvips` page by page).
