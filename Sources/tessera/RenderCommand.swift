@@ -51,7 +51,7 @@ struct Render: ParsableCommand {
     @Option(help: "Multi-page TIFF: the page to render, from 0.")
     var page: Int = 0
 
-    @Option(help: "Animated GIF: the frame to render, from 0, as a browser shows it (default: the first).")
+    @Option(help: "Animated GIF: the frame to render, from 0, as a browser shows it.")
     var frame: Int = 0
 
     @Flag(help: "Animated GIF: keep it animated — every frame resized, delays and loops kept — as an animated WebP (with --format webp, auto or original; still formats get the first frame).")

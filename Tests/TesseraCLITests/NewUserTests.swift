@@ -158,26 +158,26 @@ extension NewUserTests {
         XCTAssertLessThan(took, 4)
     }
 
-    /// A folder's GIFs, BMPs and text files were dropped without a word; an empty folder gave exit 0 silently.
+    /// A folder's BMPs, icons and text files were dropped without a word; an empty folder gave exit 0 silently.
     func testFilesPassedOverAreListedAndStrictFailsThem() throws {
-        for (name, text) in [("b.bmp", "x"), ("c.gif", "x"), ("d.BMP", "x"), ("notes.txt", "x"), (".hidden.txt", "x")] {
+        for (name, text) in [("b.bmp", "x"), ("c.ico", "x"), ("d.BMP", "x"), ("notes.txt", "x"), (".hidden.txt", "x")] {
             try write("in/" + name, Array(text.utf8))
         }
         try write("empty/readme.pdf", Array("x".utf8))
         let r = try tessera(["render", dir + "/in", dir + "/empty", "-s", "32", "-o", dir + "/out"])
         XCTAssertEqual(r.status, 0, r.stderr)
-        XCTAssertTrue(r.stdout.contains("skipped 5 files that are not images Tessera reads: 2 .bmp, 1 .gif, 1 .pdf, 1 .txt"), r.stdout)
+        XCTAssertTrue(r.stdout.contains("skipped 5 files that are not images Tessera reads: 2 .bmp, 1 .ico, 1 .pdf, 1 .txt"), r.stdout)
         XCTAssertTrue(r.stderr.contains("warning: \(dir)/empty: no images (1 other file)"), r.stderr)
         let json = try tessera(["render", dir + "/in", "-s", "32", "-o", dir + "/out2", "--json"])
         let summary = json.stdout.split(separator: "\n").last.map(String.init) ?? ""
-        XCTAssertTrue(summary.contains("\"skippedFiles\":{\".bmp\":2,\".gif\":1,\".txt\":1}"), summary)
+        XCTAssertTrue(summary.contains("\"skippedFiles\":{\".bmp\":2,\".ico\":1,\".txt\":1}"), summary)
         let strict = try tessera(["render", dir + "/in", "-s", "32", "-o", dir + "/out3", "--strict"])
         XCTAssertEqual(strict.status, 1, strict.stdout)
         XCTAssertTrue(strict.stdout.contains("7 images, 3 ok, 4 failed"), strict.stdout)
-        XCTAssertTrue(strict.stderr.contains("\(dir)/in/c.gif: not an image Tessera reads (.gif)"), strict.stderr)
+        XCTAssertTrue(strict.stderr.contains("\(dir)/in/c.ico: not an image Tessera reads (.ico)"), strict.stderr)
         try Data("name: t\ninputs: [in]\noutput: pool\noutputs: [{preset: thumbnail}]\n".utf8).write(to: URL(fileURLWithPath: dir + "/job.yaml"))
         let run = try tessera(["run", dir + "/job.yaml", "-w", "1"])
-        XCTAssertTrue(run.stdout.contains("skipped 4 files that are not images Tessera reads: 2 .bmp, 1 .gif, 1 .txt"), run.stdout)
+        XCTAssertTrue(run.stdout.contains("skipped 4 files that are not images Tessera reads: 2 .bmp, 1 .ico, 1 .txt"), run.stdout)
     }
 
     /// `run --output s3://…` made a local folder `./s3:/…`.

@@ -12,7 +12,9 @@ final class BadInputTests: XCTestCase {
     func testEmptyAndNonImages() {
         assertThrowsImagingError(.empty, try render([]))
         assertThrowsImagingError(.unsupportedFormat, try render(Array("<html>not an image</html>".utf8)))
-        assertThrowsImagingError(.unsupportedFormat, try render(Array("GIF89a".utf8) + [UInt8](repeating: 0, count: 100)))
+        assertThrowsImagingError(.unsupportedFormat, try render(Array("BM".utf8) + [UInt8](repeating: 0, count: 100)))
+        // A GIF signature and nothing after it: a GIF cut short, not a foreign file.
+        assertThrowsImagingError(.truncated, try render(Array("GIF89a".utf8) + [UInt8](repeating: 0, count: 100)))
         // Two bytes of JPEG start are a JPEG cut short, not a foreign file.
         assertThrowsImagingError(.truncated, try render([0xFF, 0xD8]))
     }
@@ -20,7 +22,7 @@ final class BadInputTests: XCTestCase {
     /// Errors for files that are not images name what was found, never the bytes.
     func testUnsupportedFilesAreNamedNotEchoed() {
         let cases: [([UInt8], String)] = [
-            (Array("GIF89a".utf8) + [UInt8](repeating: 0, count: 100), "it looks like GIF"),
+            ([0, 0, 0, 0x0C] + Array("JXL ".utf8) + [UInt8](repeating: 0, count: 20), "it looks like JPEG XL"),
             (Array("BM".utf8) + [UInt8](repeating: 0, count: 100), "it looks like BMP"),
             (Array("RIFF".utf8) + [0, 0, 0, 0] + Array("AVI LIST".utf8) + [UInt8](repeating: 0, count: 20), "unrecognised content"),
             ([0, 0, 0, 0x18] + Array("ftypqt  ".utf8) + [UInt8](repeating: 0, count: 20), "it looks like QuickTime video"),

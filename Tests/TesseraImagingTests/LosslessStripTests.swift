@@ -82,7 +82,9 @@ final class LosslessStripTests: XCTestCase {
 
     func testStripRefusesNonImages() {
         assertThrowsImagingError(.empty, try LosslessStrip.strip([]))
-        assertThrowsImagingError(.unsupportedFormat, try LosslessStrip.strip(Array("GIF89a....".utf8)))
+        assertThrowsImagingError(.unsupportedFormat, try LosslessStrip.strip(Array("BM............".utf8)))
+        // A GIF is read, but not stripped in place: render it.
+        assertThrowsImagingError(.unsupportedFeature, try LosslessStrip.strip(Array("GIF89a....".utf8)))
         assertThrowsImagingError(.truncated, try LosslessStrip.strip([0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 0x4A]))
     }
 }

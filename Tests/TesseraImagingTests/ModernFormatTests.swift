@@ -21,8 +21,8 @@ final class ModernFormatTests: XCTestCase {
         XCTAssertEqual(try info(try Codec.encodeWebP(image, lossless: true)).format, .webp)
         XCTAssertEqual(try info(try heif(image)).format, .avif)
         if Codec.canEncodeHEIC { XCTAssertEqual(try info(try heif(image, hevc: true)).format, .heif) }
-        // GIF and friends: a typed error naming what was found.
-        assertThrowsImagingError(.unsupportedFormat, try Renderer.render(Array("GIF89a".utf8) + [UInt8](repeating: 0, count: 64),
+        // BMP and friends: a typed error naming what was found.
+        assertThrowsImagingError(.unsupportedFormat, try Renderer.render(Array("BM".utf8) + [UInt8](repeating: 0, count: 64),
                                                                           recipes: [recipe([fit(32, 32)])]))
     }
 

@@ -1,13 +1,12 @@
 /// What a file's first bytes say it is, for formats Tessera reads and for the common ones
 /// it does not (so an error can name what it found without echoing the file's content).
 public enum FormatDetection {
-    /// A format Tessera does not read, by its usual name (`GIF`, `BMP`, ...), or nil.
+    /// A format Tessera does not read, by its usual name (`BMP`, `JPEG XL`, ...), or nil.
     public static func foreignFormat(_ b: UnsafeRawBufferPointer) -> String? {
         func starts(_ prefix: [UInt8], at offset: Int = 0) -> Bool {
             b.count >= offset + prefix.count && prefix.enumerated().allSatisfy { b[offset + $0.offset] == $0.element }
         }
         func ascii(_ s: String, at offset: Int = 0) -> Bool { starts(Array(s.utf8), at: offset) }
-        if ascii("GIF87a") || ascii("GIF89a") { return "GIF" }
         if ascii("BM") && b.count >= 14 { return "BMP" }
 
         if ascii("ftyp", at: 4) && b.count >= 12 {
@@ -44,5 +43,5 @@ public enum FormatDetection {
     }
 
     /// The formats Tessera reads, for messages.
-    public static let readable = "JPEG, PNG, WebP, HEIF or AVIF"
+    public static let readable = "JPEG, PNG, WebP, HEIF, AVIF, TIFF or GIF"
 }
