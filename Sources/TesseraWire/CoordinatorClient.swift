@@ -104,9 +104,12 @@ public final class CoordinatorClient: @unchecked Sendable {
     /// (which forgets registered waiters) cannot leave it waiting forever.
     /// A coordinator that is not there at the first ask is an error; one that goes away
     /// later (a restart) is waited for.
-    public func wait(job: String, progress: ((JobStatus) -> Void)? = nil) throws -> JobStatus {
+    /// - Parameter within: an overall limit in seconds (`ClientTimeout` after it); none by default.
+    public func wait(job: String, within: Double? = nil, progress: ((JobStatus) -> Void)? = nil) throws -> JobStatus {
         var answered = false
+        let deadline = within.map { Date().addingTimeInterval($0) }
         while true {
+            if let deadline, Date() >= deadline { throw ClientTimeout(endpoint: endpoint, seconds: within ?? 0) }
             do {
                 let reply = try request(Envelope(MessageType.wait, json: JobQuery(job: job)), timeout: 2)
                 return try reply.decode(JobStatus.self)

@@ -56,6 +56,12 @@ public final class ZMQSocket: @unchecked Sendable {
 
     deinit { close() }
 
+    /// Ends `zmq_socket_monitor` on this socket (its monitor is being closed).
+    func stopMonitor() {
+        guard !closed else { return }
+        zmq_socket_monitor(handle, nil, 0)
+    }
+
     /// Closes the socket (`zmq_close`); pending outgoing messages are dropped (linger 0 unless set).
     public func close() {
         guard !closed else { return }
@@ -220,14 +226,19 @@ public struct ZMQEvent: Sendable, Equatable {
 /// Receives the events of one socket over an inproc PAIR socket.
 public final class ZMQMonitor: @unchecked Sendable {
     public let socket: ZMQSocket
+    private let target: ZMQSocket
+    private var closed = false
 
     /// Starts monitoring `target` for `events` (`zmq_socket_monitor`).
     public init(_ context: ZMQContext, watching target: ZMQSocket, events: ZMQEvent.Kind) throws {
         let address = "inproc://monitor-\(UInt64.random(in: 0...UInt64.max))"
         guard zmq_socket_monitor(target.handle, address, events.rawValue) == 0 else { throw ZMQError.current }
+        self.target = target
         socket = try ZMQSocket(context, .pair)
         try socket.connect(address)
     }
+
+    deinit { close() }
 
     /// The next event, or nil when none is waiting (`dontWait`).
     public func next(dontWait: Bool = true) throws -> ZMQEvent? {
@@ -239,7 +250,15 @@ public final class ZMQMonitor: @unchecked Sendable {
         return ZMQEvent(kind: ZMQEvent.Kind(rawValue: kind), value: value, endpoint: String(decoding: frames[1], as: UTF8.self))
     }
 
-    public func close() { socket.close() }
+    /// Stops the monitoring, then closes the reading end. In that order: libzmq's I/O
+    /// thread sends each event with a blocking send, so an event for a monitor nobody
+    /// reads any more would stall every socket of the context.
+    public func close() {
+        guard !closed else { return }
+        closed = true
+        target.stopMonitor()
+        socket.close()
+    }
 }
 
 /// Waits for several sockets at once (`zmq_poll`).

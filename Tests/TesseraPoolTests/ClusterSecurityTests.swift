@@ -70,7 +70,7 @@ final class ClusterSecurityTests: XCTestCase {
         c.workers.append(try Cluster.spawn(["worker", "--connect", endpoint, "--curve-secret", c.dir + "/keys/good.secret",
                                             "--server-key", server], log: c.dir + "/good.log"))
         let job = try client.submit(try c.job(presets: ["favicon"])).job
-        let end = try client.wait(job: job)
+        let end = try client.wait(job: job, within: 300)
         XCTAssertEqual(end.succeeded, 20)
         let records = try client.results(job: job).map { try JSONDecoder().decode(TaskRecord.self, from: Data($0)) }
         XCTAssertEqual(Set(records.compactMap(\.worker).map { $0.split(separator: "@").first! }).count, 1, "only the good worker ran tasks")

@@ -29,7 +29,7 @@ final class FencingTests: XCTestCase {
         _ = try c.waitFor(job) { $0.done >= 3 }
         kill(frozen.processIdentifier, SIGSTOP)
         try c.startWorker()
-        let end = try c.client.wait(job: job)
+        let end = try c.client.wait(job: job, within: 300)
         XCTAssertEqual(end.succeeded, inputs.count, c.logs().suffix(3000).description)
         try c.assertExactlyOnce(try c.records(job), inputs: inputs)
         let finished = Self.snapshot(c.dir + "/out")

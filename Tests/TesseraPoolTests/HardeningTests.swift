@@ -138,7 +138,7 @@ final class HardeningTests: XCTestCase {
         var fromManifest = try c.job(presets: ["favicon"])
         fromManifest.inputs = [.manifest(manifest)]
         let j1 = try c.client.submit(fromManifest).job
-        _ = try c.client.wait(job: j1)
+        _ = try c.client.wait(job: j1, within: 300)
         let r1 = try c.records(j1)
         XCTAssertEqual(Set(r1.map { ($0.input as NSString).lastPathComponent }), ["link-a.jpg", "link-b.jpg", "shadow.jpg"])
         let written = try FileManager.default.subpathsOfDirectory(atPath: c.dir + "/out")
@@ -149,7 +149,7 @@ final class HardeningTests: XCTestCase {
         XCTAssertFalse(shadow.message.contains("root") || shadow.message.contains("secret") || shadow.message.contains("72 6F"), shadow.message)
         // The directory walk finds the non-UTF-8 name and writes its output under the same bytes.
         let j2 = try c.client.submit(try c.job(presets: ["favicon"]) { $0.output = c.dir + "/out2" }).job
-        _ = try c.client.wait(job: j2)
+        _ = try c.client.wait(job: j2, within: 300)
         let r2 = try c.records(j2)
         let odd = try XCTUnwrap(r2.first { $0.input.contains("caf") })
         XCTAssertEqual(odd.status, .succeeded, odd.error?.message ?? "")

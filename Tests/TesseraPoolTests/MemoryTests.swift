@@ -25,7 +25,7 @@ final class MemoryTests: XCTestCase {
     func submit(_ c: Cluster, _ job: String) throws -> [TaskRecord] {
         let spec = try JobFile.load(path: job)
         let id = try c.client.submit(spec).job
-        _ = try c.client.wait(job: id)
+        _ = try c.client.wait(job: id, within: 300)
         return try c.records(id)
     }
 

@@ -22,7 +22,7 @@ final class PoolTests: XCTestCase {
         for _ in 0..<3 { try c.startWorker() }
         let submitted = try c.client.submit(try c.job())
         XCTAssertEqual(submitted.tasks, 201)
-        let end = try c.client.wait(job: submitted.job)
+        let end = try c.client.wait(job: submitted.job, within: 300)
         XCTAssertEqual(end.state, .failed, "one task failed")
         XCTAssertEqual(end.succeeded, 200)
         XCTAssertEqual(end.failed, 1)
@@ -57,7 +57,7 @@ final class PoolTests: XCTestCase {
         let job = try c.client.submit(try c.job(presets: ["thumbnail", "favicon"])).job
         _ = try c.waitFor(job) { $0.done >= 30 }
         kill(victim.processIdentifier, SIGKILL)
-        let end = try c.client.wait(job: job)
+        let end = try c.client.wait(job: job, within: 300)
         XCTAssertEqual(end.state, .succeeded, c.logs().suffix(3000).description)
         XCTAssertEqual(end.succeeded, 150)
         try c.assertExactlyOnce(try c.records(job), inputs: inputs)
@@ -88,7 +88,7 @@ final class PoolTests: XCTestCase {
         }
         usleep(500_000)
         try c.startCoordinator()
-        let end = try c.client.wait(job: job)
+        let end = try c.client.wait(job: job, within: 300)
         XCTAssertEqual(end.state, .succeeded, c.logs().suffix(3000).description)
         try c.assertExactlyOnce(try c.records(job), inputs: inputs)
         for (path, inode) in inodes {
@@ -109,7 +109,7 @@ final class PoolTests: XCTestCase {
         _ = try c.waitFor(job) { $0.done >= 3 }
         kill(hung.processIdentifier, SIGSTOP)
         try c.startWorker()
-        let end = try c.client.wait(job: job)
+        let end = try c.client.wait(job: job, within: 300)
         kill(hung.processIdentifier, SIGCONT)
         XCTAssertEqual(end.state, .succeeded)
         try c.assertExactlyOnce(try c.records(job), inputs: inputs)
@@ -169,7 +169,7 @@ final class PoolTests: XCTestCase {
         XCTAssertEqual(draining.terminationStatus, 0)
         XCTAssertTrue(c.logs().contains("handing back"))
         try c.startWorker()
-        let end = try c.client.wait(job: job)
+        let end = try c.client.wait(job: job, within: 300)
         XCTAssertEqual(end.state, .succeeded)
         try c.assertExactlyOnce(try c.records(job), inputs: inputs)
     }
@@ -181,7 +181,7 @@ final class PoolTests: XCTestCase {
         try c.startCoordinator()
         try c.startWorker(["--inline"])
         let job = try c.client.submit(try c.job(presets: ["favicon"])).job
-        let end = try c.client.wait(job: job)
+        let end = try c.client.wait(job: job, within: 300)
         XCTAssertEqual(end.state, .succeeded, c.logs())
         let records = try c.records(job)
         try c.assertExactlyOnce(records, inputs: inputs)
@@ -197,7 +197,7 @@ final class PoolTests: XCTestCase {
         let high = try c.client.submit(try c.job(name: "high", presets: ["favicon"]) { $0.priority = 10; $0.inputs = [
             .path(c.dir + "/in/sub", patterns: ["img000*.jpg"], recursive: false)] }).job
         try c.startWorker(["--prefetch", "0"])
-        let highEnd = try c.client.wait(job: high)
+        let highEnd = try c.client.wait(job: high, within: 300)
         XCTAssertEqual(highEnd.state, .succeeded)
         let lowNow = try XCTUnwrap(c.client.status(job: low).jobs.first)
         XCTAssertLessThan(lowNow.done, 20, "the low-priority job waited")

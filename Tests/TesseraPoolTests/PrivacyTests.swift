@@ -44,7 +44,7 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_foreve
         spec.inputs = [.manifest(c.dir + "/manifest.txt")]
         spec.options.maxAttempts = 2
         let job = try c.client.submit(spec).job
-        let end = try c.client.wait(job: job)
+        let end = try c.client.wait(job: job, within: 300)
         XCTAssertEqual(end.failed, 3)
         let records = try c.client.results(job: job).map { String(decoding: $0, as: UTF8.self) }
         XCTAssertEqual(records.count, 3)

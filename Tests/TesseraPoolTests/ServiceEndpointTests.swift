@@ -46,7 +46,7 @@ final class ServiceEndpointTests: XCTestCase {
         XCTAssertTrue(before.contains("\ntessera_queue_depth 30"), before)
         XCTAssertTrue(before.contains("tessera_job_queue_depth{job_id=\"\(job)\",job_name=\"test\",priority=\"0\"} 30"), before)
         try c.startWorker(["--metrics-port", "\(workerPort)"])
-        _ = try c.client.wait(job: job)
+        _ = try c.client.wait(job: job, within: 300)
         // At once: a client told the job is done finds the metrics saying so.
         let after = try httpRequest(port, "/metrics").body
         XCTAssertTrue(after.contains("\ntessera_queue_depth 0"), after)

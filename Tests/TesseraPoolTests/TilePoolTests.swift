@@ -67,7 +67,7 @@ final class TilePoolTests: XCTestCase {
             }
             let submitted = try c.client.submit(spec)
             XCTAssertGreaterThan(submitted.tasks, 4, "a 24 MP source splits into bands")
-            let end = try c.client.wait(job: submitted.job)
+            let end = try c.client.wait(job: submitted.job, within: 300)
             XCTAssertEqual(end.state, .failed, "the truncated source fails")
             XCTAssertEqual(end.failed, 1, "one task for the truncated source, not one per band")
             XCTAssertEqual(end.succeeded, submitted.tasks - 1, c.logs().suffix(3000).description)
@@ -113,7 +113,7 @@ final class TilePoolTests: XCTestCase {
 
             // The same job again: every part unchanged, nothing rewritten.
             let again = try c.client.submit(spec)
-            let end2 = try c.client.wait(job: again.job)
+            let end2 = try c.client.wait(job: again.job, within: 300)
             XCTAssertEqual(end2.skipped, submitted.tasks - 1, c.logs().suffix(2000).description)
             XCTAssertEqual(end2.failed, 1)
         }
@@ -143,7 +143,7 @@ final class TilePoolTests: XCTestCase {
         c.coordinator!.waitUntilExit()
         usleep(300_000)
         try c.startCoordinator()
-        let end = try c.client.wait(job: submitted.job)
+        let end = try c.client.wait(job: submitted.job, within: 300)
         XCTAssertEqual(end.state, .succeeded, c.logs().suffix(3000).description)
         let records = try c.records(submitted.job)
         XCTAssertEqual(records.count, submitted.tasks)
@@ -173,7 +173,7 @@ final class TilePoolTests: XCTestCase {
             s.options.maxAttempts = 1
         }
         let submitted = try c.client.submit(spec)
-        let end = try c.client.wait(job: submitted.job)
+        let end = try c.client.wait(job: submitted.job, within: 300)
         XCTAssertEqual(end.state, .failed)
         let records = try c.records(submitted.job)
         XCTAssertEqual(records.count, submitted.tasks)

@@ -140,7 +140,7 @@ final class TrustTests: XCTestCase {
         c.workers.append(try Cluster.spawn(["worker", "--connect", cc.endpoint, "--curve-secret", cc.keys + "/good.secret",
                                             "--server-key", cc.keys + "/coordinator.pub"], log: c.dir + "/good.log"))
         try evil.send(TaskReport.envelope([TaskReport(ref: held.ref, status: .returned)]))
-        let end = try alice.wait(job: job)
+        let end = try alice.wait(job: job, within: 300)
         XCTAssertEqual(end.succeeded, 4, c.logs())
         let records = try alice.results(job: job).map { try JSONDecoder().decode(TaskRecord.self, from: Data($0)) }
         try c.assertExactlyOnce(records, inputs: inputs)
@@ -215,7 +215,7 @@ final class TrustTests: XCTestCase {
         // Another worker finishes; the revoked one did nothing more.
         c.workers.append(try Cluster.spawn(["worker", "--connect", cc.endpoint, "--curve-secret", cc.keys + "/good.secret",
                                             "--server-key", cc.keys + "/coordinator.pub"], log: c.dir + "/good.log"))
-        let end = try alice.wait(job: job)
+        let end = try alice.wait(job: job, within: 300)
         XCTAssertEqual(end.succeeded, inputs.count)
         let records = try alice.results(job: job).map { try JSONDecoder().decode(TaskRecord.self, from: Data($0)) }
         try c.assertExactlyOnce(records, inputs: inputs)
@@ -245,7 +245,7 @@ final class TrustTests: XCTestCase {
         try thief.send(Envelope(MessageType.status, json: JobQuery(job: nil)))
         let got = try thief.receive(for: 2)
         XCTAssertTrue(got.allSatisfy { $0.type == MessageType.status }, "the thief gets its own reply only: \(got.map(\.type))")
-        let end = try alice.wait(job: job)
+        let end = try alice.wait(job: job, within: 300)
         XCTAssertEqual(end.succeeded, inputs.count)
         let records = try alice.results(job: job).map { try JSONDecoder().decode(TaskRecord.self, from: Data($0)) }
         try c.assertExactlyOnce(records, inputs: inputs)
