@@ -41,14 +41,19 @@ let cTargets: [Target] = [
     // GIF (giflib 5): still frames and animations.
     .systemLibrary(name: "CGIF", pkgConfig: "libgif",
                    providers: [.apt(["libgif-dev"])]),
+    // Video (FFmpeg 5.1): containers from memory, decoders, pixel format conversion.
+    .systemLibrary(name: "CFFmpeg", pkgConfig: "libavformat",
+                   providers: [.apt(["libavformat-dev", "libavcodec-dev", "libswscale-dev", "libavutil-dev"])]),
     // HTTP(S) and S3 (AWS Signature V4) transfers: docs/decisions/013-object-storage.md.
     .systemLibrary(name: "CCurl", pkgConfig: "libcurl",
                    providers: [.apt(["libcurl4-openssl-dev"])]),
     // C that Swift cannot express: the setjmp guards for libjpeg and libpng, SIMD kernels, prctl,
-    // Little CMS's memory plugin, libtiff's variadic tag calls and error handlers.
+    // Little CMS's memory plugin, libtiff's variadic tag calls and error handlers, FFmpeg's
+    // function-like macros (AVERROR) and custom I/O callbacks.
     // zlib (libpng's own dependency, zlib1g-dev): Deflate tiles of pyramidal TIFFs.
-    .target(name: "TesseraShim", dependencies: ["CJPEG", "CPNG", "CCurl", "CLCMS2", "CTIFF", "CGIF"],
-            linkerSettings: [.linkedLibrary("z")]),
+    .target(name: "TesseraShim", dependencies: ["CJPEG", "CPNG", "CCurl", "CLCMS2", "CTIFF", "CGIF", "CFFmpeg"],
+            linkerSettings: [.linkedLibrary("z"), .linkedLibrary("avformat"), .linkedLibrary("avcodec"),
+                             .linkedLibrary("swscale"), .linkedLibrary("avutil")]),
 ]
 
 // MARK: - Libraries

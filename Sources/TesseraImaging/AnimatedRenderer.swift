@@ -20,7 +20,22 @@ enum AnimatedRenderer {
         let frameCount: Int
         let loop: Int
         let path: DecodePath
-        let frames: (_ body: (PixelBuffer, Int) throws -> Void) throws -> Void
+        /// How the frames are turned for display (a video's display matrix).
+        var orientation: Orientation = .up
+        /// Whether frames come reduced to the scale asked for (a video's, by libswscale); the
+        /// others come at `size`.
+        var scalable = false
+        let frames: (_ scaleEighths: Int, _ body: (PixelBuffer, Int) throws -> Void) throws -> Void
+    }
+
+    /// `maxFrames` and `maxDuration`, before any frame is decoded.
+    static func checkLength(frames: Int, milliseconds: Int?, format: String, options: RenderOptions) throws {
+        if options.maxFrames > 0, frames > options.maxFrames {
+            throw ImagingError(.limitExceeded, "\(format) of \(frames) frames, over the limit of \(options.maxFrames) (maxFrames)")
+        }
+        if options.maxDuration > 0, let ms = milliseconds, Double(ms) / 1000 > options.maxDuration {
+            throw ImagingError(.limitExceeded, "\(format) of \(Double(ms) / 1000) s, over the limit of \(options.maxDuration) s (maxDuration)")
+        }
     }
 
     /// The animation in `bytes` (which must outlive it), or nil for a still.
@@ -29,21 +44,36 @@ enum AnimatedRenderer {
         case .gif:
             let gif = try GIFDecoder(bytes: bytes, limits: options.limits)
             guard gif.frameCount > 1 else { return nil }
+            try checkLength(frames: gif.frameCount, milliseconds: Int(gif.scan.duration_cs) * 10, format: "animated GIF", options: options)
             // A GIF without a loop count plays once.
-            return Animation(format: .gif, size: gif.size, frameCount: gif.frameCount, loop: gif.loopCount ?? 1, path: .gifFrames) { body in
+            return Animation(format: .gif, size: gif.size, frameCount: gif.frameCount, loop: gif.loopCount ?? 1, path: .gifFrames) { _, body in
                 try gif.frames(limits: options.limits) { _, canvas, delay in try body(canvas, delay) }
             }
         case .webp:
             guard let webp = try? WebPDecoder(bytes: bytes, limits: options.limits), webp.isAnimated else { return nil }
             let d = try AnimatedWebPDecoder(bytes: bytes, limits: options.limits)
             guard d.frameCount > 1 else { return nil }
-            return Animation(format: .webp, size: d.size, frameCount: d.frameCount, loop: d.loopCount, path: .webpFrames) { body in
+            try checkLength(frames: d.frameCount, milliseconds: nil, format: "animated WebP", options: options)
+            return Animation(format: .webp, size: d.size, frameCount: d.frameCount, loop: d.loopCount, path: .webpFrames) { _, body in
                 var shown = 0
                 while let (image, end) = try d.next() {
                     try body(image, max(0, end - shown))
                     shown = end
                 }
             }
+        case .video:
+            // A preview: frames sampled evenly across the video, each shown 1/fps s, looping.
+            let video = try VideoDecoder(bytes: bytes, limits: options.limits, seconds: options.decodeSeconds, strict: options.strict)
+            try checkLength(frames: 1, milliseconds: video.duration.map { Int($0 * 1000) }, format: "video", options: options)
+            let count = options.previewFrames
+            let delay = max(20, Int((1000 / options.previewFPS).rounded()))
+            var animation = Animation(format: .video, size: video.size, frameCount: count, loop: 0, path: .videoFrames) { eighths, body in
+                let target = Size(width: max(1, (video.size.width * eighths + 7) / 8), height: max(1, (video.size.height * eighths + 7) / 8))
+                try video.samples(count: count, target: target) { frame, _ in try body(frame, delay) }
+            }
+            animation.orientation = video.orientation
+            animation.scalable = true
+            return animation
         default:
             return nil
         }
@@ -55,14 +85,20 @@ enum AnimatedRenderer {
         let clock = Stopwatch()
         for r in recipes { try r.validate() }
         guard let gif = try animation(bytes, options: options) else { return nil }
+        let moving = recipes.indices.filter { animates(recipes[$0].output) }
+        let plans = try moving.map {
+            try OutputPlan(recipe: recipes[$0], storedSize: gif.size, exifOrientation: gif.orientation, policy: options.scalePolicy)
+        }
+        // A video's frames come reduced to the largest scale any output needs.
+        let eighths = gif.scalable ? plans.map(\.minimumScaleEighths).max() ?? 8 : 8
+        let decoded = Size(width: max(1, (gif.size.width * eighths + 7) / 8), height: max(1, (gif.size.height * eighths + 7) / 8))
         // Every frame is decoded: their pixels together count against the limit, before any allocation.
-        let (perFrame, o1) = gif.size.width.multipliedReportingOverflow(by: gif.size.height)
+        let (perFrame, o1) = decoded.width.multipliedReportingOverflow(by: decoded.height)
         let (total, o2) = perFrame.multipliedReportingOverflow(by: gif.frameCount)
         guard !o1, !o2, total <= options.limits.maxPixels else {
-            throw ImagingError(.limitExceeded, "animated \(gif.format == .gif ? "GIF" : "WebP") of \(gif.frameCount) frames of \(gif.size): "
+            throw ImagingError(.limitExceeded, "\(gif.format == .gif ? "animated GIF" : gif.format == .video ? "video preview" : "animated WebP") of \(gif.frameCount) frames of \(decoded): "
                                + "\(o1 || o2 ? "too many" : "\(total)") pixels to decode, over the limit of \(options.limits.maxPixels)")
         }
-        let moving = recipes.indices.filter { animates(recipes[$0].output) }
         let still = recipes.indices.filter { !moving.contains($0) }
         var outputs: [RenderedOutput] = []
         var timings = StageTimings()
@@ -78,9 +114,10 @@ enum AnimatedRenderer {
             let filters: [RecipeOperation]
             var timings = StageTimings()
         }
-        var tracks: [Track] = try moving.map { i in
+        var tracks: [Track] = try moving.indices.map { k in
+            let i = moving[k]
             let recipe = recipes[i]
-            let plan = try OutputPlan(recipe: recipe, storedSize: gif.size, exifOrientation: .up, policy: options.scalePolicy)
+            let plan = plans[k]
             guard !plan.needsAnalysis else {
                 throw ImagingError(.invalidRecipe, "animated outputs crop by a fixed gravity (not attention or trim)")
             }
@@ -92,12 +129,13 @@ enum AnimatedRenderer {
         }
         var time = 0
         var decode = 0.0, last = clock.milliseconds
-        try gif.frames { canvas, delay in
+        let sx = Double(decoded.width) / Double(gif.size.width), sy = Double(decoded.height) / Double(gif.size.height)
+        try gif.frames(eighths) { canvas, delay in
             decode += clock.milliseconds - last
             for k in tracks.indices {
                 let t0 = clock.milliseconds
                 let p = tracks[k].plan
-                var frame = try Filters.resized(canvas, region: p.storedRegion, to: p.storedOutputSize, filter: p.filter)
+                var frame = try Filters.resized(canvas, region: p.storedRegion.scaled(x: sx, y: sy), to: p.storedOutputSize, filter: p.filter)
                 if p.orientation != .up { frame = try p.orientation.apply(to: frame) }
                 if !tracks[k].filters.isEmpty { frame = try Filters.apply(tracks[k].filters, to: frame) }
                 let t1 = clock.milliseconds
@@ -123,9 +161,9 @@ enum AnimatedRenderer {
         }
         timings.close(at: clock.milliseconds, remainderTo: .finish)
         outputs.sort { $0.recipeIndex < $1.recipeIndex }
-        return RenderResult(source: SourceSummary(format: gif.format, storedSize: gif.size, orientation: .up, iccName: nil,
+        return RenderResult(source: SourceSummary(format: gif.format, storedSize: gif.size, orientation: gif.orientation, iccName: nil,
                                                   convertedToSRGB: false, hadGPS: false),
-                            outputs: outputs, decodePath: gif.path, level: gif.frameCount, scaleEighths: 8,
-                            decodedSize: gif.size, timings: timings)
+                            outputs: outputs, decodePath: gif.path, level: gif.frameCount, scaleEighths: eighths,
+                            decodedSize: decoded, timings: timings)
     }
 }

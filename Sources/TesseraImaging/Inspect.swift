@@ -46,7 +46,7 @@ public struct ImageInfo: Sendable, Codable {
             switch ImageFormat.sniff(raw) {
             case .jpeg: return try jpeg(raw)
             case .png: return try png(raw)
-            case .webp, .heif, .avif, .tiff, .gif: return try modern(raw)
+            case .webp, .heif, .avif, .tiff, .gif, .video: return try modern(raw)
             case nil:
                 throw ImagingError(.unsupportedFormat, FormatDetection.unsupportedMessage(raw))
             }

@@ -45,11 +45,16 @@ public struct RenderResult: Sendable {
     /// A pyramidal TIFF's reduced level read (1 is the largest), if one was.
     public let level: Int?
     /// What the record says of the path: `tiff-level-2`, `jpeg`, …
-    public var recordedDecodePath: String { decodePath.recorded(level: level) }
+    public var recordedDecodePath: String {
+        guard let frameTime else { return decodePath.recorded(level: level) }
+        return decodePath.recorded(level: level) + "@" + String(format: "%.2f", frameTime) + "s"
+    }
     /// The DCT scale used, in eighths (8 = full size).
     public let scaleEighths: Int
     public let decodedSize: Size
     public let timings: StageTimings
+    /// A video's poster: the time of the frame used, in seconds.
+    public var frameTime: Double? = nil
 }
 
 /// The pipeline: bytes in, bytes out.
@@ -122,7 +127,8 @@ public enum Renderer {
         // Metadata, flattening and the steps between the timed ones are the finishing's.
         timings.close(at: clock.milliseconds, remainderTo: .finish)
         return RenderResult(source: stage.summary, outputs: outputs, decodePath: stage.decodePath, level: stage.level,
-                            scaleEighths: stage.scaleEighths, decodedSize: stage.decodedSize, timings: timings)
+                            scaleEighths: stage.scaleEighths, decodedSize: stage.decodedSize, timings: timings,
+                            frameTime: stage.frameTime)
     }
 
     /// The pixels of one recipe's output, before encoding: oriented, resized,
@@ -153,6 +159,8 @@ public enum Renderer {
         var decodePath: DecodePath
         /// A pyramidal TIFF's reduced level read (1 is the largest), if one was.
         var level: Int? = nil
+        /// A video's poster frame time.
+        var frameTime: Double? = nil
     }
 
     /// Steps 1-3 and the pixel part of 4: header, plans, one streaming decode into a
@@ -254,7 +262,10 @@ public enum Renderer {
         let channels = max(3, source.channels)
         var bytes = decodedW * channels * 64 + (8 << 20)  // row batches, tables, libjpeg/libpng state
         if plans.contains(where: \.needsAnalysis) { bytes += decodedW * decodedH * channels }  // analysed whole
-        if source.format == .png || source.format == .webp { bytes += decodedW * decodedH * channels }  // decoded whole
+        if source.format == .png || source.format == .webp || source.format == .video {
+            bytes += decodedW * decodedH * channels  // decoded whole
+        }
+        if let frame = source.videoFrameBytes { bytes += frame }  // the decoder's frames
         if let perPixel = source.heifDecodeBytesPerPixel {
             bytes += Int(Double(decodedW * decodedH) * perPixel)  // libheif decodes whole
         }
@@ -278,7 +289,7 @@ public enum Renderer {
         // JPEG (scaled IDCT) and WebP (libwebp's scaler) decode smaller; the others whole.
         var source = first
         var plans = provisional
-        let scalable = source.format == .jpeg || source.format == .webp
+        let scalable = source.format == .jpeg || source.format == .webp || source.format == .video
         var scale = scalable ? plans.map(\.minimumScaleEighths).max()! : 8
         for plan in plans { try options.limits.checkDimensions(plan.outputSize) }
         if options.limits.maxMemoryBytes > 0 {
@@ -413,7 +424,8 @@ public enum Renderer {
         return Stage(summary: summary, images: images, finishTimes: finishTimes, profile: profile,
                      copyright: source.exif?.copyright, density: source.density?.oriented(source.orientation), scaleEighths: source.scaleEighths, decodedSize: decoded,
                      timings: timings,
-                     decodePath: decodePath(source, fastMode: options.fastMode), level: source.tiffLevel ?? source.gifFrame)
+                     decodePath: decodePath(source, fastMode: options.fastMode), level: source.tiffLevel ?? source.gifFrame,
+                     frameTime: source.posterTime)
     }
 
     /// The whole image at `scaleEighths`, stored orientation (for analysis).
@@ -439,6 +451,7 @@ public enum Renderer {
         case .webp: return .webp
         case .tiff: return source.tiffLevel != nil ? .tiffLevel : .tiff
         case .gif: return .gifFrame
+        case .video: return source.posterFromKeyframes ? .videoKeyframe : .videoFrame
         case .heif, .avif: return source.heifThumbnail != nil ? .heifThumbnail : .heifPrimary
         case .jpeg: return source.usedDCScans ? (fastMode ? .progressiveDCOnly : .progressiveDC) : .jpeg
         }

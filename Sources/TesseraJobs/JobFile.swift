@@ -391,6 +391,16 @@ public enum JobFile {
             if let v = m["heifThumbnails"] { o.heifThumbnails = try bool(v, "options.heifThumbnails") }
             if let v = m["page"] { o.page = try int(v, "options.page") }
             if let v = m["frame"] { o.frame = try int(v, "options.frame") }
+            if let v = m["at"] {
+                guard let text = v.string, let t = VideoTime(text) else {
+                    throw error(v, "options.at", "expected seconds (1.5, 1.5s) or a percentage of the video (10%)")
+                }
+                o.at = t
+            }
+            if let v = m["frames"] { o.frames = try int(v, "options.frames") }
+            if let v = m["fps"] { o.fps = try double(v, "options.fps") }
+            if let v = m["maxFrames"] { o.maxFrames = try int(v, "options.maxFrames") }
+            if let v = m["maxDuration"] { o.maxDuration = try double(v, "options.maxDuration") }
             if let p = o.problem() {
                 throw error(m[String(p.field.dropFirst("options.".count))], p.field, p.message)
             }

@@ -3,9 +3,11 @@ import Foundation
 /// Container formats Tessera reads and writes.
 public enum ImageFormat: String, Codable, Sendable, CaseIterable {
     case jpeg, png, webp, heif, avif, tiff, gif
+    /// A video (MP4/MOV/M4V, Matroska/WebM, AVI): read for a poster frame or a preview.
+    case video
 
     /// Formats Tessera writes.
-    public var isWritable: Bool { self != .heif && self != .tiff && self != .gif }
+    public var isWritable: Bool { ![.heif, .tiff, .gif, .video].contains(self) }
 
     /// Recognises a format from its first bytes.
     public static func sniff(_ bytes: UnsafeRawBufferPointer) -> ImageFormat? {
@@ -24,6 +26,11 @@ public enum ImageFormat: String, Codable, Sendable, CaseIterable {
             || (bytes[0] == 0x4D && bytes[1] == 0x4D && bytes[2] == 0 && (bytes[3] == 42 || bytes[3] == 43)) {
             return .tiff
         }
+        // Matroska and WebM (an EBML header); AVI (RIFF).
+        if bytes.count >= 4, bytes[0] == 0x1A, bytes[1] == 0x45, bytes[2] == 0xDF, bytes[3] == 0xA3 { return .video }
+        if ascii("RIFF", at: 0) && ascii("AVI ", at: 8) { return .video }
+        // QuickTime without an ftyp box: its first atom is a movie, media data or padding.
+        if ["moov", "mdat", "wide"].contains(where: { ascii($0, at: 4) }) { return .video }
         // ISO base media: a leading ftyp box; the major and compatible brands say HEIF or AVIF.
         if ascii("ftyp", at: 4), bytes.count >= 16 {
             let boxSize = Int(bytes[0]) << 24 | Int(bytes[1]) << 16 | Int(bytes[2]) << 8 | Int(bytes[3])
@@ -35,19 +42,30 @@ public enum ImageFormat: String, Codable, Sendable, CaseIterable {
                 i += 4
             }
             if brands[0] == "avif" || brands[0] == "avis" { return .avif }
+            // A movie's major brand (MP4, QuickTime, M4V, 3GPP, ...).
+            if videoBrands.contains(brands[0]) || brands[0].hasPrefix("3g") { return .video }
             let heif: Set<String> = ["heic", "heix", "heim", "heis", "hevc", "hevx", "mif1", "msf1"]
-            guard heif.contains(brands[0]) || brands.dropFirst().contains(where: { heif.contains($0) }) else { return nil }
+            guard heif.contains(brands[0]) || brands.dropFirst().contains(where: { heif.contains($0) }) else {
+                return brands.dropFirst().contains(where: { videoBrands.contains($0) }) ? .video : nil
+            }
             return brands.contains("avif") || brands.contains("avis") ? .avif : .heif
         }
         return nil
     }
+
+    /// ftyp brands of movies (ISO/IEC 14496-12 and -14, QuickTime, Apple M4V, Sony XAVC, DASH, Flash).
+    static let videoBrands: Set<String> = [
+        "isom", "iso2", "iso3", "iso4", "iso5", "iso6", "iso7", "iso8", "iso9", "mp41", "mp42", "mp71", "avc1", "qt  ",
+        "M4V ", "M4VH", "M4VP", "MSNV", "mmp4", "XAVC", "dash", "f4v ", "NDAS", "hvc1", "av01",
+    ]
 
     /// What a file name's extension (lowercased, no dot) says the format is: what planning
     /// predicts before the content is read.
     public static let byExtension: [String: ImageFormat] = [
         "jpg": .jpeg, "jpeg": .jpeg, "jpe": .jpeg, "jfif": .jpeg, "png": .png, "webp": .webp,
         "heic": .heif, "heif": .heif, "hif": .heif, "avif": .avif, "tif": .tiff, "tiff": .tiff,
-        "gif": .gif,
+        "gif": .gif, "mp4": .video, "m4v": .video, "mov": .video, "qt": .video, "mkv": .video, "webm": .video,
+        "avi": .video, "3gp": .video, "3g2": .video,
     ]
 
     public var fileExtension: String {
@@ -59,6 +77,7 @@ public enum ImageFormat: String, Codable, Sendable, CaseIterable {
         case .avif: return "avif"
         case .tiff: return "tif"
         case .gif: return "gif"
+        case .video: return "mp4"
         }
     }
 }

@@ -21,6 +21,10 @@ public struct ImagingError: Error, Equatable, Sendable, CustomStringConvertible 
         public static let unsupportedFeature = Code(rawValue: "unsupported-feature")
         /// A valid file compressed with a scheme this build's library was not built with.
         public static let unsupportedCompression = Code(rawValue: "unsupported-compression")
+        /// A video whose codec this build's FFmpeg cannot decode.
+        public static let unsupportedCodec = Code(rawValue: "unsupported-codec")
+        /// Decoding took longer than the task may (a video's decode, cut off cleanly).
+        public static let timedOut = Code(rawValue: "timed-out")
         /// Over a configured limit (bytes, pixels, scans), checked before allocating pixels.
         public static let limitExceeded = Code(rawValue: "limit-exceeded")
         /// The byte budget cannot be met even at the lowest quality.

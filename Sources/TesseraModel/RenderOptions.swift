@@ -30,6 +30,18 @@ public struct RenderOptions: Sendable, Equatable {
     public var page = 0
     /// The frame of an animated GIF to show (from 0), composited as a browser shows it.
     public var frame = 0
+    /// A video's poster frame: when it is taken. nil: the first frame past the first second
+    /// (the start of a shorter video) that is neither near-black nor flat.
+    public var posterTime: VideoTime?
+    /// A video's animated preview: this many frames sampled evenly across it, shown at `previewFPS`.
+    public var previewFrames = 12
+    public var previewFPS = 4.0
+    /// Animated sources (GIF, WebP): at most this many frames, this many seconds (0: no limit),
+    /// checked before any frame is decoded.
+    public var maxFrames = 0
+    public var maxDuration = 0.0
+    /// Seconds a video's demuxing and decoding may take (nil: no bound); past it, `timed-out`.
+    public var decodeSeconds: Double?
 
     public init() {}
 
@@ -65,6 +77,12 @@ public enum DecodePath: String, Sendable, Codable {
     case gifFrames = "gif-frames"
     /// libwebp's animation decoder, every frame (an animated output; `webp-frames-N`).
     case webpFrames = "webp-frames"
+    /// FFmpeg, a poster frame: keyframes only (`video-keyframe`), or every frame decoded up to
+    /// it (`video-frame`); the record adds the frame's time (`video-keyframe@2.00s`).
+    case videoKeyframe = "video-keyframe"
+    case videoFrame = "video-frame"
+    /// FFmpeg, frames sampled across a video for an animated preview (`video-frames-N`).
+    case videoFrames = "video-frames"
 
     /// What a record says: the path, and for a pyramid level which one (`tiff-level-2`).
     public func recorded(level: Int?) -> String { level.map { "\(rawValue)-\($0)" } ?? rawValue }
@@ -91,4 +109,57 @@ public struct DecodeScalePolicy: Sendable, Equatable, Codable {
     }
 
     public static let `default` = DecodeScalePolicy()
+}
+
+/// When in a video its poster frame is taken: seconds from the start, or a fraction of its
+/// length. Written `1.5`, `1.5s` or `10%`.
+public enum VideoTime: Sendable, Equatable, Codable, CustomStringConvertible {
+    case seconds(Double)
+    case fraction(Double)
+
+    public init?(_ text: String) {
+        var t = text.trimmingCharacters(in: .whitespaces)
+        if t.hasSuffix("%") {
+            t.removeLast()
+            guard let p = Double(t.trimmingCharacters(in: .whitespaces)), p.isFinite, (0...100).contains(p) else { return nil }
+            self = .fraction(p / 100)
+            return
+        }
+        if t.hasSuffix("s") { t.removeLast() }
+        guard let s = Double(t.trimmingCharacters(in: .whitespaces)), s.isFinite, s >= 0, s <= 1e7 else { return nil }
+        self = .seconds(s)
+    }
+
+    /// Seconds from the start of a video lasting `duration` (unknown: a fraction means the start).
+    public func seconds(of duration: Double?) -> Double {
+        switch self {
+        case .seconds(let s): return s
+        case .fraction(let f): return (duration ?? 0) * f
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .seconds(let s): return "\(s)s"
+        case .fraction(let f): return "\(f * 100)%"
+        }
+    }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if let s = try? c.decode(Double.self), let t = VideoTime("\(s)") {
+            self = t
+            return
+        }
+        let text = try c.decode(String.self)
+        guard let t = VideoTime(text) else {
+            throw DecodingError.dataCorruptedError(in: c, debugDescription: "expected seconds (1.5, 1.5s) or a percentage (10%), got \"\(text)\"")
+        }
+        self = t
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(description)
+    }
 }

@@ -187,11 +187,20 @@ public struct JobOptions: Codable, Sendable, Equatable {
     public var page = 0
     /// The frame of animated GIFs to render (from 0), as a browser shows it; stills have only frame 0.
     public var frame = 0
+    /// Videos: when the poster frame is taken (nil: past the first second, not near-black or flat).
+    public var at: VideoTime?
+    /// Videos: an animated preview's frames (sampled evenly) and its playback rate.
+    public var frames = 12
+    public var fps = 4.0
+    /// Animated sources: at most this many frames and seconds (0: no limit).
+    public var maxFrames = 0
+    public var maxDuration = 0.0
 
     public init() {}
 
     enum CodingKeys: String, CodingKey {
         case maxMegapixels, maxInputMB, strict, maxAttempts, timeout, inline, incremental, fast, heifThumbnails, page, frame
+        case at, frames, fps, maxFrames, maxDuration
     }
 
     public init(from decoder: Decoder) throws {
@@ -209,6 +218,11 @@ public struct JobOptions: Codable, Sendable, Equatable {
         heifThumbnails = try c.decodeIfPresent(Bool.self, forKey: .heifThumbnails) ?? d.heifThumbnails
         page = try c.decodeIfPresent(Int.self, forKey: .page) ?? d.page
         frame = try c.decodeIfPresent(Int.self, forKey: .frame) ?? d.frame
+        at = try c.decodeIfPresent(VideoTime.self, forKey: .at)
+        frames = try c.decodeIfPresent(Int.self, forKey: .frames) ?? d.frames
+        fps = try c.decodeIfPresent(Double.self, forKey: .fps) ?? d.fps
+        maxFrames = try c.decodeIfPresent(Int.self, forKey: .maxFrames) ?? d.maxFrames
+        maxDuration = try c.decodeIfPresent(Double.self, forKey: .maxDuration) ?? d.maxDuration
     }
 
     /// A pyramid never holds the whole image: a tiles job whose options do not say
@@ -233,6 +247,12 @@ public struct JobOptions: Codable, Sendable, Equatable {
         o.heifThumbnails = heifThumbnails
         o.page = page
         o.frame = frame
+        o.posterTime = at
+        o.previewFrames = frames
+        o.previewFPS = fps
+        o.maxFrames = maxFrames
+        o.maxDuration = maxDuration
+        o.decodeSeconds = timeout
         return o
     }
 }
@@ -490,13 +510,18 @@ extension JobOptions {
         ("timeout", 0.1...604_800, "seconds"),
         ("page", 0...9_999, "(pages count from 0)"),
         ("frame", 0...99_999, "(frames count from 0)"),
+        ("frames", 1...1000, "frames"),
+        ("fps", 0.1...60, "frames per second"),
+        ("maxFrames", 0...1_000_000, "frames (0: no limit)"),
+        ("maxDuration", 0...86_400, "seconds (0: no limit)"),
     ]
 
     /// The first option out of its range, as (field, message), or nil.
     public func problem() -> (field: String, message: String)? {
         let values: [String: Double] = ["maxMegapixels": maxMegapixels, "maxInputMB": Double(maxInputMB),
                                         "maxAttempts": Double(maxAttempts), "timeout": timeout,
-                                        "page": Double(page), "frame": Double(frame)]
+                                        "page": Double(page), "frame": Double(frame), "frames": Double(frames), "fps": fps,
+                                        "maxFrames": Double(maxFrames), "maxDuration": maxDuration]
         for (field, _, _) in Self.ranges {
             if let message = Self.rangeProblem(field, values[field]!) { return ("options.\(field)", message) }
         }

@@ -12,7 +12,7 @@ struct Render: ParsableCommand {
         abstract: "Render images to a size, presets or recipes, in this process.",
         discussion: """
             Inputs are files or directories (searched recursively for JPEG, PNG, WebP, \
-            HEIC/HEIF, AVIF and TIFF by extension, any case), or - for standard input. Each input \
+            HEIC/HEIF, AVIF, TIFF, GIF and videos by extension, any case), or - for standard input. Each input \
             is decoded once for all of its outputs. Outputs are written \
             atomically under OUTDIR (or to standard output with -o -), named by --template: \
             {dir} (relative to the input directory), {stem}, {ext}, {srcext} (the input's own \
@@ -54,8 +54,23 @@ struct Render: ParsableCommand {
     @Option(help: "Animated GIF: the frame to render, from 0, as a browser shows it.")
     var frame: Int = 0
 
-    @Flag(help: "Animated GIF: keep it animated — every frame resized, delays and loops kept — as an animated WebP (with --format webp, auto or original; still formats get the first frame).")
+    @Flag(help: "Animated GIF or WebP: keep it animated — every frame resized, delays and loops kept — as an animated WebP (with --format webp, auto or original; still formats get the first frame). A video: an animated preview of --frames frames sampled across it.")
     var animated = false
+
+    @Option(help: "Video: when the poster frame is taken, in seconds (1.5, 1.5s) or a percentage of its length (10%). Default: the first frame past the first second that is neither near-black nor flat.")
+    var at: String?
+
+    @Option(help: "Video with --animated: the preview's frames, sampled evenly across the video.")
+    var frames: Int = 12
+
+    @Option(help: "Video with --animated: the preview's frames per second.")
+    var fps: Double = 4
+
+    @Option(help: "Animated sources and videos: refuse more frames than this (0: no limit).")
+    var maxFrames: Int = 0
+
+    @Option(help: "Animated sources and videos: refuse a longer running time, in seconds (0: no limit).")
+    var maxDuration: Double = 0
 
     @Option(parsing: .unconditional, help: "Largest output file in bytes: the highest quality that fits (binary search), or the task fails.")
     var maxBytes: Int?
@@ -364,6 +379,17 @@ struct Render: ParsableCommand {
         options.page = page
         guard frame >= 0 else { throw ValidationError("--frame counts from 0, got \(frame)") }
         options.frame = frame
+        if let at {
+            guard let t = VideoTime(at) else { throw ValidationError("--at: expected seconds (1.5, 1.5s) or a percentage (10%), got \(at)") }
+            options.posterTime = t
+        }
+        for (field, value) in [("frames", Double(frames)), ("fps", fps), ("maxFrames", Double(maxFrames)), ("maxDuration", maxDuration)] {
+            if let problem = JobOptions.rangeProblem(field, value) { throw ValidationError("--\(field): \(problem)") }
+        }
+        options.previewFrames = frames
+        options.previewFPS = fps
+        options.maxFrames = maxFrames
+        options.maxDuration = maxDuration
         if let r = dctResidual { options.scalePolicy.minimumResidual = r }
         if let s = dctScales {
             options.scalePolicy.preferredEighths = s.split(separator: ",").compactMap { Int($0) }.sorted()

@@ -25,6 +25,10 @@ final class SourceDecoder {
     private let heif: HEIFDecoder?
     private let tiff: TIFFDecoder?
     private let gif: GIFDecoder?
+    private let video: VideoDecoder?
+    /// A video's poster: when it was, and whether keyframes alone were decoded to find it.
+    private(set) var posterTime: Double?
+    private(set) var posterFromKeyframes = false
     /// HEIF: the thumbnail item decoded instead of the primary image, when one covers every output.
     private(set) var heifThumbnail: UInt32?
     /// What decoding a HEIF/AVIF holds per pixel at its peak (nil for other formats).
@@ -81,6 +85,7 @@ final class SourceDecoder {
             heif = nil
             tiff = nil
             gif = nil
+            video = nil
             jpegHeader = d.header
             storedSize = Size(width: d.header.width, height: d.header.height)
             exif = d.exif.flatMap(Exif.read)
@@ -94,6 +99,7 @@ final class SourceDecoder {
             heif = nil
             tiff = nil
             gif = nil
+            video = nil
             pngHeader = d.header
             storedSize = Size(width: d.header.width, height: d.header.height)
             exif = d.header.exif.flatMap(Exif.read)
@@ -107,6 +113,7 @@ final class SourceDecoder {
             heif = nil
             tiff = nil
             gif = nil
+            video = nil
             storedSize = d.size
             exif = d.exif.flatMap(Exif.read)
             iccProfile = d.iccProfile
@@ -116,6 +123,7 @@ final class SourceDecoder {
                                     releaseReads: options.inputIsFileMap)
             tiff = d
             gif = nil
+            video = nil
             jpeg = nil
             png = nil
             webp = nil
@@ -128,12 +136,27 @@ final class SourceDecoder {
         case .gif:
             let d = try GIFDecoder(bytes: bytes, limits: options.limits)
             gif = d
+            video = nil
             jpeg = nil
             png = nil
             webp = nil
             heif = nil
             tiff = nil
             storedSize = d.size
+        case .video:
+            let d = try VideoDecoder(bytes: bytes, limits: options.limits, seconds: options.decodeSeconds, strict: options.strict)
+            video = d
+            jpeg = nil
+            png = nil
+            webp = nil
+            heif = nil
+            tiff = nil
+            gif = nil
+            storedSize = d.size
+            // The display matrix plays EXIF's part; the colour description becomes a profile
+            // where its primaries are not sRGB's (HDR is tone-mapped when frames convert).
+            orientationOverride = d.orientation
+            iccProfile = d.isHDR ? nil : Self.profile(for: d.nclx)
         case .heif, .avif:
             let d = try HEIFDecoder(bytes: bytes, limits: options.limits)
             heif = d
@@ -142,6 +165,7 @@ final class SourceDecoder {
             webp = nil
             tiff = nil
             gif = nil
+            video = nil
             storedSize = d.size
             exif = d.exif.flatMap(Exif.read)
             xmp = d.xmp
@@ -197,8 +221,26 @@ final class SourceDecoder {
         heif?.hasAlpha ?? webp?.hasAlpha ?? tiff?.hasAlpha ?? gif?.mayHaveAlpha ?? pngHeader?.hasTransparency ?? false
     }
 
+    /// What a video's decoder holds: its reference frames at the coded size (YUV 4:2:0 at 8 or
+    /// 16 bits), a few of them.
+    var videoFrameBytes: Int? {
+        guard let video else { return nil }
+        return storedSize.width * storedSize.height * 3 / 2 * (video.bits > 8 ? 2 : 1) * 6
+    }
+
     /// How the image is coded, for `inspect`: `lossy`, `lossless`, `animated lossy`, `HEVC`, `AV1`, ...
     var codingDescription: String? {
+        if let video {
+            var parts = [video.codec, "\(video.bits)-bit \(video.pixelFormat)"]
+            if let d = video.duration { parts.append(String(format: "%.2f s", d)) }
+            if video.fps > 0 { parts.append(String(format: "%.3g fps", video.fps)) }
+            if video.frameCount > 0 { parts.append("\(video.frameCount) frames") }
+            if video.rotation != 0 { parts.append("rotated \(video.rotation)°") }
+            let n = video.nclx
+            parts.append("colour \(n.primaries)/\(n.transfer)/\(n.matrix)\(n.fullRange ? " full" : " limited")"
+                         + (n.isPQ ? " (PQ)" : n.isHLG ? " (HLG)" : ""))
+            return parts.joined(separator: ", ")
+        }
         if let webp { return (webp.isAnimated ? "animated " : "") + webp.compression }
         if let tiff { return tiff.description }
         if let gif {
@@ -221,6 +263,7 @@ final class SourceDecoder {
     /// Top-level structure for `inspect` (WebP: which metadata chunks; HEIF: items found).
     var structure: [String] {
         var s: [String] = []
+        if let video { s.append("container \(video.container)") }
         if let webp {
             s.append(webp.isAnimated ? "ANIM" : webp.compression == "lossless" ? "VP8L" : "VP8")
             if webp.iccProfile != nil { s.append("ICCP") }
@@ -337,6 +380,17 @@ final class SourceDecoder {
             scaleEighths = 8
             if image.bits > 8 { deep = DeepToEight(bits: image.bits, nclx: heif.nclx) }
             heifImage = image
+        } else if let video {
+            // libswscale reduces the frame to the DCT-like size the plan asked for.
+            let target = Size(width: max(1, (storedSize.width * requested + 7) / 8),
+                              height: max(1, (storedSize.height * requested + 7) / 8))
+            let poster = try video.poster(at: options.posterTime, target: target)
+            posterTime = poster.time
+            posterFromKeyframes = poster.keyframesOnly
+            decodedSize = target
+            channels = 3
+            scaleEighths = requested
+            whole = poster.image
         } else if let gif {
             let image = try gif.decode(frame: options.frame, limits: options.limits)
             decodedSize = storedSize

@@ -63,6 +63,8 @@ extension TileSourceInfo {
             if (try? d.start(scaleEighths: 8, maxBatchRows: 1)) != nil { channels = d.channels == 4 ? 4 : d.channels == 1 ? 1 : 3 }
             return TileSourceInfo(format: .tiff, width: size.width, height: size.height, progressive: false,
                                   restartSeekable: true, wholeImageBytes: d.tiffBandMemory ?? 0, channels: channels)
+        case .video:
+            throw ImagingError(.unsupportedFeature, "a video is not tiled: make its poster frame with a thumbnail job, then tile that")
         case .webp, .heif, .avif, .gif:
             // No streaming decoder: the image is decoded whole (once per part), within the budget.
             let d = try SourceDecoder(bytes: bytes, options: { var o = RenderOptions(); o.limits = limits; return o }())
@@ -123,7 +125,7 @@ public struct TileRenderer {
         case .png:
             base = try PNGRowSource(bytes: bytes, limits: limits)
             try base.seek(to: startRow << shift)
-        case .webp, .heif, .avif, .tiff, .gif:
+        case .webp, .heif, .avif, .tiff, .gif, .video:
             base = try DecodedRowSource(bytes: bytes, limits: limits, inputIsFileMap: inputIsFileMap)
             try base.seek(to: startRow << shift)
         }

@@ -365,6 +365,73 @@ int ts_limit_malloc_arenas(int arenas);
 /// returns 1 on success. Called once, before the first profile is opened.
 int ts_lcms_limit_allocations(void);
 
+// MARK: - Video (FFmpeg's libavformat, libavcodec, libswscale): poster frames and previews
+
+typedef struct ts_video ts_video;
+
+/// Containers, as Tessera's detection names them (each opens one demuxer, never a probe).
+enum { TS_VIDEO_ISOBMFF = 1, TS_VIDEO_MATROSKA = 2, TS_VIDEO_AVI = 3 };
+/// Results: 0 is success.
+enum {
+    TS_VIDEO_END = 1,                ///< no more frames (or the packet budget is spent)
+    TS_VIDEO_CORRUPT = 2,
+    TS_VIDEO_TRUNCATED = 3,          ///< failed after reading past the end of the bytes
+    TS_VIDEO_UNSUPPORTED_CODEC = 4,
+    TS_VIDEO_UNSUPPORTED = 5,        ///< this FFmpeg lacks the demuxer
+    TS_VIDEO_TIMEOUT = 6,
+    TS_VIDEO_NOMEM = 7,
+};
+
+/// What the container and the chosen video stream declare (before any frame is decoded).
+typedef struct {
+    int width, height;               ///< coded frame size
+    int rotation;                    ///< clockwise degrees to turn the frame for display (0, 90, 180, 270)
+    int mirrored;                    ///< the display matrix mirrors too
+    double duration;                 ///< seconds; < 0 unknown
+    double fps;                      ///< 0 unknown
+    int64_t frames;                  ///< 0 unknown
+    int bits;                        ///< bits per luma sample
+    int primaries, transfer, matrix; ///< ITU-T H.273 codes (FFmpeg's AVCOL_*)
+    int full_range;
+    double red[2], green[2], blue[2], white[2];  ///< chromaticities of the primaries
+    int max_lowres;                  ///< the decoder decodes at 1/2^n for n up to this
+    char codec[32];
+    char container[48];
+    char pixel_format[32];
+} ts_video_info;
+
+/// Opens `data` (not copied; must outlive the handle) as `container`. Always returns a handle
+/// (NULL only without memory) to close; `code` says whether it opened. `seconds` > 0 bounds
+/// the time demuxing and decoding may take from now (TS_VIDEO_TIMEOUT after).
+ts_video *ts_video_open(const uint8_t *data, size_t size, int container, double seconds, int *code);
+const char *ts_video_message(const ts_video *v);
+void ts_video_info_get(const ts_video *v, ts_video_info *info);
+/// Opens the decoder: at 1/2^`lowres` where the codec can, on `threads` threads.
+int ts_video_begin(ts_video *v, int lowres, int threads);
+/// Seeks to the keyframe at or before `seconds` (from the stream's start).
+int ts_video_seek(ts_video *v, double seconds);
+/// What the decoder may skip: all but keyframes; frames no other frame refers to; deblocking.
+void ts_video_set_skip(ts_video *v, int keyframes_only, int skip_nonref, int skip_loop_filter);
+/// Decodes the next frame (its time in seconds from the start in `pts`); TS_VIDEO_END at the
+/// end or after `max_packets` (> 0) packets since the last seek.
+int ts_video_next(ts_video *v, int64_t max_packets, double *pts);
+/// Whether the demuxer ever read past the end of the bytes (a file cut short).
+int ts_video_hit_end(const ts_video *v);
+/// Whether the container's own sizes (top-level boxes, the Matroska Segment, the RIFF chunk)
+/// say it goes on past `size`: a file cut short.
+int ts_video_declared_overrun(const uint8_t *data, size_t size, int container);
+/// The time of the keyframe at or before `seconds` in the container's index (-1: no index entry).
+double ts_video_keyframe_before(const ts_video *v, double seconds);
+/// Whether a frame has been decoded (the current frame stays until another is).
+int ts_video_has_frame(const ts_video *v);
+/// The current frame's luma mean and standard deviation (0...1 of the nominal range,
+/// from at most 64 x 64 samples) and its size.
+void ts_video_frame_stats(const ts_video *v, double *mean, double *spread, int *width, int *height);
+/// The current frame as RGB (8-bit, or 16-bit little-endian when `deep`) of `width` x `height`,
+/// with the frame's own matrix and range.
+int ts_video_convert(ts_video *v, int width, int height, int deep, uint8_t *dst, int stride);
+void ts_video_close(ts_video *v);
+
 #ifdef __cplusplus
 }
 #endif
