@@ -138,7 +138,7 @@ public struct ImageInfo: Sendable, Codable {
         return info
     }
 
-    /// WebP, HEIF, AVIF, TIFF and GIF, through their decoders' headers (no pixels decoded).
+    /// WebP, HEIF, AVIF, TIFF, GIF and videos, through their decoders' headers (no pixels decoded).
     private static func modern(_ raw: UnsafeRawBufferPointer) throws -> ImageInfo {
         // Nothing is decoded: any size can be described.
         var options = RenderOptions()
@@ -154,8 +154,8 @@ public struct ImageInfo: Sendable, Codable {
                              copyright: nil, camera: nil, hasXMP: source.xmp != nil, hasIPTC: false, comments: 0,
                              trailingBytes: 0, structure: source.structure)
         if let e = source.exif { apply(e, to: &info) }
-        if source.format == .tiff {
-            // TIFF: the Orientation tag (274) in the page's own directory.
+        if source.format == .tiff || source.format == .video {
+            // TIFF: the Orientation tag (274) in the page's own directory; a video: its display matrix.
             let o = source.orientation.exifValue
             info.orientation = o
             if o >= 5 {

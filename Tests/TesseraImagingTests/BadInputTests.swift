@@ -24,8 +24,8 @@ final class BadInputTests: XCTestCase {
         let cases: [([UInt8], String)] = [
             ([0, 0, 0, 0x0C] + Array("JXL ".utf8) + [UInt8](repeating: 0, count: 20), "it looks like JPEG XL"),
             (Array("BM".utf8) + [UInt8](repeating: 0, count: 100), "it looks like BMP"),
-            (Array("RIFF".utf8) + [0, 0, 0, 0] + Array("AVI LIST".utf8) + [UInt8](repeating: 0, count: 20), "unrecognised content"),
-            ([0, 0, 0, 0x18] + Array("ftypqt  ".utf8) + [UInt8](repeating: 0, count: 20), "it looks like QuickTime video"),
+            (Array("RIFF".utf8) + [0, 0, 0, 0] + Array("WAVEfmt ".utf8) + [UInt8](repeating: 0, count: 20), "unrecognised content"),
+            ([0, 0, 0, 0x18] + Array("ftypcrx ".utf8) + [UInt8](repeating: 0, count: 20), "it looks like ISO media (crx)"),
             (Array("%PDF-1.7\n".utf8) + [0x80, 0x81], "it looks like PDF"),
             (Array("root:$6$secret:19000:0:99999:7:::\n".utf8), "it looks like text"),
             ([0x00, 0x01, 0x02, 0x03, 0xFE, 0x99, 0x42, 0x13], "unrecognised content"),

@@ -14,8 +14,7 @@ public enum FormatDetection {
             switch brand {
             case "avif", "avis": return "AVIF"
             case "heic", "heix", "heim", "heis", "hevc", "hevx", "mif1", "msf1": return "HEIF"
-            case "qt  ": return "QuickTime video"
-            default: return brand.hasPrefix("3g") || brand.hasPrefix("mp4") || brand.hasPrefix("iso") ? "MP4 video" : "ISO media (\(brand.filter { $0.isLetter || $0.isNumber }))"
+            default: return "ISO media (\(brand.filter { $0.isLetter || $0.isNumber }))"
             }
         }
         if starts([0x00, 0x00, 0x00, 0x0C, 0x4A, 0x58, 0x4C, 0x20]) || starts([0xFF, 0x0A]) { return "JPEG XL" }
@@ -24,7 +23,6 @@ public enum FormatDetection {
         if ascii("8BPS") { return "Photoshop (PSD)" }
         if starts([0x00, 0x00, 0x01, 0x00]) && b.count >= 6 { return "ICO" }
         if ascii("qoif") { return "QOI" }
-        if ascii("\u{1A}E\u{DF}\u{A3}") { return "Matroska/WebM video" }
         if ascii("PK\u{03}\u{04}") { return "ZIP archive" }
         if starts([0x1F, 0x8B]) { return "gzip data" }
         if ascii("<?xml") || ascii("<svg") { return "XML/SVG" }
@@ -43,5 +41,5 @@ public enum FormatDetection {
     }
 
     /// The formats Tessera reads, for messages.
-    public static let readable = "JPEG, PNG, WebP, HEIF, AVIF, TIFF or GIF"
+    public static let readable = "JPEG, PNG, WebP, HEIF, AVIF, TIFF, GIF or video"
 }
