@@ -124,7 +124,7 @@ enum AnimatedRenderer {
             let s = recipe.output
             let encoder = try AnimatedWebPEncoder(width: plan.outputSize.width, height: plan.outputSize.height,
                                                   quality: s.jpegQuality, lossless: s.lossless, method: s.webpMethod,
-                                                  loop: gif.loop)
+                                                  loop: gif.loop, mixed: gif.format == .gif)
             return Track(index: i, plan: plan, encoder: encoder, filters: recipe.operations.filter(\.isFilter))
         }
         var time = 0

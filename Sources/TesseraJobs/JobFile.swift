@@ -278,6 +278,8 @@ public enum JobFile {
                 }
                 do { try recipe.validate() } catch let e as ImagingError { throw error(f, "\(field).formats", e.reason) }
             }
+            // `animated: true`: an animated source (GIF, WebP, video) stays animated in WebP.
+            if let a = m["animated"] { recipe.output.animated = try bool(a, "\(field).animated") }
             var template: String?
             if let t = m["path"] {
                 let s = try string(t, "\(field).path")

@@ -109,8 +109,9 @@ public struct OutputSpec: Codable, Sendable, Equatable {
         var formats: [FormatChoice]?
         var cacheControl: String?
         var scales: [Double]?
+        var animated: Bool?
 
-        enum CodingKeys: String, CodingKey { case name, preset, recipe, path, formats, cacheControl, scales }
+        enum CodingKeys: String, CodingKey { case name, preset, recipe, path, formats, cacheControl, scales, animated }
 
         init(from decoder: Decoder) throws {
             try JobFields.check(decoder, allowed: JobFields.output)
@@ -122,6 +123,7 @@ public struct OutputSpec: Codable, Sendable, Equatable {
             formats = try c.decodeIfPresent([FormatChoice].self, forKey: .formats)
             cacheControl = try c.decodeIfPresent(String.self, forKey: .cacheControl)
             scales = try c.decodeIfPresent([Double].self, forKey: .scales)
+            animated = try c.decodeIfPresent(Bool.self, forKey: .animated)
         }
 
         /// The output, its preset taken from `catalog`; `field` names it in errors.
@@ -144,6 +146,7 @@ public struct OutputSpec: Codable, Sendable, Equatable {
             }
             // `formats: [avif, webp, jpeg]` on the output: one file per format, one decode.
             if let formats { recipe.output.formats = formats }
+            if let animated { recipe.output.animated = animated }
             return OutputSpec(name: outputName, recipe: recipe, path: path, cacheControl: cacheControl, scales: scales)
         }
     }

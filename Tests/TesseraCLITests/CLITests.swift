@@ -223,3 +223,31 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(try tessera(["inspect", dir + "/in/sub/broken.jpg"]).status, 1)
     }
 }
+
+/// The media job (`jobs/media-previews.yaml`): a photo, an animated GIF and a video (with a
+/// black first second), each a 320 px still and a 160 px animated preview.
+final class MediaJobTests: XCTestCase {
+    func testAFolderOfPhotosGIFsAndVideosGetsStillsAndPreviews() throws {
+        let repo = ReadmeTests.repository.path
+        let out = NSTemporaryDirectory() + "tessera-media-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: out) }
+        let r = try tessera(["run", repo + "/jobs/media-previews.yaml", "--output", out, "--report", out + "/records"])
+        XCTAssertEqual(r.status, 0, r.stdout + r.stderr)
+        XCTAssertTrue(r.stdout.contains("3 ok"), r.stdout)
+        func frames(_ name: String) throws -> Int {
+            let b = [UInt8](try Data(contentsOf: URL(fileURLWithPath: out + "/" + name)))
+            // ANMF chunks: one per frame of an animated WebP (none in a still).
+            return (0..<max(0, b.count - 4)).filter { b[$0] == 0x41 && b[$0 + 1] == 0x4E && b[$0 + 2] == 0x4D && b[$0 + 3] == 0x46 }.count
+        }
+        XCTAssertGreaterThan(try frames("life.preview.webp"), 8, "the GIF's own frames")
+        XCTAssertGreaterThanOrEqual(try frames("mandelbrot.preview.webp"), 9, "12 samples (the black ones merged)")
+        XCTAssertEqual(try frames("mei_Canon_EOS_1000D.preview.webp"), 0, "a photo's preview is a still")
+        let poster = try Renderer.decode([UInt8](try Data(contentsOf: URL(fileURLWithPath: out + "/mandelbrot.still.jpg"))))
+        XCTAssertEqual(poster.width, 320)
+        let mean = Double(poster.bytes.reduce(0) { $0 + Int($1) }) / Double(poster.bytes.count)
+        XCTAssertGreaterThan(mean, 30, "the poster is past the black second")
+        let records = try String(contentsOfFile: out + "/records.jsonl", encoding: .utf8)
+        XCTAssertTrue(records.contains("\"video-frames-12\""), records)
+        XCTAssertTrue(records.contains("\"gif-frames-"), records)
+    }
+}

@@ -208,6 +208,14 @@ final class VideoTests: XCTestCase {
             for _ in 0..<40 { damaged[Int.random(in: 64..<damaged.count, using: &rng)] ^= UInt8.random(in: 1...255, using: &rng) }
             do { _ = try Renderer.render(damaged, recipes: [recipe([fit(64, 64)])], options: lenient) } catch is ImagingError {}
         }
+        // Playlists and concat lists name other files: they are text, never handed to FFmpeg.
+        for text in ["#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXTINF:10,\nfile:///etc/passwd\n", "ffconcat version 1.0\nfile /etc/passwd\n"] {
+            assertThrowsImagingError(.unsupportedFormat, try Renderer.render(Array(text.utf8), recipes: [recipe([fit(64, 64)])]))
+        }
+        // Decoding that outruns the task's time stops cleanly.
+        var hurried = RenderOptions()
+        hurried.decodeSeconds = 1e-6
+        assertThrowsImagingError(.timedOut, try Renderer.render(mp4, recipes: [recipe([fit(64, 64)])], options: hurried))
         var small = RenderOptions()
         small.limits.maxPixels = 320 * 240 - 1
         assertThrowsImagingError(.limitExceeded, try Renderer.render(mp4, recipes: [recipe([fit(64, 64)])], options: small))

@@ -10,8 +10,9 @@ final class AnimatedWebPEncoder {
     let width: Int, height: Int
     private(set) var frames = 0
 
-    /// `loop`: 0 plays forever, N plays N times.
-    init(width: Int, height: Int, quality: Int, lossless: Bool, method: Int, loop: Int) throws {
+    /// `loop`: 0 plays forever, N plays N times. `mixed`: each lossy frame may be stored
+    /// losslessly where that is smaller (palette art: a GIF's frames).
+    init(width: Int, height: Int, quality: Int, lossless: Bool, method: Int, loop: Int, mixed: Bool = false) throws {
         self.width = width
         self.height = height
         var options = WebPAnimEncoderOptions()
@@ -20,6 +21,7 @@ final class AnimatedWebPEncoder {
         }
         options.anim_params.loop_count = Int32(max(0, min(65535, loop)))
         options.anim_params.bgcolor = 0
+        options.allow_mixed = mixed && !lossless ? 1 : 0
         guard let e = WebPAnimEncoderNew(Int32(width), Int32(height), &options) else {
             throw ImagingError(.outOfMemory, "no memory for a \(width)x\(height) animated WebP encoder")
         }
