@@ -218,6 +218,36 @@ def gifs():
     return seeds
 
 
+def videos():
+    """Tiny videos by Debian's ffmpeg (deterministic encoders, single-threaded): every container
+    and codec the video target reads, a rotation, 10-bit HLG, a black start."""
+    import subprocess, tempfile
+    src = "testsrc2=size=64x48:rate=10:duration=1"
+    cases = {
+        "h264.mp4": ["-c:v", "libx264", "-preset", "veryfast", "-g", "4", "-pix_fmt", "yuv420p"],
+        "h264_faststart.mp4": ["-c:v", "libx264", "-preset", "veryfast", "-bf", "2", "-pix_fmt", "yuv420p", "-movflags", "faststart"],
+        "hevc_rotated.mov": ["-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "log-level=error", "-tag:v", "hvc1",
+                             "-pix_fmt", "yuv420p", "-metadata:s:v:0", "rotate=270"],
+        "hevc_hlg10.mp4": ["-c:v", "libx265", "-preset", "ultrafast", "-pix_fmt", "yuv420p10le",
+                           "-x265-params", "colorprim=bt2020:transfer=arib-std-b67:colormatrix=bt2020nc:log-level=error"],
+        "vp9.webm": ["-c:v", "libvpx-vp9", "-b:v", "50k", "-deadline", "realtime"],
+        "vp8.mkv": ["-c:v", "libvpx", "-b:v", "50k"],
+        "av1.mkv": ["-c:v", "libsvtav1", "-preset", "12"],
+        "mpeg4.avi": ["-c:v", "mpeg4", "-q:v", "8"],
+        "mjpeg.avi": ["-c:v", "mjpeg", "-q:v", "8"],
+    }
+    seeds = {}
+    with tempfile.TemporaryDirectory() as d:
+        for name, args in cases.items():
+            path = os.path.join(d, name)
+            r = subprocess.run(["ffmpeg", "-v", "error", "-y", "-threads", "1", "-f", "lavfi", "-i", src, "-fflags", "+bitexact",
+                                "-flags:v", "+bitexact"] + args + [path], capture_output=True)
+            if r.returncode == 0:
+                with open(path, "rb") as f:
+                    seeds[name] = f.read()
+    return seeds
+
+
 def jobs(root):
     seeds = {}
     for d in ("jobs", "examples/recipes"):
@@ -253,6 +283,9 @@ if sys.argv[1:] == ["tiff"]:  # one target's seeds, the others left as committed
 if sys.argv[1:] == ["gif"]:
     write("gif", gifs())
     sys.exit(0)
+if sys.argv[1:] == ["video"]:
+    write("video", videos())
+    sys.exit(0)
 j, p = jpegs(), pngs()
 images = {**j, **p}
 write("render", {**images, **webps()})
@@ -265,3 +298,4 @@ write("exif", {"gps_orient6.exif": exif_bytes(), "thumbnail.exif": exif_bytes(th
 write("job", jobs(root))
 write("tiff", tiffs())
 write("gif", gifs())
+write("video", videos())

@@ -12,6 +12,7 @@ enum Targets {
     static let all: [String: (UnsafeRawBufferPointer) -> Void] = [
         "render": render, "inspect": inspect, "exif": exif, "progressive": progressive,
         "png": png, "strip": strip, "wire": wire, "job": job, "tiff": tiff, "gif": gif,
+        "video": video,
     ]
 
     /// Tight limits: a fuzz input may declare any size.
@@ -64,6 +65,31 @@ enum Targets {
         // Every frame, into an animated WebP.
         var options = RenderOptions()
         options.limits = limits
+        var animated = recipe
+        animated.output = OutputSettings(format: .webp, quality: 0.5)
+        animated.output.animated = true
+        animated.output.webpMethod = 0
+        _ = try? Renderer.render(bytes: data, recipes: [animated], options: options)
+    }
+
+    /// Videos through FFmpeg (demuxers for MP4/MOV, Matroska/WebM and AVI, every decoder
+    /// Debian's libavcodec has, libswscale): `inspect`, the default poster (keyframes, the
+    /// black/flat check, every-frame fallback), a poster at a time, and a 3-frame preview.
+    /// Each decode is cut off after 0.3 s (`timed-out`), as a task's timeout would.
+    static func video(_ data: UnsafeRawBufferPointer) {
+        guard data.withUnsafeBytes({ ImageFormat.sniff($0) }) == .video else { return }
+        _ = try? ImageInfo.inspect(Array(data))
+        let recipe = Recipe(name: "fuzz", operations: [.resize(Resize(width: 48, height: 48, mode: .fit))],
+                            output: OutputSettings(format: .png))
+        var options = RenderOptions()
+        options.limits = limits
+        options.decodeSeconds = 0.3
+        options.strict = false
+        _ = try? Renderer.render(bytes: data, recipes: [recipe], options: options)
+        options.posterTime = .fraction(0.5)
+        _ = try? Renderer.render(bytes: data, recipes: [recipe], options: options)
+        options.posterTime = nil
+        options.previewFrames = 3
         var animated = recipe
         animated.output = OutputSettings(format: .webp, quality: 0.5)
         animated.output.animated = true
