@@ -739,14 +739,16 @@ def dockerfile():
     btxt = run_text(builder)
     assert "swift build -c release --static-swift-stdlib --product tessera" in btxt, "static-stdlib release build"
     pkg = open("Package.swift").read()
-    dev = set(re.findall(r'\.apt\(\["([^"]+)"\]\)', pkg)) | {"libsqlite3-dev"}  # + GRDB's system SQLite
+    dev = {p for group in re.findall(r'\.apt\(\[([^\]]+)\]\)', pkg) for p in re.findall(r'"([^"]+)"', group)} | {"libsqlite3-dev"}  # + GRDB's system SQLite
     missing = {p for p in dev if not re.search(rf"(^|\s){re.escape(p)}(\s|$)", btxt)}
     assert not missing, f"builder lacks {sorted(missing)} (Package.swift providers)"
     runtime_of = {"libturbojpeg0-dev": "libturbojpeg0", "libjpeg62-turbo-dev": "libjpeg62-turbo",
                   "libpng-dev": "libpng16-16", "libexif-dev": "libexif12", "liblcms2-dev": "liblcms2-2",
                   "libzmq3-dev": "libzmq5", "libsqlite3-dev": "libsqlite3-0", "libheif-dev": "libheif1",
                   "libwebp-dev": "libwebp7 libwebpdemux2 libwebpmux3",
-                  "libcurl4-openssl-dev": "libcurl4", "libtiff-dev": "libtiff6", "libgif-dev": "libgif7"}
+                  "libcurl4-openssl-dev": "libcurl4", "libtiff-dev": "libtiff6", "libgif-dev": "libgif7",
+                  "libavformat-dev": "libavformat59", "libavcodec-dev": "libavcodec59", "libswscale-dev": "libswscale6",
+                  "libavutil-dev": "libavutil57"}
     unknown = dev - runtime_of.keys()
     assert not unknown, f"no runtime library known for {sorted(unknown)}: add it here and to the Dockerfile"
     runtime = {l.strip() for l in open("deploy/docker/runtime-packages") if l.strip() and not l.lstrip().startswith("#")}

@@ -84,19 +84,19 @@ enum AnimatedRenderer {
         guard recipes.contains(where: { animates($0.output) }), options.frame == 0 else { return nil }
         let clock = Stopwatch()
         for r in recipes { try r.validate() }
-        guard let gif = try animation(bytes, options: options) else { return nil }
+        guard let source = try animation(bytes, options: options) else { return nil }
         let moving = recipes.indices.filter { animates(recipes[$0].output) }
         let plans = try moving.map {
-            try OutputPlan(recipe: recipes[$0], storedSize: gif.size, exifOrientation: gif.orientation, policy: options.scalePolicy)
+            try OutputPlan(recipe: recipes[$0], storedSize: source.size, exifOrientation: source.orientation, policy: options.scalePolicy)
         }
         // A video's frames come reduced to the largest scale any output needs.
-        let eighths = gif.scalable ? plans.map(\.minimumScaleEighths).max() ?? 8 : 8
-        let decoded = Size(width: max(1, (gif.size.width * eighths + 7) / 8), height: max(1, (gif.size.height * eighths + 7) / 8))
+        let eighths = source.scalable ? plans.map(\.minimumScaleEighths).max() ?? 8 : 8
+        let decoded = Size(width: max(1, (source.size.width * eighths + 7) / 8), height: max(1, (source.size.height * eighths + 7) / 8))
         // Every frame is decoded: their pixels together count against the limit, before any allocation.
         let (perFrame, o1) = decoded.width.multipliedReportingOverflow(by: decoded.height)
-        let (total, o2) = perFrame.multipliedReportingOverflow(by: gif.frameCount)
+        let (total, o2) = perFrame.multipliedReportingOverflow(by: source.frameCount)
         guard !o1, !o2, total <= options.limits.maxPixels else {
-            throw ImagingError(.limitExceeded, "\(gif.format == .gif ? "animated GIF" : gif.format == .video ? "video preview" : "animated WebP") of \(gif.frameCount) frames of \(decoded): "
+            throw ImagingError(.limitExceeded, "\(source.format == .gif ? "animated GIF" : source.format == .video ? "video preview" : "animated WebP") of \(source.frameCount) frames of \(decoded): "
                                + "\(o1 || o2 ? "too many" : "\(total)") pixels to decode, over the limit of \(options.limits.maxPixels)")
         }
         let still = recipes.indices.filter { !moving.contains($0) }
@@ -124,13 +124,13 @@ enum AnimatedRenderer {
             let s = recipe.output
             let encoder = try AnimatedWebPEncoder(width: plan.outputSize.width, height: plan.outputSize.height,
                                                   quality: s.jpegQuality, lossless: s.lossless, method: s.webpMethod,
-                                                  loop: gif.loop, mixed: gif.format == .gif)
+                                                  loop: source.loop, mixed: source.format == .gif)
             return Track(index: i, plan: plan, encoder: encoder, filters: recipe.operations.filter(\.isFilter))
         }
         var time = 0
         var decode = 0.0, last = clock.milliseconds
-        let sx = Double(decoded.width) / Double(gif.size.width), sy = Double(decoded.height) / Double(gif.size.height)
-        try gif.frames(eighths) { canvas, delay in
+        let sx = Double(decoded.width) / Double(source.size.width), sy = Double(decoded.height) / Double(source.size.height)
+        try source.frames(eighths) { canvas, delay in
             decode += clock.milliseconds - last
             for k in tracks.indices {
                 let t0 = clock.milliseconds
@@ -161,9 +161,9 @@ enum AnimatedRenderer {
         }
         timings.close(at: clock.milliseconds, remainderTo: .finish)
         outputs.sort { $0.recipeIndex < $1.recipeIndex }
-        return RenderResult(source: SourceSummary(format: gif.format, storedSize: gif.size, orientation: gif.orientation, iccName: nil,
+        return RenderResult(source: SourceSummary(format: source.format, storedSize: source.size, orientation: source.orientation, iccName: nil,
                                                   convertedToSRGB: false, hadGPS: false),
-                            outputs: outputs, decodePath: gif.path, level: gif.frameCount, scaleEighths: eighths,
+                            outputs: outputs, decodePath: source.path, level: source.frameCount, scaleEighths: eighths,
                             decodedSize: decoded, timings: timings)
     }
 }

@@ -17,15 +17,22 @@ final class SourceDecoder {
     /// Pixels per inch the file declares (TIFF, JPEG JFIF, PNG pHYs), as stored (not oriented).
     private(set) var density: PixelDensity?
 
-    private let jpeg: JPEGDecoder?
+    /// The one decoder backend of the source's format.
+    private enum Backend {
+        case jpeg(JPEGDecoder), png(PNGDecoder), webp(WebPDecoder), heif(HEIFDecoder), tiff(TIFFDecoder), gif(GIFDecoder)
+        case video(VideoDecoder)
+    }
+
+    private let backend: Backend
+    private var jpeg: JPEGDecoder? { if case .jpeg(let d) = backend { d } else { nil } }
+    private var png: PNGDecoder? { if case .png(let d) = backend { d } else { nil } }
+    private var webp: WebPDecoder? { if case .webp(let d) = backend { d } else { nil } }
+    private var heif: HEIFDecoder? { if case .heif(let d) = backend { d } else { nil } }
+    private var tiff: TIFFDecoder? { if case .tiff(let d) = backend { d } else { nil } }
+    private var gif: GIFDecoder? { if case .gif(let d) = backend { d } else { nil } }
+    private var video: VideoDecoder? { if case .video(let d) = backend { d } else { nil } }
     /// A progressive JPEG (libjpeg keeps a whole-image coefficient buffer for it).
     var isProgressive: Bool { jpeg?.header.progressive ?? false }
-    private let png: PNGDecoder?
-    private let webp: WebPDecoder?
-    private let heif: HEIFDecoder?
-    private let tiff: TIFFDecoder?
-    private let gif: GIFDecoder?
-    private let video: VideoDecoder?
     /// A video's poster: when it was, and whether keyframes alone were decoded to find it.
     private(set) var posterTime: Double?
     private(set) var posterFromKeyframes = false
@@ -79,13 +86,7 @@ final class SourceDecoder {
         switch format {
         case .jpeg:
             let d = try JPEGDecoder(bytes: bytes, limits: options.limits, strict: options.strict)
-            jpeg = d
-            png = nil
-            webp = nil
-            heif = nil
-            tiff = nil
-            gif = nil
-            video = nil
+            backend = .jpeg(d)
             jpegHeader = d.header
             storedSize = Size(width: d.header.width, height: d.header.height)
             exif = d.exif.flatMap(Exif.read)
@@ -93,13 +94,7 @@ final class SourceDecoder {
             density = d.density
         case .png:
             let d = try PNGDecoder(bytes: bytes, limits: options.limits)
-            png = d
-            jpeg = nil
-            webp = nil
-            heif = nil
-            tiff = nil
-            gif = nil
-            video = nil
+            backend = .png(d)
             pngHeader = d.header
             storedSize = Size(width: d.header.width, height: d.header.height)
             exif = d.header.exif.flatMap(Exif.read)
@@ -107,13 +102,7 @@ final class SourceDecoder {
             density = d.header.density
         case .webp:
             let d = try WebPDecoder(bytes: bytes, limits: options.limits)
-            webp = d
-            jpeg = nil
-            png = nil
-            heif = nil
-            tiff = nil
-            gif = nil
-            video = nil
+            backend = .webp(d)
             storedSize = d.size
             exif = d.exif.flatMap(Exif.read)
             iccProfile = d.iccProfile
@@ -121,13 +110,7 @@ final class SourceDecoder {
         case .tiff:
             let d = try TIFFDecoder(bytes: bytes, limits: options.limits, page: options.page,
                                     releaseReads: options.inputIsFileMap)
-            tiff = d
-            gif = nil
-            video = nil
-            jpeg = nil
-            png = nil
-            webp = nil
-            heif = nil
+            backend = .tiff(d)
             storedSize = d.fullSize
             // The Orientation tag plays EXIF's part; the ICC profile is tag 34675.
             orientationOverride = d.orientation
@@ -135,23 +118,11 @@ final class SourceDecoder {
             density = d.density
         case .gif:
             let d = try GIFDecoder(bytes: bytes, limits: options.limits)
-            gif = d
-            video = nil
-            jpeg = nil
-            png = nil
-            webp = nil
-            heif = nil
-            tiff = nil
+            backend = .gif(d)
             storedSize = d.size
         case .video:
             let d = try VideoDecoder(bytes: bytes, limits: options.limits, seconds: options.decodeSeconds, strict: options.strict)
-            video = d
-            jpeg = nil
-            png = nil
-            webp = nil
-            heif = nil
-            tiff = nil
-            gif = nil
+            backend = .video(d)
             storedSize = d.size
             // The display matrix plays EXIF's part; the colour description becomes a profile
             // where its primaries are not sRGB's (HDR is tone-mapped when frames convert).
@@ -159,13 +130,7 @@ final class SourceDecoder {
             iccProfile = d.isHDR ? nil : Self.profile(for: d.nclx)
         case .heif, .avif:
             let d = try HEIFDecoder(bytes: bytes, limits: options.limits)
-            heif = d
-            jpeg = nil
-            png = nil
-            webp = nil
-            tiff = nil
-            gif = nil
-            video = nil
+            backend = .heif(d)
             storedSize = d.size
             exif = d.exif.flatMap(Exif.read)
             xmp = d.xmp
