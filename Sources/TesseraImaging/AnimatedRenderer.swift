@@ -9,7 +9,7 @@ import TesseraModel
 enum AnimatedRenderer {
     /// Formats an animation is written in (the others are stills: the first frame).
     static func animates(_ settings: OutputSettings) -> Bool {
-        settings.animated && settings.formats.isEmpty && [.webp, .auto, .original].contains(settings.format)
+        settings.animated && settings.formats.isEmpty && [.webp, .gif, .auto, .original].contains(settings.format)
     }
 
     /// An animated source: its canvas, frames and loop count (0: forever), and its frames in
@@ -110,7 +110,8 @@ enum AnimatedRenderer {
         struct Track {
             let index: Int
             let plan: OutputPlan
-            let encoder: AnimatedWebPEncoder
+            let encoder: AnimationEncoder
+            let format: ImageFormat
             let filters: [RecipeOperation]
             var timings = StageTimings()
         }
@@ -122,10 +123,13 @@ enum AnimatedRenderer {
                 throw ImagingError(.invalidRecipe, "animated outputs crop by a fixed gravity (not attention or trim)")
             }
             let s = recipe.output
-            let encoder = try AnimatedWebPEncoder(width: plan.outputSize.width, height: plan.outputSize.height,
-                                                  quality: s.jpegQuality, lossless: s.lossless, method: s.webpMethod,
-                                                  loop: source.loop, mixed: source.format == .gif)
-            return Track(index: i, plan: plan, encoder: encoder, filters: recipe.operations.filter(\.isFilter))
+            let encoder: AnimationEncoder = s.format == .gif
+                ? try GIFEncoder(width: plan.outputSize.width, height: plan.outputSize.height, loop: source.loop)
+                : try AnimatedWebPEncoder(width: plan.outputSize.width, height: plan.outputSize.height,
+                                          quality: s.jpegQuality, lossless: s.lossless, method: s.webpMethod,
+                                          loop: source.loop, mixed: source.format == .gif)
+            return Track(index: i, plan: plan, encoder: encoder, format: s.format == .gif ? .gif : .webp,
+                         filters: recipe.operations.filter(\.isFilter))
         }
         var time = 0
         var decode = 0.0, last = clock.milliseconds
@@ -152,9 +156,9 @@ enum AnimatedRenderer {
             let bytes = try t.encoder.finish(at: time)
             var st = t.timings
             st.encode += clock.milliseconds - t0
-            let record = OutputRecord(name: recipes[t.index].name ?? "", path: "", format: .webp, width: t.plan.outputSize.width,
+            let record = OutputRecord(name: recipes[t.index].name ?? "", path: "", format: t.format, width: t.plan.outputSize.width,
                                       height: t.plan.outputSize.height, bytes: bytes.count,
-                                      quality: recipes[t.index].output.lossless ? nil : recipes[t.index].output.jpegQuality)
+                                      quality: recipes[t.index].output.lossless || t.format == .gif ? nil : recipes[t.index].output.jpegQuality)
             outputs.append(RenderedOutput(recipe: recipes[t.index], recipeIndex: t.index, file: OutputFile(record, bytes: bytes), timings: st))
             timings.resize += st.resize
             timings.encode += st.encode

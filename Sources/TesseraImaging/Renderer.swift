@@ -94,7 +94,7 @@ public enum Renderer {
                 let start = clock.milliseconds
                 var image = stage.images[i]
                 var format = resolveFormat(settings.format, source: stage.summary.format)
-                if !stage.summary.format.isWritable && image.layout == .rgba && recipe.flattenBackground == nil
+                if !stage.summary.format.keptByOriginal && image.layout == .rgba && recipe.flattenBackground == nil
                     && (settings.format == .auto || settings.format == .original) {
                     format = .png  // transparency kept where the source's own format cannot be written
                 }
@@ -463,7 +463,8 @@ public enum Renderer {
         case .png: return .png
         case .webp: return .webp
         case .avif: return .avif
-        case .original, .auto: return source.isWritable ? source : .jpeg  // a HEIC source: JPEG (PNG with alpha, below)
+        case .gif: return .gif
+        case .original, .auto: return source.keptByOriginal ? source : .jpeg  // a HEIC source: JPEG (PNG with alpha, below)
         case .jpegOrPNG: return source == .png ? .png : .jpeg
         }
     }
@@ -484,6 +485,13 @@ public enum Renderer {
             return try budgeted(s, name: "WebP", size: img) { q in
                 try WebPEncoder.encode(img, .init(quality: q, lossless: false, method: s.webpMethod), icc: icc)
             }
+        }
+        if format == .gif {
+            let bytes = try GIFEncoder.encode(image)
+            if let max = s.maxBytes, bytes.count > max {
+                throw ImagingError(.budgetExceeded, "GIF output is \(bytes.count) bytes, over the budget of \(max) bytes")
+            }
+            return (bytes, nil)
         }
         if format == .avif {
             let img = image

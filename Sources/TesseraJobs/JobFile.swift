@@ -263,7 +263,7 @@ public enum JobFile {
                     if item.scalar != nil {
                         let s = try string(item, sub)
                         guard let format = OutputFormat(rawValue: s == "jpg" ? "jpeg" : s) else {
-                            throw error(item, sub, "expected jpeg, png, webp or avif, got \"\(s)\"")
+                            throw error(item, sub, "expected jpeg, png, webp, avif or gif, got \"\(s)\"")
                         }
                         return FormatChoice(format)
                     }
@@ -271,7 +271,7 @@ public enum JobFile {
                     guard let fnode = fm["format"] else { throw error(item, "\(sub).format", "missing") }
                     let s = try string(fnode, "\(sub).format")
                     guard let format = OutputFormat(rawValue: s == "jpg" ? "jpeg" : s) else {
-                        throw error(fnode, "\(sub).format", "expected jpeg, png, webp or avif, got \"\(s)\"")
+                        throw error(fnode, "\(sub).format", "expected jpeg, png, webp, avif or gif, got \"\(s)\"")
                     }
                     return FormatChoice(format, quality: try fm["quality"].map { try double($0, "\(sub).quality") },
                                         maxBytes: try fm["maxBytes"].map { try int($0, "\(sub).maxBytes") })

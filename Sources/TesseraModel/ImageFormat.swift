@@ -7,7 +7,10 @@ public enum ImageFormat: String, Codable, Sendable, CaseIterable {
     case video
 
     /// Formats Tessera writes.
-    public var isWritable: Bool { ![.heif, .tiff, .gif, .video].contains(self) }
+    public var isWritable: Bool { ![.heif, .tiff, .video].contains(self) }
+    /// Formats an `original` or `auto` output keeps (a GIF's 256 colours are no thumbnail
+    /// format: its stills become JPEG, or PNG with transparency).
+    public var keptByOriginal: Bool { isWritable && self != .gif }
 
     /// Recognises a format from its first bytes.
     public static func sniff(_ bytes: UnsafeRawBufferPointer) -> ImageFormat? {

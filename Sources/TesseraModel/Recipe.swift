@@ -156,8 +156,8 @@ public struct Recipe: Codable, Sendable, Equatable {
         guard (0...9).contains(o.avifSpeed) else { throw bad("output.avifSpeed", "0...9", o.avifSpeed) }
         var seen = Set<String>()
         for (i, f) in o.formats.enumerated() {
-            guard [.jpeg, .png, .webp, .avif].contains(f.format) else {
-                throw bad("output.formats[\(i)]", "jpeg, png, webp or avif", f.format.rawValue)
+            guard [.jpeg, .png, .webp, .avif, .gif].contains(f.format) else {
+                throw bad("output.formats[\(i)]", "jpeg, png, webp, avif or gif", f.format.rawValue)
             }
             guard seen.insert(f.format.rawValue).inserted else { throw bad("output.formats[\(i)]", "each format once", f.format.rawValue) }
             if let q = f.quality, !(q.isFinite && (0...1).contains(q)) {
@@ -747,6 +747,8 @@ public enum OutputFormat: String, Codable, Sendable, CaseIterable {
     case png
     case webp
     case avif
+    /// GIF: a palette per frame (for animations: `animated: true`; a still is one frame).
+    case gif
     /// The source's format where Tessera writes it (JPEG, PNG, WebP, AVIF), else JPEG, or
     /// PNG with transparency; a PNG over the byte budget falls back to JPEG.
     case auto

@@ -226,7 +226,7 @@ void ts_video_info_get(const ts_video *v, ts_video_info *info) {
     info->max_lowres = v->codec ? v->codec->max_lowres : 0;
 }
 
-int ts_video_begin(ts_video *v, int lowres, int threads) {
+int ts_video_begin(ts_video *v, int lowres, int threads, int64_t max_pixels) {
     if (!v->fmt || v->stream < 0 || !v->codec) return fail(v, TS_VIDEO_CORRUPT, "no video stream", 0);
     v->dec = avcodec_alloc_context3(v->codec);
     if (!v->dec) return fail(v, TS_VIDEO_NOMEM, "out of memory", 0);
@@ -235,6 +235,9 @@ int ts_video_begin(ts_video *v, int lowres, int threads) {
     v->dec->thread_count = threads > 0 ? threads : 1;
     v->dec->lowres = lowres < 0 ? 0 : lowres > v->codec->max_lowres ? v->codec->max_lowres : lowres;
     v->dec->pkt_timebase = v->fmt->streams[v->stream]->time_base;
+    // The coded size may differ from what the container declared: the decoder itself refuses
+    // a frame over the pixel limit before allocating it.
+    if (max_pixels > 0) v->dec->max_pixels = max_pixels;
     err = avcodec_open2(v->dec, v->codec, NULL);
     if (err < 0) return fail(v, err == AVERROR_PATCHWELCOME ? TS_VIDEO_UNSUPPORTED_CODEC : TS_VIDEO_CORRUPT, "opening the decoder", err);
     return 0;

@@ -450,10 +450,11 @@ public struct ExecutableJob: Codable, Sendable, Equatable {
                     case .png: first = .png
                     case .webp: first = .webp
                     case .avif: first = .avif
+                    case .gif: first = .gif
                     // The source's format where it is writable, else JPEG (PNG with transparency,
                     // or a PNG over its budget): the first is what the extension says.
                     case .original, .auto, .jpegOrPNG:
-                        first = choice == .jpegOrPNG ? (predicted == .png ? .png : .jpeg) : predicted.map { $0.isWritable ? $0 : .jpeg } ?? .jpeg
+                        first = choice == .jpegOrPNG ? (predicted == .png ? .png : .jpeg) : predicted.map { $0.keptByOriginal ? $0 : .jpeg } ?? .jpeg
                         open = true
                     }
                     if let rel = try? naming.relativePath(for: parts, preset: spec.name, ext: first.fileExtension) { expected.append(rel) }

@@ -41,7 +41,7 @@ struct Render: ParsableCommand {
     @Option(name: .shortAndLong, parsing: .unconditional, help: "Quality 0...1 (0.8 unless a preset says otherwise).")
     var quality: Double?
 
-    @Option(help: "Output format: jpeg, png, webp, avif, original or auto (default: original); a list (avif,webp,jpeg) writes one file per format from one decode.",
+    @Option(help: "Output format: jpeg, png, webp, avif, gif, original or auto (default: original; a GIF, HEIC, TIFF or video source: JPEG, or PNG with transparency); a list (avif,webp,jpeg) writes one file per format from one decode.",
             completion: .list(OutputFormat.allCases.map(\.rawValue)))
     var format: String?
 
@@ -54,7 +54,7 @@ struct Render: ParsableCommand {
     @Option(help: "Animated GIF: the frame to render, from 0, as a browser shows it.")
     var frame: Int = 0
 
-    @Flag(help: "Animated GIF or WebP: keep it animated — every frame resized, delays and loops kept — as an animated WebP (with --format webp, auto or original; still formats get the first frame). A video: an animated preview of --frames frames sampled across it.")
+    @Flag(help: "Animated GIF or WebP: keep it animated — every frame resized, delays and loops kept — as an animated WebP (--format webp, auto or original) or GIF (--format gif; still formats get the first frame). A video: an animated preview of --frames frames sampled across it.")
     var animated = false
 
     @Option(help: "Video: when the poster frame is taken, in seconds (1.5, 1.5s) or a percentage of its length (10%). Default: the first frame past the first second that is neither near-black nor flat.")

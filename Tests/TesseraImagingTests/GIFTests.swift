@@ -186,7 +186,8 @@ final class GIFTests: XCTestCase {
         }
         XCTAssertNil(Array("GIF90a\0\0".utf8).withUnsafeBytes { ImageFormat.sniff($0) })
         XCTAssertEqual(ImageFormat.byExtension["gif"], .gif)
-        XCTAssertFalse(ImageFormat.gif.isWritable)
+        XCTAssertTrue(ImageFormat.gif.isWritable)
+        XCTAssertFalse(ImageFormat.gif.keptByOriginal, "original/auto make a GIF's stills JPEG or PNG")
     }
 
     /// A still: palette colours exactly; opaque gives RGB, a transparent index RGBA with alpha 0.
@@ -389,6 +390,50 @@ final class GIFTests: XCTestCase {
         XCTAssertEqual(a.loop, 0)
         XCTAssertEqual(a.frames.count, b.frames.count)
         for (x, y) in zip(a.frames, b.frames) { XCTAssertLessThan(meanAbsoluteDifference(x, y), 1, "the same frames") }
+    }
+
+    /// GIF out: an animation written as GIF (a palette per frame, unchanged pixels kept from
+    /// the last frame) reads back — through our own decoder — as the frames rendered one by one,
+    /// within dithering; delays and the loop count kept; a photo as a one-frame GIF.
+    func testGIFOutputKeepsTheFramesDelaysAndLoop() throws {
+        let frames = (0..<4).map { k in
+            TestGIF.Frame(left: k * 4, top: k * 2, width: 40, height: 30, disposal: [1, 1, 3, 0][k], transparent: nil,
+                          delay: [10, 20, 30, 40][k], index: { x, y in UInt8((x * (k + 1) + y * 3 + k * 40) & 0xFF) })
+        }
+        let gif = TestGIF(width: 60, height: 40, palette: palette, loop: 2, frames: frames).bytes()
+        let out = try Renderer.render(gif, recipes: [recipe([fit(45, 45)], format: .gif) { $0.animated = true }])
+        XCTAssertEqual(out.outputs[0].format, .gif)
+        XCTAssertEqual(out.outputs[0].size, Size(width: 45, height: 30))
+        let written = out.outputs[0].bytes
+        try written.withUnsafeBytes { raw in
+            let d = try GIFDecoder(bytes: raw, limits: Limits())
+            XCTAssertEqual(d.frameCount, 4)
+            XCTAssertEqual(d.loopCount, 2)
+            var delays: [Int] = []
+            try d.frames(limits: Limits()) { k, canvas, delay in
+                delays.append(delay)
+                var options = RenderOptions()
+                options.frame = k
+                let still = try Renderer.decode(try Renderer.render(gif, recipes: [recipe([fit(45, 45)], format: .png)], options: options).outputs[0].bytes)
+                var sum = 0
+                for y in 0..<30 { for x in 0..<45 { for c in 0..<3 { sum += abs(Int(canvas.pixel(x: x, y: y)[c]) - Int(still.pixel(x: x, y: y)[c])) } } }
+                // A 256-colour pseudo-random pattern resampled: the worst case for a palette (another frame differs by ~60).
+                XCTAssertLessThan(Double(sum) / Double(45 * 30 * 3), 12, "frame \(k)")
+            }
+            XCTAssertEqual(delays, [100, 200, 300, 400])
+        }
+        // A photo-like still: one frame, close to the PNG render.
+        let photo = try Codec.encodeJPEG(Fixtures.noise(width: 200, height: 150), quality: 95)
+        let still = try Renderer.render(photo, recipes: [recipe([fit(100, 100)], format: .gif), recipe([fit(100, 100)], format: .png)])
+        let g = try Renderer.decode(still.outputs[0].bytes), p = try Renderer.decode(still.outputs[1].bytes)
+        XCTAssertEqual(g.width, 100)
+        XCTAssertLessThan(meanAbsoluteDifference(g.layout == .rgb ? g : try rgb(g), p), 20, "noise is the worst case for 256 colours")
+    }
+
+    private func rgb(_ image: PixelBuffer) throws -> PixelBuffer {
+        let out = try PixelBuffer.make(width: image.width, height: image.height, layout: .rgb)
+        for y in 0..<image.height { for x in 0..<image.width { out.setPixel(x: x, y: y, Array(image.pixel(x: x, y: y).prefix(3))) } }
+        return out
     }
 
     /// `../shared/corpus/stills`: every GIF renders or fails typed as its MANIFEST says, and

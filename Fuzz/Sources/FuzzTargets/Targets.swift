@@ -75,7 +75,7 @@ enum Targets {
     /// Videos through FFmpeg (demuxers for MP4/MOV, Matroska/WebM and AVI, every decoder
     /// Debian's libavcodec has, libswscale): `inspect`, the default poster (keyframes, the
     /// black/flat check, every-frame fallback), a poster at a time, and a 3-frame preview.
-    /// Each decode is cut off after 0.3 s (`timed-out`), as a task's timeout would.
+    /// Each decode is cut off after 0.2 s (`timed-out`), as a task's timeout would.
     static func video(_ data: UnsafeRawBufferPointer) {
         guard data.withUnsafeBytes({ ImageFormat.sniff($0) }) == .video else { return }
         _ = try? ImageInfo.inspect(Array(data))
@@ -83,7 +83,7 @@ enum Targets {
                             output: OutputSettings(format: .png))
         var options = RenderOptions()
         options.limits = limits
-        options.decodeSeconds = 0.3
+        options.decodeSeconds = 0.2
         options.strict = false
         _ = try? Renderer.render(bytes: data, recipes: [recipe], options: options)
         options.posterTime = .fraction(0.5)

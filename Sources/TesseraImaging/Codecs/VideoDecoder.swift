@@ -20,6 +20,7 @@ final class VideoDecoder {
     let nclx: HEIFDecoder.NCLX
     let rotation: Int
     private let maxLowres: Int
+    private let maxPixels: Int
     private let handle: OpaquePointer
     private var started = false
 
@@ -81,6 +82,7 @@ final class VideoDecoder {
         pixelFormat = Self.string(info.pixel_format)
         bits = Int(info.bits)
         maxLowres = Int(info.max_lowres)
+        maxPixels = limits.maxPixels
         nclx = HEIFDecoder.NCLX(primaries: Int(info.primaries), transfer: Int(info.transfer), matrix: Int(info.matrix),
                                 fullRange: info.full_range != 0, red: (info.red.0, info.red.1),
                                 green: (info.green.0, info.green.1), blue: (info.blue.0, info.blue.1),
@@ -122,7 +124,7 @@ final class VideoDecoder {
         while lowres < min(maxLowres, 3), (size.width >> (lowres + 1)) >= target.width, (size.height >> (lowres + 1)) >= target.height {
             lowres += 1
         }
-        try check(ts_video_begin(handle, Int32(lowres), 1))
+        try check(ts_video_begin(handle, Int32(lowres), 1, Int64(min(maxPixels, Int(Int32.max)))))
         started = true
     }
 

@@ -171,6 +171,16 @@ int ts_gif_next(ts_gif *t, int *delay_cs);
 /// Frames of up to `pixels` are decoded whole by Tessera's LZW decoder (64 M by default);
 /// larger ones line by line through giflib.
 void ts_gif_set_whole_frame_limit(ts_gif *t, size_t pixels);
+/// GIF out (`gif_encode.c`): frames of `width` x `height`, each quantised to its own palette
+/// (median cut, k-means, Floyd–Steinberg when `dither`), written by giflib. `loop`: 0 forever,
+/// 1 once (no NETSCAPE2.0 block), N times. NULL: out of memory or a size GIF cannot hold.
+typedef struct ts_gif_enc ts_gif_enc;
+ts_gif_enc *ts_gif_enc_new(int width, int height, int loop);
+/// Adds a frame (RGB or RGBA rows; alpha < 128 is transparent) shown for `delay_cs` centiseconds.
+int ts_gif_enc_add(ts_gif_enc *e, const uint8_t *pixels, int channels, int stride, int delay_cs, int dither);
+/// Ends the file; the bytes stay owned by the encoder until `ts_gif_enc_free`. NULL on failure.
+const uint8_t *ts_gif_enc_finish(ts_gif_enc *e, size_t *size);
+void ts_gif_enc_free(ts_gif_enc *e);
 /// When every one of `pixels` RGBA pixels is opaque, writes them as RGB to `rgb` and returns 1; else 0.
 int ts_rgba_to_rgb_if_opaque(const uint8_t *rgba, size_t pixels, uint8_t *rgb);
 
@@ -406,8 +416,9 @@ typedef struct {
 ts_video *ts_video_open(const uint8_t *data, size_t size, int container, double seconds, int *code);
 const char *ts_video_message(const ts_video *v);
 void ts_video_info_get(const ts_video *v, ts_video_info *info);
-/// Opens the decoder: at 1/2^`lowres` where the codec can, on `threads` threads.
-int ts_video_begin(ts_video *v, int lowres, int threads);
+/// Opens the decoder: at 1/2^`lowres` where the codec can, on `threads` threads, refusing
+/// frames of more than `max_pixels` (> 0) whatever the container said.
+int ts_video_begin(ts_video *v, int lowres, int threads, int64_t max_pixels);
 /// Seeks to the keyframe at or before `seconds` (from the stream's start).
 int ts_video_seek(ts_video *v, double seconds);
 /// What the decoder may skip: all but keyframes; frames no other frame refers to; deblocking.
