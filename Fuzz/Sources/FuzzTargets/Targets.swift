@@ -50,7 +50,7 @@ enum Targets {
 
     /// GIF through giflib and our compositing: `inspect` (the frame scan), a render of frame 0
     /// and of a later frame (transparency, interlacing, every disposal, clipping), and every
-    /// frame into an animated WebP.
+    /// frame into an animated WebP and an animated GIF.
     static func gif(_ data: UnsafeRawBufferPointer) {
         guard data.withUnsafeBytes({ ImageFormat.sniff($0) }) == .gif else { return }
         _ = try? ImageInfo.inspect(Array(data))
@@ -69,7 +69,11 @@ enum Targets {
         animated.output = OutputSettings(format: .webp, quality: 0.5)
         animated.output.animated = true
         animated.output.webpMethod = 0
-        _ = try? Renderer.render(bytes: data, recipes: [animated], options: options)
+        // And into an animated GIF (our quantiser, frame differencing, giflib's writer).
+        var asGIF = recipe
+        asGIF.output = OutputSettings(format: .gif)
+        asGIF.output.animated = true
+        _ = try? Renderer.render(bytes: data, recipes: [animated, asGIF], options: options)
     }
 
     /// Videos through FFmpeg (demuxers for MP4/MOV, Matroska/WebM and AVI, every decoder
