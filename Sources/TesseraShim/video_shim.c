@@ -106,7 +106,7 @@ static const char *demuxer_name(int container) {
     }
 }
 
-ts_video *ts_video_open(const uint8_t *data, size_t size, int container, double seconds, int *code) {
+ts_video *ts_video_open(const uint8_t *data, size_t size, int container, double seconds, size_t max_alloc, int *code) {
     ts_video *v = calloc(1, sizeof *v);
     if (!v) { *code = TS_VIDEO_NOMEM; return NULL; }
     v->data = data;
@@ -114,6 +114,9 @@ ts_video *ts_video_open(const uint8_t *data, size_t size, int container, double 
     v->stream = -1;
     *code = 0;
     av_log_set_level(AV_LOG_QUIET);
+    // No single allocation of FFmpeg's over this (a few bytes may declare a huge element:
+    // the fuzzer found a 10 kB Matroska file whose demuxer asked for 300 MB). Process-wide.
+    if (max_alloc > 0) av_max_alloc(max_alloc);
     if (seconds > 0) v->deadline_us = av_gettime_relative() + (int64_t)(seconds * 1e6);
     const char *name = demuxer_name(container);
     const AVInputFormat *input = name ? av_find_input_format(name) : NULL;

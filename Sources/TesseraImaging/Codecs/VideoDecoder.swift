@@ -48,8 +48,9 @@ final class VideoDecoder {
             throw ImagingError(.truncated, "the video ends early: its container declares more data than the file holds")
         }
         var code: Int32 = 0
-        guard let h = ts_video_open(bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count, container,
-                                    seconds ?? 0, &code) else {
+        // One allocation at most: a frame plane of the largest frame allowed (16-bit, with room).
+        let maxAlloc = min(limits.maxDecoderMemory, max(64 << 20, limits.maxPixels.multipliedReportingOverflow(by: 4).partialValue))
+        guard let h = ts_video_open(base, bytes.count, container, seconds ?? 0, maxAlloc, &code) else {
             throw ImagingError(.outOfMemory, "out of memory opening the video")
         }
         if code != 0 {

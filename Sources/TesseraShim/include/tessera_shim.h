@@ -412,8 +412,9 @@ typedef struct {
 
 /// Opens `data` (not copied; must outlive the handle) as `container`. Always returns a handle
 /// (NULL only without memory) to close; `code` says whether it opened. `seconds` > 0 bounds
-/// the time demuxing and decoding may take from now (TS_VIDEO_TIMEOUT after).
-ts_video *ts_video_open(const uint8_t *data, size_t size, int container, double seconds, int *code);
+/// the time demuxing and decoding may take from now (TS_VIDEO_TIMEOUT after); `max_alloc` > 0
+/// bounds every single allocation of FFmpeg's (`av_max_alloc`: process-wide).
+ts_video *ts_video_open(const uint8_t *data, size_t size, int container, double seconds, size_t max_alloc, int *code);
 const char *ts_video_message(const ts_video *v);
 void ts_video_info_get(const ts_video *v, ts_video_info *info);
 /// Opens the decoder: at 1/2^`lowres` where the codec can, on `threads` threads, refusing
