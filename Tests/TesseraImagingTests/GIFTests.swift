@@ -351,6 +351,22 @@ final class GIFTests: XCTestCase {
         }
         XCTAssertEqual(ends, [100, 300, 400, 700], "delays 10, 20, 0 (shown as 10) and 30 cs")
         }
+        // maxFrames and maxDuration (0.1 + 0.2 + 0.1 + 0.3 s) refuse before any frame is decoded.
+        var fewer = RenderOptions()
+        fewer.maxFrames = 3
+        XCTAssertThrowsError(try Renderer.render(gif, recipes: [animated], options: fewer)) { e in
+            XCTAssertEqual((e as? ImagingError)?.code, .limitExceeded, "\(e)")
+            XCTAssertTrue("\(e)".contains("maxFrames"), "\(e)")
+        }
+        var shorter = RenderOptions()
+        shorter.maxDuration = 0.5
+        XCTAssertThrowsError(try Renderer.render(gif, recipes: [animated], options: shorter)) { e in
+            XCTAssertTrue("\(e)".contains("maxDuration"), "\(e)")
+        }
+        fewer.maxFrames = 4
+        shorter.maxDuration = 0.7
+        XCTAssertNoThrow(try Renderer.render(gif, recipes: [animated], options: fewer))
+        XCTAssertNoThrow(try Renderer.render(gif, recipes: [animated], options: shorter))
         // Limits: 4 frames of 60x40 are 9,600 pixels.
         var tight = RenderOptions()
         tight.limits.maxPixels = 9_000

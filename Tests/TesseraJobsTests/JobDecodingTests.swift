@@ -70,6 +70,25 @@ final class JobDecodingTests: XCTestCase {
         XCTAssertEqual(try decodeJSON(try json(fromYAML: given, base: "/")).options.maxMegapixels, 50)
     }
 
+    /// Video options and an animated output, alike from YAML and JSON; a time that is not one is refused.
+    func testVideoOptionsAndAnimatedOutputs() throws {
+        let yaml = "name: t\ninputs: [/in]\noutput: /out\noutputs:\n  - preset: thumbnail\n    animated: true\n"
+            + "options: {at: 10%, frames: 6, fps: 2, maxFrames: 500, maxDuration: 60}\n"
+        let fromYAML = try JobFile.parse(yaml: yaml, file: "t.yaml", baseDirectory: "/")
+        XCTAssertEqual(fromYAML, try decodeJSON(try json(fromYAML: yaml, base: "/")))
+        XCTAssertEqual(fromYAML.options.at, .fraction(0.1))
+        XCTAssertEqual(fromYAML.options.renderOptions.previewFrames, 6)
+        XCTAssertEqual(fromYAML.options.renderOptions.maxFrames, 500)
+        XCTAssertEqual(fromYAML.options.renderOptions.decodeSeconds, fromYAML.options.timeout)
+        XCTAssertTrue(fromYAML.outputs[0].recipe.output.animated)
+        XCTAssertThrowsError(try JobFile.parse(yaml: yaml.replacingOccurrences(of: "at: 10%", with: "at: soon"), file: "t.yaml", baseDirectory: "/")) { e in
+            XCTAssertTrue("\(e)".contains("options.at"), "\(e)")
+        }
+        XCTAssertThrowsError(try JobFile.parse(yaml: yaml.replacingOccurrences(of: "fps: 2", with: "fps: 0"), file: "t.yaml", baseDirectory: "/")) { e in
+            XCTAssertTrue("\(e)".contains("options.fps"), "\(e)")
+        }
+    }
+
     /// Each mistake, written in YAML and sent as JSON: the same words, naming the same field.
     func testUnknownFieldsWrongTypesAndOutOfRangeValuesFailAlike() throws {
         let base = "name: t\ninputs: [/in]\noutput: /out\noutputs:\n  - preset: thumbnail\n"
