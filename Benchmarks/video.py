@@ -49,7 +49,8 @@ def make_clips(photos, work, seconds):
                 continue
             w, h = size.split(":")
             out = os.path.join(work, f"{kind}_{k}.mp4")
-            vf = (f"scale={int(w) * 5 // 4}:-2,crop={w}:{h}:x='min(t*{int(w) // 40},iw-{w})':y='(ih-{h})/2',"
+            vf = (f"scale={int(w) * 5 // 4}:{int(h) * 5 // 4}:force_original_aspect_ratio=increase,"
+                  f"crop={w}:{h}:x='min(t*{int(w) // 40},iw-{w})':y='(ih-{h})/2',"
                   "noise=alls=5:allf=t,format=yuv420p")
             subprocess.run(["ffmpeg", "-v", "error", "-y", "-loop", "1", "-framerate", "30", "-t", str(seconds if kind != "4k" else 4),
                             "-i", f, "-vf", vf, "-g", "60"] + codec + [out], check=True)

@@ -246,12 +246,13 @@ int ts_video_begin(ts_video *v, int lowres, int threads, int64_t max_pixels) {
     return 0;
 }
 
-int ts_video_seek(ts_video *v, double seconds) {
+int ts_video_seek(ts_video *v, double seconds, int forward) {
     if (!v->dec) return fail(v, TS_VIDEO_CORRUPT, "decoder not started", 0);
     AVStream *st = v->fmt->streams[v->stream];
     int64_t ts = (int64_t)(seconds / av_q2d(st->time_base));
     if (st->start_time != AV_NOPTS_VALUE) ts += st->start_time;
-    int err = av_seek_frame(v->fmt, v->stream, ts, AVSEEK_FLAG_BACKWARD);
+    int err = forward ? av_seek_frame(v->fmt, v->stream, ts, 0) : -1;
+    if (err < 0) err = av_seek_frame(v->fmt, v->stream, ts, AVSEEK_FLAG_BACKWARD);
     if (err < 0) {
         // Not seekable there (no index): from the start.
         err = av_seek_frame(v->fmt, v->stream, st->start_time != AV_NOPTS_VALUE ? st->start_time : 0,

@@ -176,7 +176,7 @@ final class VideoDecoder {
         if let at {
             var t = at.seconds(of: duration)
             if let d = duration { t = min(t, max(0, d - frameTime)) }
-            try check(ts_video_seek(handle, t))
+            try check(ts_video_seek(handle, t, 0))
             ts_video_set_skip(handle, 0, 1, 0)
             var last: Double?
             while let pts = try next(budget: 0) {
@@ -197,8 +197,9 @@ final class VideoDecoder {
             if best == nil || score > best!.score { best = (try convert(to: target), time, score) }
             return nil
         }
-        // 1. Keyframes only: each a whole picture, no other frame decoded.
-        try check(ts_video_seek(handle, start))
+        // 1. Keyframes only, from the first at or after the start: each a whole picture, no
+        //    other frame decoded (not even the keyframe before the start).
+        try check(ts_video_seek(handle, start, 1))
         ts_video_set_skip(handle, 1, 0, 0)
         var keyframes = 0
         while keyframes < 8, let pts = try next(budget: 4000) {
@@ -206,7 +207,7 @@ final class VideoDecoder {
             if let poster = try consider(pts, keyframes: true, take: pts >= start - frameTime / 2) { return poster }
         }
         // 2. Every frame from the start time, one looked at each quarter second.
-        try check(ts_video_seek(handle, start))
+        try check(ts_video_seek(handle, start, 0))
         ts_video_set_skip(handle, 0, 1, 0)
         var nextLook = start, looked = 0
         while looked < 40, let pts = try next(budget: 20_000) {
@@ -239,7 +240,7 @@ final class VideoDecoder {
             let t = length > 0 ? length * (Double(i) + 0.5) / Double(count) : 0
             let keyframe = ts_video_keyframe_before(handle, t)
             if position == nil || keyframe < 0 || keyframe > position! + frameTime / 2 || t < position! {
-                try check(ts_video_seek(handle, t))
+                try check(ts_video_seek(handle, t, 0))
             }
             var reached: Double?
             while let pts = try next(budget: 0) {

@@ -420,8 +420,9 @@ void ts_video_info_get(const ts_video *v, ts_video_info *info);
 /// Opens the decoder: at 1/2^`lowres` where the codec can, on `threads` threads, refusing
 /// frames of more than `max_pixels` (> 0) whatever the container said.
 int ts_video_begin(ts_video *v, int lowres, int threads, int64_t max_pixels);
-/// Seeks to the keyframe at or before `seconds` (from the stream's start).
-int ts_video_seek(ts_video *v, double seconds);
+/// Seeks to the keyframe at or before `seconds` (from the stream's start); `forward`: to the
+/// first at or after it where there is one.
+int ts_video_seek(ts_video *v, double seconds, int forward);
 /// What the decoder may skip: all but keyframes; frames no other frame refers to; deblocking.
 void ts_video_set_skip(ts_video *v, int keyframes_only, int skip_nonref, int skip_loop_filter);
 /// Decodes the next frame (its time in seconds from the start in `pts`); TS_VIDEO_END at the
