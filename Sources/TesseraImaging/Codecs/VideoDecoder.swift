@@ -117,6 +117,8 @@ final class VideoDecoder {
 
     /// HDR (PQ or HLG): frames are converted at 16 bits and tone-mapped like HEIF's.
     var isHDR: Bool { nclx.isHDR }
+    /// The tone map's tables (65,536 entries), built once for every frame of the video.
+    private lazy var toEight = DeepToEight(bits: 16, nclx: nclx)
 
     /// Opens the decoder at the smallest `lowres` that still covers `target` (stored orientation).
     private func begin(covering target: Size) throws {
@@ -137,7 +139,6 @@ final class VideoDecoder {
             let deep = UnsafeMutablePointer<UInt8>.allocate(capacity: stride * target.height)
             defer { deep.deallocate() }
             try check(ts_video_convert(handle, Int32(target.width), Int32(target.height), 1, deep, Int32(stride)))
-            let toEight = DeepToEight(bits: 16, nclx: nclx)
             for y in 0..<target.height {
                 toEight.convert(deep + y * stride, image.row(y), count: target.width, channels: 3)
             }
