@@ -183,6 +183,7 @@ public enum TaskExecutor {
             record.sourceHeight = result.source.storedSize.height
             record.scaleEighths = result.scaleEighths
             record.decodePath = result.recordedDecodePath
+            record.gainMap = result.gainMap
             for stage in [Stage.decode, .resize, .finish, .encode] { record.timings[stage] = result.timings[stage] }
             for out in result.outputs {
                 let spec = job.outputs[out.recipeIndex]

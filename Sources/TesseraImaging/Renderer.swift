@@ -55,6 +55,8 @@ public struct RenderResult: Sendable {
     public let timings: StageTimings
     /// A video's poster: the time of the frame used, in seconds.
     public var frameTime: Double? = nil
+    /// The source's gain map (Ultra HDR), if it had one; each output's record says what became of it.
+    public var gainMap: GainMapInfo? = nil
 }
 
 /// The pipeline: bytes in, bytes out.
@@ -114,11 +116,31 @@ public enum Renderer {
                 }
                 let encodeStart = clock.milliseconds
                 let density = settings.keep.contains(.resolution) ? stage.density : nil
-                let (bytes, quality) = try encode(&image, &format, settings, icc: attachedICC, exif: exif, density: density)
+                // The gain map goes with JPEG outputs (an Ultra HDR JPEG); other formats say why not.
+                var outcome = stage.gainMapOutcomes[i]
+                var map: (pixels: PixelBuffer, metadata: GainMapMetadata)?
+                if let planes = stage.gainMaps[i], let metadata = stage.gainMapMetadata {
+                    if format == .jpeg {
+                        map = (planes, metadata)
+                    } else {
+                        outcome = .dropped(format == .avif
+                            ? "this build's libheif (1.15) cannot write an AVIF gain map (dropped, the output is SDR)"
+                            : "\(format.rawValue.uppercased()) cannot carry a gain map (dropped, the output is SDR)")
+                    }
+                }
+                var mapBytes = 0
+                let (bytes, quality) = try encode(&image, &format, settings, icc: attachedICC, exif: exif, density: density,
+                                                  gainMap: map, gainMapBytes: &mapBytes)
+                if let map, format == .jpeg {
+                    outcome = GainMapOutcome(action: "kept", width: map.pixels.width, height: map.pixels.height, bytes: mapBytes)
+                } else if map != nil {
+                    outcome = .dropped("the output fell back to \(format.rawValue.uppercased()), which cannot carry a gain map")
+                }
                 t.encode = clock.milliseconds - encodeStart
                 t.total = t.finish + t.encode
-                let record = OutputRecord(name: recipe.name ?? "", path: "", format: format, width: image.width,
+                var record = OutputRecord(name: recipe.name ?? "", path: "", format: format, width: image.width,
                                           height: image.height, bytes: bytes.count, quality: format == .png ? nil : quality)
+                record.gainMap = outcome
                 outputs.append(RenderedOutput(recipe: recipe, recipeIndex: i, file: OutputFile(record, bytes: bytes), timings: t))
                 timings.finish += t.finish
                 timings.encode += t.encode
@@ -128,7 +150,7 @@ public enum Renderer {
         timings.close(at: clock.milliseconds, remainderTo: .finish)
         return RenderResult(source: stage.summary, outputs: outputs, decodePath: stage.decodePath, level: stage.level,
                             scaleEighths: stage.scaleEighths, decodedSize: stage.decodedSize, timings: timings,
-                            frameTime: stage.frameTime)
+                            frameTime: stage.frameTime, gainMap: stage.gainMapInfo)
     }
 
     /// The pixels of one recipe's output, before encoding: oriented, resized,
@@ -161,6 +183,12 @@ public enum Renderer {
         var level: Int? = nil
         /// A video's poster frame time.
         var frameTime: Double? = nil
+        /// The source's gain map: what it is, its metadata when usable, each output's map
+        /// (upright, resized) where kept, and each output's outcome where already decided.
+        var gainMapInfo: GainMapInfo? = nil
+        var gainMapMetadata: GainMapMetadata? = nil
+        var gainMaps: [PixelBuffer?] = []
+        var gainMapOutcomes: [GainMapOutcome?] = []
     }
 
     /// Steps 1-3 and the pixel part of 4: header, plans, one streaming decode into a
@@ -170,6 +198,7 @@ public enum Renderer {
         precondition(!recipes.isEmpty, "render needs at least one recipe")
         for r in recipes { try r.validate() }
         let source = try SourceDecoder(bytes: bytes, options: options)
+        let gainMap = source.format == .jpeg ? UltraHDR.locate(bytes, limits: options.limits) : nil
         let plans = try recipes.map {
             try OutputPlan(recipe: $0, storedSize: source.storedSize, exifOrientation: source.orientation,
                            policy: options.scalePolicy)
@@ -206,7 +235,7 @@ public enum Renderer {
                     try OutputPlan(recipe: $0, storedSize: t.storedSize, exifOrientation: t.orientation, policy: o.scalePolicy)
                 }
                 var stage = try decodeAndFinish(source: t, plans: thumbPlans, recipes: recipes, options: o, clock: clock,
-                                                reopen: nil)
+                                                reopen: nil, gainMap: gainMap, mapBytes: nil)
                 stage.decodePath = .exifThumbnail
                 stage.summary = stage.summary.replacingStoredSize(main.storedSize)
                 return stage
@@ -214,9 +243,8 @@ public enum Renderer {
                 return stage
             }
         }
-        return try decodeAndFinish(source: source, plans: plans, recipes: recipes, options: options, clock: clock) {
-            try SourceDecoder(bytes: bytes, options: options)
-        }
+        return try decodeAndFinish(source: source, plans: plans, recipes: recipes, options: options, clock: clock,
+                                   reopen: { try SourceDecoder(bytes: bytes, options: options) }, gainMap: gainMap, mapBytes: bytes)
     }
 
     /// The smallest HEIF thumbnail with the image's aspect that has at least as many pixels
@@ -285,7 +313,8 @@ public enum Renderer {
     /// decode (`reopen`) at that scale.
     private static func decodeAndFinish(source first: SourceDecoder, plans provisional: [OutputPlan], recipes: [Recipe],
                                         options: RenderOptions, clock: Stopwatch,
-                                        reopen: (() throws -> SourceDecoder)?) throws -> Stage {
+                                        reopen: (() throws -> SourceDecoder)?, gainMap: UltraHDR.Found?,
+                                        mapBytes: UnsafeRawBufferPointer?) throws -> Stage {
         // JPEG (scaled IDCT) and WebP (libwebp's scaler) decode smaller; the others whole.
         var source = first
         var plans = provisional
@@ -421,11 +450,69 @@ public enum Renderer {
         let summary = SourceSummary(format: source.format, storedSize: source.storedSize,
                                     orientation: source.orientation, iccName: profile?.name,
                                     convertedToSRGB: converted, hadGPS: source.exif?.hasGPS ?? false)
-        return Stage(summary: summary, images: images, finishTimes: finishTimes, profile: profile,
-                     copyright: source.exif?.copyright, density: source.density?.oriented(source.orientation), scaleEighths: source.scaleEighths, decodedSize: decoded,
-                     timings: timings,
-                     decodePath: decodePath(source, fastMode: options.fastMode), level: source.tiffLevel ?? source.gifFrame,
-                     frameTime: source.posterTime)
+        var stage = Stage(summary: summary, images: images, finishTimes: finishTimes, profile: profile,
+                          copyright: source.exif?.copyright, density: source.density?.oriented(source.orientation), scaleEighths: source.scaleEighths, decodedSize: decoded,
+                          timings: timings,
+                          decodePath: decodePath(source, fastMode: options.fastMode), level: source.tiffLevel ?? source.gifFrame,
+                          frameTime: source.posterTime)
+        stage.gainMaps = plans.map { _ in nil }
+        stage.gainMapOutcomes = plans.map { _ in nil }
+        if let gainMap {
+            let t0 = clock.milliseconds
+            try finishGainMaps(gainMap, &stage, plans: plans, recipes: recipes, options: options, bytes: mapBytes)
+            stage.timings.resize += clock.milliseconds - t0
+        }
+        return stage
+    }
+
+    /// Each output's gain map: resized with it where its recipe keeps it and can, else the
+    /// reason it is dropped. A map that fails to decode is dropped with the reason: the SDR
+    /// image is still the photo.
+    static func finishGainMaps(_ found: UltraHDR.Found, _ stage: inout Stage, plans: [OutputPlan], recipes: [Recipe],
+                               options: RenderOptions, bytes: UnsafeRawBufferPointer?) throws {
+        let map: GainMapSource
+        switch found {
+        case .unusable(let info):
+            stage.gainMapInfo = info
+            stage.gainMapOutcomes = plans.map { _ in .dropped("the gain map is unusable: \(info.problem ?? "unknown reason") (the output is SDR)") }
+            return
+        case .usable(let m):
+            map = m
+            stage.gainMapInfo = m.info
+        }
+        var wanted = [Bool](repeating: false, count: plans.count)
+        for (i, recipe) in recipes.enumerated() {
+            let mode = recipe.output.gainMap ?? options.gainMap
+            let formats = recipe.output.formats.isEmpty ? [recipe.output.format] : recipe.output.formats.map(\.format)
+            if mode == .drop {
+                stage.gainMapOutcomes[i] = .dropped(recipe.name == "widget" ? "widgets are SDR (the widget preset drops it)" : "the recipe drops it")
+            } else if mode == .apply {
+                stage.gainMapOutcomes[i] = .dropped("apply is not available yet (the output is SDR)")
+            } else if bytes == nil {
+                stage.gainMapOutcomes[i] = .dropped("fast mode rendered the EXIF thumbnail (the output is SDR)")
+            } else if let reason = GainMapStep.dropReason(for: recipe) {
+                stage.gainMapOutcomes[i] = .dropped(reason)
+            } else if !formats.contains(where: { resolveFormat($0, source: .jpeg) == .jpeg }) {
+                let f = resolveFormat(formats[0], source: .jpeg)
+                stage.gainMapOutcomes[i] = .dropped(f == .avif
+                    ? "this build's libheif (1.15) cannot write an AVIF gain map (dropped, the output is SDR)"
+                    : "\(f.rawValue.uppercased()) cannot carry a gain map (dropped, the output is SDR)")
+            } else {
+                wanted[i] = true
+            }
+        }
+        guard let bytes, wanted.contains(true) else { return }
+        do {
+            stage.gainMaps = try GainMapStep.render(map, in: bytes, imageSize: stage.summary.storedSize, plans: plans,
+                                                    wanted: wanted, options: options)
+            stage.gainMapMetadata = map.metadata
+        } catch let e as ImagingError {
+            if e.code == .outOfMemory { throw e }
+            stage.gainMapInfo?.problem = e.reason
+            for i in wanted.indices where wanted[i] {
+                stage.gainMapOutcomes[i] = .dropped("the gain map does not decode: \(e.reason) (the output is SDR)")
+            }
+        }
     }
 
     /// The whole image at `scaleEighths`, stored orientation (for analysis).
@@ -472,7 +559,17 @@ public enum Renderer {
     /// Encodes, meeting `maxBytes` when set: the highest quality not above the recipe's
     /// that fits (binary search); `.auto` PNG falls back to JPEG when too large.
     static func encode(_ image: inout PixelBuffer, _ format: inout ImageFormat, _ s: OutputSettings,
-                       icc: [UInt8]?, exif: [UInt8]?, density: PixelDensity? = nil) throws -> ([UInt8], Int?) {
+                       icc: [UInt8]?, exif: [UInt8]?, density: PixelDensity? = nil,
+                       gainMap: (pixels: PixelBuffer, metadata: GainMapMetadata)? = nil) throws -> ([UInt8], Int?) {
+        var ignored = 0
+        return try encode(&image, &format, s, icc: icc, exif: exif, density: density, gainMap: gainMap, gainMapBytes: &ignored)
+    }
+
+    /// The same; a JPEG with `gainMap` is an Ultra HDR JPEG (the map at the same quality,
+    /// its bytes in `gainMapBytes`), and a byte budget counts both images.
+    static func encode(_ image: inout PixelBuffer, _ format: inout ImageFormat, _ s: OutputSettings,
+                       icc: [UInt8]?, exif: [UInt8]?, density: PixelDensity? = nil,
+                       gainMap: (pixels: PixelBuffer, metadata: GainMapMetadata)?, gainMapBytes: inout Int) throws -> ([UInt8], Int?) {
         if format == .webp {
             let img = image
             if s.lossless {
@@ -511,11 +608,23 @@ public enum Renderer {
         let jpegImage = image
         let settings = JPEGEncoder.Settings(quality: s.jpegQuality, progressive: s.progressive,
                                             optimize: s.optimize, subsampling: s.subsampling, density: density)
-        return try budgeted(s, name: "JPEG", size: jpegImage) { q in
+        var mapBytes: [Int: Int] = [:]  // by quality: the budget search keeps one of its tries
+        let result = try budgeted(s, name: gainMap == nil ? "JPEG" : "Ultra HDR JPEG", size: jpegImage) { q in
             var qs = settings
             qs.quality = q
-            return try JPEGEncoder.encode(jpegImage, qs, icc: icc, exif: exif)
+            let primary = try JPEGEncoder.encode(jpegImage, qs, icc: icc, exif: exif)
+            guard let gainMap else { return primary }
+            var ms = qs
+            ms.progressive = false
+            ms.subsampling = .s420
+            ms.density = nil
+            let map = try JPEGEncoder.encode(gainMap.pixels, ms)
+            let file = UltraHDR.assemble(primary: primary, map: map, metadata: gainMap.metadata)
+            mapBytes[q] = file.count - primary.count
+            return file
         }
+        gainMapBytes = result.1.flatMap { mapBytes[$0] } ?? 0
+        return result
     }
 
     /// The highest quality (≤ the recipe's) whose output fits `maxBytes`, by binary search.

@@ -280,6 +280,12 @@ public enum JobFile {
             }
             // `animated: true`: an animated source (GIF, WebP, video) stays animated in WebP.
             if let a = m["animated"] { recipe.output.animated = try bool(a, "\(field).animated") }
+            // `gainMap: keep | drop | apply`: what becomes of an Ultra HDR source's gain map.
+            if let g = m["gainMap"] {
+                let s = try string(g, "\(field).gainMap")
+                guard let mode = GainMapMode(rawValue: s) else { throw error(g, "\(field).gainMap", "expected keep, drop or apply, got \"\(s)\"") }
+                recipe.output.gainMap = mode
+            }
             var template: String?
             if let t = m["path"] {
                 let s = try string(t, "\(field).path")

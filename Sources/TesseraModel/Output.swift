@@ -16,6 +16,8 @@ public struct OutputRecord: Sendable, Codable, Equatable {
     /// The encoder quality (1...100) of a lossy output (JPEG, WebP, AVIF); below the
     /// recipe's when a byte budget lowered it.
     public var quality: Int?
+    /// What became of the source's gain map (nil: the source had none).
+    public var gainMap: GainMapOutcome?
     /// The same, for JPEG outputs only (the records' `jpegQuality`).
     public var jpegQuality: Int? { format == .jpeg ? quality : nil }
 
@@ -29,7 +31,7 @@ public struct OutputRecord: Sendable, Codable, Equatable {
         self.quality = quality
     }
 
-    enum CodingKeys: String, CodingKey { case name, path, format, width, height, bytes, quality, jpegQuality }
+    enum CodingKeys: String, CodingKey { case name, path, format, width, height, bytes, quality, jpegQuality, gainMap }
 
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -41,6 +43,7 @@ public struct OutputRecord: Sendable, Codable, Equatable {
         height = try c.decode(Int.self, forKey: .height)
         bytes = try c.decode(Int.self, forKey: .bytes)
         quality = try c.decodeIfPresent(Int.self, forKey: .quality) ?? c.decodeIfPresent(Int.self, forKey: .jpegQuality)
+        gainMap = try c.decodeIfPresent(GainMapOutcome.self, forKey: .gainMap)
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -53,6 +56,7 @@ public struct OutputRecord: Sendable, Codable, Equatable {
         try c.encode(bytes, forKey: .bytes)
         try c.encodeIfPresent(quality, forKey: .quality)
         try c.encodeIfPresent(jpegQuality, forKey: .jpegQuality)
+        try c.encodeIfPresent(gainMap, forKey: .gainMap)
     }
 }
 

@@ -14,12 +14,14 @@ public struct PresetCatalog: Sendable {
         "favicon": square("favicon", 64, quality: 1.0),
         "compressedFavicon": square("compressedFavicon", 64, quality: 0.8),
         // Widget rules: at most 1024 px wide, under 1 MB, JPEG or PNG, no metadata,
-        // 1× scale, no transparency.
+        // 1× scale, no transparency, SDR (no gain map).
         "widget": Recipe(
             name: "widget",
             operations: [.resize(Resize(width: 1024, height: nil, mode: .fit, scale: 1)),
                          .flatten(background: .white)],
-            output: OutputSettings(format: .jpegOrPNG, quality: 0.9, maxBytes: 999_999)),
+            output: { var o = OutputSettings(format: .jpegOrPNG, quality: 0.9, maxBytes: 999_999)
+                      o.gainMap = .drop  // iOS widgets are SDR
+                      return o }()),
         // For the web: one decode and resize, three files (AVIF, WebP, JPEG) for <picture>.
         "web": web("web", 1280, 720),
         "webThumbnail": web("webThumbnail", 320, 320),

@@ -820,6 +820,9 @@ public struct OutputSettings: Codable, Sendable, Equatable {
     /// kept, written as an animated WebP (WebP, auto or original formats); still formats get
     /// the first frame.
     public var animated: Bool = false
+    /// A source's gain map (Ultra HDR): kept, dropped or applied. nil: the render's default
+    /// (`RenderOptions.gainMap`, keep unless told).
+    public var gainMap: GainMapMode?
     /// Several encodings of the same pixels (one decode, one resize): each a format with
     /// its own quality and byte budget (the output's when not given). Empty: `format` only.
     public var formats: [FormatChoice] = []
@@ -852,7 +855,7 @@ public struct OutputSettings: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case format, quality, progressive, optimize, subsampling, pngCompression, maxBytes, keep, background, autoOrient
-        case lossless, webpMethod, avifSpeed, formats, animated
+        case lossless, webpMethod, avifSpeed, formats, animated, gainMap
     }
 
     public init(from decoder: Decoder) throws {
@@ -873,6 +876,7 @@ public struct OutputSettings: Codable, Sendable, Equatable {
         avifSpeed = try c.decodeIfPresent(Int.self, forKey: .avifSpeed) ?? d.avifSpeed
         formats = try c.decodeIfPresent([FormatChoice].self, forKey: .formats) ?? []
         animated = try c.decodeIfPresent(Bool.self, forKey: .animated) ?? d.animated
+        gainMap = try c.decodeIfPresent(GainMapMode.self, forKey: .gainMap)
     }
 
     /// libjpeg quality 1...100 from the 0...1 quality (clamped, like the seed).

@@ -42,6 +42,8 @@ public struct RenderOptions: Sendable, Equatable {
     public var maxDuration = 0.0
     /// Seconds a video's demuxing and decoding may take (nil: no bound); past it, `timed-out`.
     public var decodeSeconds: Double?
+    /// A source's gain map where the recipe does not say: kept (an Ultra HDR JPEG output) by default.
+    public var gainMap = GainMapMode.keep
 
     public init() {}
 

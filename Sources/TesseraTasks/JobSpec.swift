@@ -110,8 +110,9 @@ public struct OutputSpec: Codable, Sendable, Equatable {
         var cacheControl: String?
         var scales: [Double]?
         var animated: Bool?
+        var gainMap: GainMapMode?
 
-        enum CodingKeys: String, CodingKey { case name, preset, recipe, path, formats, cacheControl, scales, animated }
+        enum CodingKeys: String, CodingKey { case name, preset, recipe, path, formats, cacheControl, scales, animated, gainMap }
 
         init(from decoder: Decoder) throws {
             try JobFields.check(decoder, allowed: JobFields.output)
@@ -124,6 +125,7 @@ public struct OutputSpec: Codable, Sendable, Equatable {
             cacheControl = try c.decodeIfPresent(String.self, forKey: .cacheControl)
             scales = try c.decodeIfPresent([Double].self, forKey: .scales)
             animated = try c.decodeIfPresent(Bool.self, forKey: .animated)
+            gainMap = try c.decodeIfPresent(GainMapMode.self, forKey: .gainMap)
         }
 
         /// The output, its preset taken from `catalog`; `field` names it in errors.
@@ -147,6 +149,7 @@ public struct OutputSpec: Codable, Sendable, Equatable {
             // `formats: [avif, webp, jpeg]` on the output: one file per format, one decode.
             if let formats { recipe.output.formats = formats }
             if let animated { recipe.output.animated = animated }
+            if let gainMap { recipe.output.gainMap = gainMap }
             return OutputSpec(name: outputName, recipe: recipe, path: path, cacheControl: cacheControl, scales: scales)
         }
     }

@@ -66,6 +66,8 @@ public struct TaskRecord: Sendable, Codable {
     public var scaleEighths: Int?
     /// How the pixels were obtained: jpeg, progressive-dc, exif-thumbnail, png.
     public var decodePath: String?
+    /// The source's gain map (Ultra HDR), when it had one; each output says what became of it.
+    public var gainMap: GainMapInfo?
     public var outputs: [OutputRecord] = []
     public var timings = StageTimings()
     /// Peak resident memory while the task ran, when measured (pool workers).
@@ -87,7 +89,7 @@ public struct TaskRecord: Sendable, Codable {
     // `peakRSSShared: true`. Every field but input and status may be absent (older journals).
     enum CodingKeys: String, CodingKey {
         case type, version, input, status, error, bytesIn, bytesOut, sourceFormat, sourceWidth, sourceHeight, scaleEighths
-        case decodePath, outputs, timings = "timingsMilliseconds", peakRSSBytes, peakRSSShared, worker, tiles, strip, transfer
+        case decodePath, gainMap, outputs, timings = "timingsMilliseconds", peakRSSBytes, peakRSSShared, worker, tiles, strip, transfer
         case finishedAt = "finishedUnixSeconds"
         case legacyTimings = "timings", legacyFinishedAt = "finishedAt"
     }
@@ -105,6 +107,7 @@ public struct TaskRecord: Sendable, Codable {
         sourceHeight = try c.decodeIfPresent(Int.self, forKey: .sourceHeight)
         scaleEighths = try c.decodeIfPresent(Int.self, forKey: .scaleEighths)
         decodePath = try c.decodeIfPresent(String.self, forKey: .decodePath)
+        gainMap = try c.decodeIfPresent(GainMapInfo.self, forKey: .gainMap)
         outputs = try c.decodeIfPresent([OutputRecord].self, forKey: .outputs) ?? []
         timings = try c.decodeIfPresent(StageTimings.self, forKey: .timings)
             ?? c.decodeIfPresent(StageTimings.self, forKey: .legacyTimings) ?? StageTimings()
@@ -133,6 +136,7 @@ public struct TaskRecord: Sendable, Codable {
         try c.encodeIfPresent(sourceHeight, forKey: .sourceHeight)
         try c.encodeIfPresent(scaleEighths, forKey: .scaleEighths)
         try c.encodeIfPresent(decodePath, forKey: .decodePath)
+        try c.encodeIfPresent(gainMap, forKey: .gainMap)
         try c.encode(outputs, forKey: .outputs)
         try c.encode(timings, forKey: .timings)
         try c.encodeIfPresent(peakMemory?.bytes, forKey: .peakRSSBytes)

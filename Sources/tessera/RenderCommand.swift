@@ -57,6 +57,9 @@ struct Render: ParsableCommand {
     @Flag(help: "Animated GIF or WebP: keep it animated — every frame resized, delays and loops kept — as an animated WebP (--format webp, auto or original) or GIF (--format gif; still formats get the first frame). A video: an animated preview of --frames frames sampled across it.")
     var animated = false
 
+    @Option(help: "An Ultra HDR source's gain map: keep (resized with the image and written as an Ultra HDR JPEG, the default), drop (SDR only) or apply.")
+    var gainMap: GainMapMode = .keep
+
     @Option(help: "Video: when the poster frame is taken, in seconds (1.5, 1.5s) or a percentage of its length (10%). Default: the first frame past the first second that is neither near-black nor flat.")
     var at: String?
 
@@ -379,6 +382,7 @@ struct Render: ParsableCommand {
         options.page = page
         guard frame >= 0 else { throw ValidationError("--frame counts from 0, got \(frame)") }
         options.frame = frame
+        options.gainMap = gainMap
         if let at {
             guard let t = VideoTime(at) else { throw ValidationError("--at: expected seconds (1.5, 1.5s) or a percentage (10%), got \(at)") }
             options.posterTime = t
@@ -474,3 +478,5 @@ extension RunSummary {
         }
     }
 }
+
+extension GainMapMode: ExpressibleByArgument {}

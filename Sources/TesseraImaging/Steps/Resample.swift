@@ -134,6 +134,9 @@ final class Resampler {
     private let ring: UnsafeMutablePointer<Float>
     /// The current input row in linear light, 4 floats per pixel.
     private let linearRow: UnsafeMutablePointer<Float>
+    /// The transfer tables (sRGB's, or the identity for coded values).
+    private let toLinear: UnsafeMutablePointer<Float>
+    private let fromLinear: UnsafeMutablePointer<UInt8>
     private let rowPointers: UnsafeMutablePointer<UnsafePointer<Float>?>
     private var nextOutputRow = 0
     private var nextInputRow = 0
@@ -142,9 +145,12 @@ final class Resampler {
 
     /// - Parameters:
     ///   - region: the part of the input to map onto the output (fractional edges allowed).
+    ///   - coded: filter the coded values as they are (a gain map), not in linear light.
     init(inputWidth: Int, inputHeight: Int, inputChannels: Int, region: Rect,
-         outputSize: Size, filter: ResampleFilter) throws {
+         outputSize: Size, filter: ResampleFilter, coded: Bool = false) throws {
         precondition([1, 3, 4].contains(inputChannels))
+        toLinear = coded ? SRGB.identityToLinear : SRGB.toLinear
+        fromLinear = coded ? SRGB.identityFromLinear : SRGB.fromLinear
         self.inputWidth = inputWidth
         self.inputHeight = inputHeight
         self.inputChannels = inputChannels
@@ -217,8 +223,8 @@ final class Resampler {
             let rowFloats = output.width * 4
             if i + 1 < count && y + 1 <= lastNeededRow {
                 let second = linearRow + inputWidth * 4
-                ts_linearise_row(src, Int32(inputWidth), Int32(inputChannels), SRGB.toLinear, linearRow)
-                ts_linearise_row(src + stride, Int32(inputWidth), Int32(inputChannels), SRGB.toLinear, second)
+                ts_linearise_row(src, Int32(inputWidth), Int32(inputChannels), toLinear, linearRow)
+                ts_linearise_row(src + stride, Int32(inputWidth), Int32(inputChannels), toLinear, second)
                 ts_filter_h2(linearRow, second, ring + (y % ringRows) * rowFloats, ring + ((y + 1) % ringRows) * rowFloats,
                              Int32(h.count), Int32(h.maxTaps), h.starts, h.lengths, h.expanded)
                 nextInputRow += 2
@@ -227,7 +233,7 @@ final class Resampler {
                 emitReady(upTo: y + 1)
                 continue
             }
-            ts_linearise_row(src, Int32(inputWidth), Int32(inputChannels), SRGB.toLinear, linearRow)
+            ts_linearise_row(src, Int32(inputWidth), Int32(inputChannels), toLinear, linearRow)
             ts_filter_h(linearRow, ring + (y % ringRows) * rowFloats, Int32(h.count), Int32(h.maxTaps),
                         h.starts, h.lengths, h.expanded)
             nextInputRow += 1
@@ -255,7 +261,7 @@ final class Resampler {
             rowPointers[k] = UnsafePointer(ring + ((start + k) % ringRows) * width * 4)
         }
         ts_filter_v_out(rowPointers, v.weights + oy * v.maxTaps, Int32(length), Int32(width), Int32(inputChannels),
-                        SRGB.fromLinear, output.row(oy))
+                        fromLinear, output.row(oy))
     }
 }
 
