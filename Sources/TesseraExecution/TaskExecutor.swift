@@ -201,7 +201,8 @@ public enum TaskExecutor {
             }
             record.sourceFormat = result.format
             record.timings.encode = clock.milliseconds
-            record.strip = .init(removed: result.removed, orientation: result.orientation, transformed: result.transformed)
+            record.strip = .init(removed: result.removed, orientation: result.orientation, transformed: result.transformed,
+                                 gainMap: result.gainMap)
             // Stripping keeps names: `{ext}` is the input's own extension.
             let rel = try job.naming(job.outputs.first).relativePath(
                 for: input, preset: "strip", ext: input.fileExtension.isEmpty ? result.format.fileExtension : input.fileExtension)

@@ -38,6 +38,10 @@ public struct ImageInfo: Sendable, Codable {
     public var trailingBytes: Int
     /// Marker segments (JPEG) or chunk types (PNG) in file order.
     public var structure: [String]
+    /// An HDR gain map (Ultra HDR JPEG): its size, headroom and metadata, or why it is unusable.
+    public var gainMap: GainMapInfo? = nil
+    /// Its metadata, when usable (log2 boosts and capacities, as ISO 21496-1 gives them).
+    public var gainMapMetadata: GainMapMetadata? = nil
 
     /// Reads what it can; throws only when the file is not a readable JPEG or PNG.
     public static func inspect(_ input: [UInt8]) throws -> ImageInfo {
@@ -113,6 +117,13 @@ public struct ImageInfo: Sendable, Codable {
         }
         if !iccChunks.isEmpty {
             describeICC(iccChunks.sorted { $0.seq < $1.seq }.flatMap(\.bytes), into: &info)
+        }
+        switch UltraHDR.locate(raw, limits: Limits()) {
+        case .usable(let m)?:
+            info.gainMap = m.info
+            info.gainMapMetadata = m.metadata
+        case .unusable(let i)?: info.gainMap = i
+        case nil: break
         }
         return info
     }

@@ -118,10 +118,10 @@ public enum Renderer {
                 let density = settings.keep.contains(.resolution) ? stage.density : nil
                 // The gain map goes with JPEG outputs (an Ultra HDR JPEG); other formats say why not.
                 var outcome = stage.gainMapOutcomes[i]
-                var map: (pixels: PixelBuffer, metadata: GainMapMetadata)?
+                var map: (pixels: PixelBuffer, metadata: GainMapMetadata, raised: Bool)?
                 if let planes = stage.gainMaps[i], let metadata = stage.gainMapMetadata {
                     if format == .jpeg {
-                        map = (planes, metadata)
+                        map = (planes.pixels, metadata, planes.raised)
                     } else {
                         outcome = .dropped(format == .avif
                             ? "this build's libheif (1.15) cannot write an AVIF gain map (dropped, the output is SDR)"
@@ -187,7 +187,7 @@ public enum Renderer {
         /// (upright, resized) where kept, and each output's outcome where already decided.
         var gainMapInfo: GainMapInfo? = nil
         var gainMapMetadata: GainMapMetadata? = nil
-        var gainMaps: [PixelBuffer?] = []
+        var gainMaps: [(pixels: PixelBuffer, raised: Bool)?] = []
         var gainMapOutcomes: [GainMapOutcome?] = []
     }
 
@@ -560,7 +560,7 @@ public enum Renderer {
     /// that fits (binary search); `.auto` PNG falls back to JPEG when too large.
     static func encode(_ image: inout PixelBuffer, _ format: inout ImageFormat, _ s: OutputSettings,
                        icc: [UInt8]?, exif: [UInt8]?, density: PixelDensity? = nil,
-                       gainMap: (pixels: PixelBuffer, metadata: GainMapMetadata)? = nil) throws -> ([UInt8], Int?) {
+                       gainMap: (pixels: PixelBuffer, metadata: GainMapMetadata, raised: Bool)? = nil) throws -> ([UInt8], Int?) {
         var ignored = 0
         return try encode(&image, &format, s, icc: icc, exif: exif, density: density, gainMap: gainMap, gainMapBytes: &ignored)
     }
@@ -569,7 +569,7 @@ public enum Renderer {
     /// its bytes in `gainMapBytes`), and a byte budget counts both images.
     static func encode(_ image: inout PixelBuffer, _ format: inout ImageFormat, _ s: OutputSettings,
                        icc: [UInt8]?, exif: [UInt8]?, density: PixelDensity? = nil,
-                       gainMap: (pixels: PixelBuffer, metadata: GainMapMetadata)?, gainMapBytes: inout Int) throws -> ([UInt8], Int?) {
+                       gainMap: (pixels: PixelBuffer, metadata: GainMapMetadata, raised: Bool)?, gainMapBytes: inout Int) throws -> ([UInt8], Int?) {
         if format == .webp {
             let img = image
             if s.lossless {
@@ -615,6 +615,7 @@ public enum Renderer {
             let primary = try JPEGEncoder.encode(jpegImage, qs, icc: icc, exif: exif)
             guard let gainMap else { return primary }
             var ms = qs
+            ms.quality = GainMapStep.quality(for: q, raised: gainMap.raised)
             ms.progressive = false
             ms.subsampling = .s420
             ms.density = nil

@@ -330,6 +330,7 @@ public enum JobFile {
             var s = StripOptions()
             if let v = m["keepICC"] { s.keepICC = try bool(v, "strip.keepICC") }
             if let v = m["keepCopyright"] { s.keepCopyright = try bool(v, "strip.keepCopyright") }
+            if let v = m["keepGainMap"] { s.keepGainMap = try bool(v, "strip.keepGainMap") }
             if let v = m["orientation"] {
                 let o = try string(v, "strip.orientation")
                 guard let h = OrientationHandling(rawValue: o) else { throw error(v, "strip.orientation", "expected tag or transform") }

@@ -7,7 +7,7 @@ public enum JobFields {
     public static let job = ["name", "kind", "priority", "inputs", "output", "outputs", "presets", "strip", "tiles", "options", "storage"]
     public static let input = ["path", "glob", "recursive", "manifest"]
     public static let output = ["preset", "recipe", "name", "path", "formats", "cacheControl", "scales", "animated", "gainMap"]
-    public static let strip = ["keepICC", "keepCopyright", "orientation"]
+    public static let strip = ["keepICC", "keepCopyright", "orientation", "keepGainMap"]
     public static let tiles = ["layout", "tileSize", "overlap", "format", "quality", "background", "baseURI", "viewer", "memoryBudgetMB", "subifd"]
     public static let options = ["maxMegapixels", "maxInputMB", "strict", "maxAttempts", "heifThumbnails", "page", "frame",
                                  "timeout", "inline", "incremental", "fast", "at", "frames", "fps", "maxFrames", "maxDuration"]

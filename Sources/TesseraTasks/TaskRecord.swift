@@ -20,10 +20,13 @@ public struct TaskRecord: Sendable, Codable {
         public var removed: [String]
         public var orientation: Int
         public var transformed: Bool
-        public init(removed: [String], orientation: Int, transformed: Bool) {
+        /// What became of an Ultra HDR source's gain map (nil: it had none).
+        public var gainMap: GainMapOutcome?
+        public init(removed: [String], orientation: Int, transformed: Bool, gainMap: GainMapOutcome? = nil) {
             self.removed = removed
             self.orientation = orientation
             self.transformed = transformed
+            self.gainMap = gainMap
         }
     }
 

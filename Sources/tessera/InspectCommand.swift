@@ -71,6 +71,12 @@ struct Inspect: ParsableCommand {
         if let c = i.copyright { lines.append(("copyright", c)) }
         lines.append(("xmp/iptc/com", "\(yn(i.hasXMP))/\(yn(i.hasIPTC))/\(i.comments)"))
         if i.trailingBytes > 0 { lines.append(("after EOI", formatBytes(i.trailingBytes))) }
+        if let g = i.gainMap {
+            var text = "\(g.width)x\(g.height), \(formatBytes(g.bytes)), headroom \(String(format: "%.2f", g.headroom)) stops"
+                + " (\(g.kind): \(g.metadata.isEmpty ? "no metadata" : g.metadata.joined(separator: " + ")))"
+            if let p = g.problem { text = "unusable: \(p)" }
+            lines.append(("gain map", text))
+        }
         lines.append(("structure", collapsed(i.structure)))
         print(file)
         for (k, v) in lines { print("  " + k.padding(toLength: 13, withPad: " ", startingAt: 0) + v) }

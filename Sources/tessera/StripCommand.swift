@@ -34,6 +34,9 @@ struct Strip: ParsableCommand {
     @Flag(help: "Keep the EXIF Copyright tag.")
     var keepCopyright = false
 
+    @Flag(help: "Drop an Ultra HDR JPEG's gain map (kept by default: it is image data, the HDR rendition, not metadata).")
+    var dropGainMap = false
+
     @Flag(help: "One JSON record per file (docs/JSON.md: a record with `strip`).")
     var json = false
 
@@ -61,7 +64,8 @@ struct Strip: ParsableCommand {
         options.incremental = false
         let job = ExecutableJob(kind: .strip, outputs: [], outputRoot: output,
                                 strip: StripOptions(keepICC: !dropIcc, keepCopyright: keepCopyright,
-                                                    orientation: OrientationHandling(rawValue: orientation)!),
+                                                    orientation: OrientationHandling(rawValue: orientation)!,
+                                                    keepGainMap: !dropGainMap),
                                 options: options)
         // Planned before anything is read: no output may replace an input, nor two share a file.
         let collisions: [Int: JobError]

@@ -10,6 +10,8 @@ public struct StripResult: Sendable {
     public let orientation: Int
     /// Whether pixels were rotated losslessly.
     public let transformed: Bool
+    /// What became of an Ultra HDR source's gain map (nil: it had none).
+    public var gainMap: GainMapOutcome? = nil
 }
 
 /// Metadata removal without re-encoding: the compressed image data is copied
@@ -30,7 +32,52 @@ public enum LosslessStrip {
         }
     }
 
+    /// A JPEG with a gain map: the primary and the map stripped each, then put together
+    /// again as an Ultra HDR JPEG (the map's metadata written anew from what was read);
+    /// rotated losslessly only if the map rotates too.
     private static func stripJPEG(_ input: [UInt8], _ options: StripOptions) throws -> StripResult {
+        let found = input.withUnsafeBytes { UltraHDR.locate($0, limits: Limits()) }
+        guard let found else { return try stripPlainJPEG(input, options) }
+        var result: StripResult
+        switch found {
+        case .unusable(let info):
+            result = try stripPlainJPEG(input, options)
+            result.gainMap = .dropped("the gain map is unusable: \(info.problem ?? "unknown reason")")
+            return result
+        case .usable(let source):
+            guard options.keepGainMap else {
+                result = try stripPlainJPEG(input, options)
+                result.gainMap = .dropped("the strip drops it (--drop-gain-map, keepGainMap: false)")
+                return result
+            }
+            var mapBytes = Array(input[source.range])
+            var o = options
+            o.keepGainMap = false
+            if o.orientation == .transform {
+                let orientation = try exifSummary(input)?.orientation ?? 1
+                if (2...8).contains(orientation) {
+                    if let rotated = try? TurboJPEGTransform.apply(Orientation(exif: orientation), to: mapBytes, perfect: true) {
+                        mapBytes = rotated
+                    } else {
+                        o.orientation = .tag  // the map cannot turn losslessly: neither does the image
+                    }
+                }
+            }
+            let primaryEnd = source.range.lowerBound
+            result = try stripPlainJPEG(Array(input[..<primaryEnd]), o)
+            // The map keeps nothing but its pixels (its orientation is the image's).
+            let map = try stripPlainJPEG(mapBytes, StripOptions(keepICC: false, keepCopyright: false, orientation: .tag,
+                                                                keepGainMap: false))
+            let file = UltraHDR.assemble(primary: result.bytes, map: map.bytes, metadata: source.metadata)
+            var out = StripResult(bytes: file, format: .jpeg, removed: result.removed.filter { $0 != "MPF" },
+                                  orientation: result.orientation, transformed: result.transformed)
+            out.gainMap = GainMapOutcome(action: "kept", width: source.info.width, height: source.info.height,
+                                         bytes: file.count - result.bytes.count)
+            return out
+        }
+    }
+
+    private static func stripPlainJPEG(_ input: [UInt8], _ options: StripOptions) throws -> StripResult {
         var bytes = input
         var summary = try exifSummary(bytes)
         var orientation = summary?.orientation.map { (1...8).contains($0) ? $0 : 1 } ?? 1

@@ -22,21 +22,6 @@ enum SRGB {
         return t
     }()
 
-    /// Tables that leave values as they are: a gain map (or any data image) is filtered
-    /// in its coded values, as Ultra HDR readers interpolate it.
-    static let identityToLinear: UnsafeMutablePointer<Float> = {
-        let t = UnsafeMutablePointer<Float>.allocate(capacity: 256)
-        for i in 0..<256 { t[i] = Float(i) / 255 }
-        return t
-    }()
-
-    static let identityFromLinear: UnsafeMutablePointer<UInt8> = {
-        let n = 65536
-        let t = UnsafeMutablePointer<UInt8>.allocate(capacity: n)
-        for i in 0..<n { t[i] = UInt8(max(0, min(255, (Double(i) / Double(n - 1) * 255).rounded()))) }
-        return t
-    }()
-
     /// The sRGB electro-optical transfer function, 0...1 -> 0...1.
     static func decode(_ v: Double) -> Double {
         v <= 0.04045 ? v / 12.92 : pow((v + 0.055) / 1.055, 2.4)

@@ -1,8 +1,11 @@
+import Foundation
 import TesseraModel
 
 /// A source's gain map through the same geometry as the image: each output's region,
 /// orientation and size, at the map's own resolution (typically ¼ of the image's), decoded
-/// with the DCT scale that covers the largest output's map and filtered in its coded values.
+/// with the DCT scale that covers the largest output's map, and filtered in linear boost
+/// (`BoostTables`), where the HDR rendition — the image times the boost — averages as the
+/// resized HDR image does.
 enum GainMapStep {
     /// Whether a recipe's steps leave a gain map meaningful, and why not when they do not.
     static func dropReason(for recipe: Recipe) -> String? {
@@ -17,16 +20,35 @@ enum GainMapStep {
         return nil
     }
 
+    /// A thumbnail's map keeps at least this many pixels on its long side (up to the
+    /// output's own): a ¼-resolution map of a 256 px thumbnail (64 px) cannot hold the
+    /// map's edges — its HDR rendition is 30 dB against the source's resized, a 160 px
+    /// map's 35 dB, for 28 % more bytes than an SDR thumbnail instead of 18 %
+    /// (docs/decisions/021-gain-maps.md has the trade-off measured).
+    static let minimumLongSide = 160
+
+    /// The map's quality for an output of quality `q`: the output's, lowered where the map's
+    /// resolution was raised (`minimumLongSide`) — there its quantisation costs less than its
+    /// resolution did (a 128 px map at q50 beats a 64 px one at q85, in fewer bytes).
+    static func quality(for q: Int, raised: Bool) -> Int {
+        raised ? max(1, min(100, Int((Double(q) * factor).rounded()))) : q
+    }
+    static let factor = 0.7
+
     /// The map's size for an output of `output` stored pixels: the source's map-to-image
-    /// ratio, at least one pixel.
+    /// ratio, raised so the long side has `minimumLongSide` pixels (never past the output's
+    /// size or the source map's resolution), at least one pixel.
     static func mapSize(output: Size, ratio: (x: Double, y: Double)) -> Size {
-        Size(width: max(1, min(output.width, Int((Double(output.width) * ratio.x).rounded()))),
-             height: max(1, min(output.height, Int((Double(output.height) * ratio.y).rounded()))))
+        let long = Double(max(output.width, output.height))
+        let floor = min(1, Double(minimumLongSide) / long)
+        let k = (x: min(1, max(ratio.x, floor)), y: min(1, max(ratio.y, floor)))
+        return Size(width: max(1, min(output.width, Int((Double(output.width) * k.x).rounded()))),
+                    height: max(1, min(output.height, Int((Double(output.height) * k.y).rounded()))))
     }
 
     /// The map for each plan where `wanted` says so (nil elsewhere), upright like the output.
     static func render(_ map: GainMapSource, in bytes: UnsafeRawBufferPointer, imageSize: Size, plans: [OutputPlan],
-                       wanted: [Bool], options: RenderOptions) throws -> [PixelBuffer?] {
+                       wanted: [Bool], options: RenderOptions) throws -> [(pixels: PixelBuffer, raised: Bool)?] {
         guard wanted.contains(true) else { return plans.map { _ in nil } }
         var o = options
         o.fastMode = false
@@ -38,11 +60,16 @@ enum GainMapStep {
         }
         let ratio = (x: Double(source.storedSize.width) / Double(imageSize.width),
                      y: Double(source.storedSize.height) / Double(imageSize.height))
-        var regions: [Rect?] = [], sizes: [Size?] = []
+        var regions: [Rect?] = [], sizes: [Size?] = [], raised: [Bool] = []
         for (i, plan) in plans.enumerated() {
-            guard wanted[i] else { regions.append(nil); sizes.append(nil); continue }
-            regions.append(plan.storedRegion.scaled(x: ratio.x, y: ratio.y))
-            sizes.append(mapSize(output: plan.storedOutputSize, ratio: ratio))
+            guard wanted[i] else { regions.append(nil); sizes.append(nil); raised.append(false); continue }
+            let region = plan.storedRegion.scaled(x: ratio.x, y: ratio.y)
+            let size = mapSize(output: plan.storedOutputSize, ratio: ratio)
+            regions.append(region)
+            // Never more pixels than the map has there.
+            sizes.append(Size(width: max(1, min(size.width, Int(region.width.rounded(.up)))),
+                              height: max(1, min(size.height, Int(region.height.rounded(.up))))))
+            raised.append(sizes[i]!.width > max(1, Int((Double(plan.storedOutputSize.width) * ratio.x).rounded())))
         }
         var scale = 1
         for i in plans.indices {
@@ -53,11 +80,14 @@ enum GainMapStep {
         let decoded = source.decodedSize
         try options.limits.checkDimensions(decoded)
         let k = Double(source.scaleEighths) / 8
+        let curve = BoostTables.tables(for: map.metadata)  // held until the resamplers are done
+        defer { withExtendedLifetime(curve) {} }
         var resamplers: [Resampler?] = []
         for i in plans.indices {
             guard let r = regions[i], let s = sizes[i] else { resamplers.append(nil); continue }
             resamplers.append(try Resampler(inputWidth: decoded.width, inputHeight: decoded.height, inputChannels: source.channels,
-                                            region: r.scaled(x: k, y: k), outputSize: s, filter: .lanczos3, coded: true))
+                                            region: r.scaled(x: k, y: k), outputSize: s, filter: .lanczos3,
+                                            transfer: (curve.toLinear, curve.fromLinear)))
         }
         let active = resamplers.compactMap { $0 }
         let stride = decoded.width * source.channels
@@ -71,7 +101,61 @@ enum GainMapStep {
         try source.finish()
         return try plans.indices.map { i in
             guard let r = resamplers[i] else { return nil }
-            return try plans[i].orientation.apply(to: r.output)
+            return (try plans[i].orientation.apply(to: r.output), raised[i])
         }
+    }
+}
+
+/// The resampler's tables for a gain map: code → boost 2^mix(min, max, code^(1/gamma)),
+/// scaled to 0...1 between the smallest and largest boost, and back. Filtering the boost
+/// instead of the code (its log) keeps a thumbnail's HDR rendition closer to the source's
+/// resized (+0.5 dB PSNR at 256 and 1280 px; docs/decisions/021-gain-maps.md). Channel 0's
+/// values stand for all three (a three-channel map with different values per channel is
+/// filtered by the first's curve). Built once per curve; the last 32 curves are kept
+/// (phones write each photo's own boost, so the cache is bounded and a render keeps its
+/// tables alive by holding them).
+final class BoostTables: @unchecked Sendable {
+    struct Key: Hashable { let min, max, gamma: Double }
+    let toLinear: UnsafeMutablePointer<Float>
+    let fromLinear: UnsafeMutablePointer<UInt8>
+
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var cache: [Key: BoostTables] = [:]
+
+    static func tables(for m: GainMapMetadata) -> BoostTables {
+        let key = Key(min: m.minLog2[0], max: m.maxLog2[0], gamma: m.gamma[0])
+        lock.lock()
+        defer { lock.unlock() }
+        if let t = cache[key] { return t }
+        let t = BoostTables(key)
+        if cache.count >= 32 { cache.removeAll() }
+        cache[key] = t
+        return t
+    }
+
+    private init(_ k: Key) {
+        toLinear = .allocate(capacity: 256)
+        fromLinear = .allocate(capacity: 65536)
+        let span = k.max - k.min
+        guard span > 1e-6 else {  // a flat map: the codes as they are
+            for i in 0..<256 { toLinear[i] = Float(i) / 255 }
+            for j in 0..<65536 { fromLinear[j] = UInt8((Double(j) / 65535 * 255).rounded()) }
+            return
+        }
+        let bMin = exp2(k.min), bMax = exp2(k.max)
+        for i in 0..<256 {
+            let b = exp2(k.min + span * pow(Double(i) / 255, 1 / k.gamma))
+            toLinear[i] = Float(min(1, max(0, (b - bMin) / (bMax - bMin))))
+        }
+        for j in 0..<65536 {
+            let b = bMin + Double(j) / 65535 * (bMax - bMin)
+            let v = pow(min(1, max(0, (log2(b) - k.min) / span)), k.gamma)
+            fromLinear[j] = UInt8((v * 255).rounded())
+        }
+    }
+
+    deinit {
+        toLinear.deallocate()
+        fromLinear.deallocate()
     }
 }

@@ -145,12 +145,14 @@ final class Resampler {
 
     /// - Parameters:
     ///   - region: the part of the input to map onto the output (fractional edges allowed).
-    ///   - coded: filter the coded values as they are (a gain map), not in linear light.
+    ///   - transfer: the tables to the domain filtered in and back (256 floats in 0...1,
+    ///     65,536 codes); nil: sRGB's, linear light.
     init(inputWidth: Int, inputHeight: Int, inputChannels: Int, region: Rect,
-         outputSize: Size, filter: ResampleFilter, coded: Bool = false) throws {
+         outputSize: Size, filter: ResampleFilter,
+         transfer: (toLinear: UnsafeMutablePointer<Float>, fromLinear: UnsafeMutablePointer<UInt8>)? = nil) throws {
         precondition([1, 3, 4].contains(inputChannels))
-        toLinear = coded ? SRGB.identityToLinear : SRGB.toLinear
-        fromLinear = coded ? SRGB.identityFromLinear : SRGB.fromLinear
+        toLinear = transfer?.toLinear ?? SRGB.toLinear
+        fromLinear = transfer?.fromLinear ?? SRGB.fromLinear
         self.inputWidth = inputWidth
         self.inputHeight = inputHeight
         self.inputChannels = inputChannels
