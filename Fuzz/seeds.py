@@ -109,6 +109,56 @@ def jpegs():
     return seeds
 
 
+def ultra_hdr(primary, gain_map, xmp=True, iso=True, channels=1):
+    """An Ultra HDR JPEG as libultrahdr lays it out: the primary with an ISO 21496-1 version
+    block and an MPF index; the gain map JPEG with hdrgm XMP and ISO 21496-1 metadata."""
+    def seg(marker, payload):
+        return b"\xff" + bytes([marker]) + struct.pack(">H", len(payload) + 2) + payload
+    sig = b"urn:iso:std:iso:ts:21496:-1\x00"
+    per = [(0, 2500000, 1000000, 15625, 15625)] * channels  # min, max (log2 x 1e6), gamma, offsets
+    body = b"\x00\x00\x00\x00" + bytes([(0x80 if channels == 3 else 0) | 0x40 | 0x08])
+    body += struct.pack(">III", 1000000, 0, 2500000)
+    for mn, mx, g, o1, o2 in per:
+        body += struct.pack(">iiIii", mn, mx, g, o1, o2)
+    meta = b""
+    if xmp:
+        seq = "<hdrgm:Gamma><rdf:Seq><rdf:li>1</rdf:li><rdf:li>1.1</rdf:li><rdf:li>0.9</rdf:li></rdf:Seq></hdrgm:Gamma>" if channels == 3 else ""
+        text = ('<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
+                '<rdf:Description xmlns:hdrgm="http://ns.adobe.com/hdr-gain-map/1.0/" hdrgm:Version="1.0" '
+                'hdrgm:GainMapMax="2.5" hdrgm:HDRCapacityMax="2.5"' + (">" + seq + "</rdf:Description>" if seq else "/>")
+                + "</rdf:RDF></x:xmpmeta>")
+        meta += seg(0xE1, b"http://ns.adobe.com/xap/1.0/\x00" + text.encode())
+    if iso:
+        meta += seg(0xE2, sig + body)
+    gm = gain_map[:2] + meta + gain_map[2:]
+    iso_primary = seg(0xE2, sig + b"\x00\x00\x00\x00")
+    mpf_len = 4 + 8 + 2 + 36 + 4 + 32
+    origin = 2 + len(iso_primary) + 4 + 4
+    total = len(primary) + len(iso_primary) + 4 + mpf_len
+    mpf = b"MPF\x00MM\x00*\x00\x00\x00\x08\x00\x03"
+    mpf += b"\xb0\x00\x00\x07" + struct.pack(">I", 4) + b"0100"
+    mpf += b"\xb0\x01\x00\x04" + struct.pack(">II", 1, 2)
+    mpf += b"\xb0\x02\x00\x07" + struct.pack(">II", 32, 50) + struct.pack(">I", 0)
+    mpf += struct.pack(">IIIHH", 0x030000, total, 0, 0, 0) + struct.pack(">IIIHH", 0, len(gm), total - origin, 0, 0)
+    return primary[:2] + iso_primary + seg(0xE2, mpf) + primary[2:] + gm
+
+
+def gain_maps():
+    """Small Ultra HDR JPEGs: gray and RGB maps, XMP only, ISO only, an orientation."""
+    seeds = {}
+    def jpeg(im, **kw):
+        b = io.BytesIO()
+        im.save(b, "JPEG", quality=75, **kw)
+        return b.getvalue()
+    primary, gray = jpeg(picture(48, 32)), jpeg(picture(12, 8, "L"))
+    seeds["uhdr_gray.jpg"] = ultra_hdr(primary, gray)
+    seeds["uhdr_rgb_seq.jpg"] = ultra_hdr(primary, jpeg(picture(12, 8)), channels=3)
+    seeds["uhdr_xmp_only.jpg"] = ultra_hdr(primary, gray, iso=False)
+    seeds["uhdr_iso_only.jpg"] = ultra_hdr(primary, gray, xmp=False)
+    seeds["uhdr_orient6.jpg"] = ultra_hdr(jpeg(picture(48, 32), exif=exif_bytes(orientation=6, gps=False)), jpeg(picture(24, 16, "L")))
+    return seeds
+
+
 def webps():
     seeds = {}
     try:
@@ -286,8 +336,14 @@ if sys.argv[1:] == ["gif"]:
 if sys.argv[1:] == ["video"]:
     write("video", videos())
     sys.exit(0)
+if sys.argv[1:] == ["gainmap"]:  # the gain-map seeds added to render, inspect and strip
+    for target in ("render", "inspect", "strip"):
+        for name, data in gain_maps().items():
+            with open(os.path.join(out, target, name), "wb") as f:
+                f.write(data)
+    sys.exit(0)
 j, p = jpegs(), pngs()
-images = {**j, **p}
+images = {**j, **p, **gain_maps()}
 write("render", {**images, **webps()})
 write("inspect", images)
 write("strip", images)

@@ -96,6 +96,9 @@ public enum Renderer {
                 let start = clock.milliseconds
                 var image = stage.images[i]
                 var format = resolveFormat(settings.format, source: stage.summary.format)
+                let applies = stage.gainMapApplied.indices.contains(i) && stage.gainMapApplied[i] && stage.gainMaps[i] != nil
+                    && [.avif, .original, .auto].contains(settings.format)
+                if applies { format = .avif }  // the HDR rendition: a PQ AVIF
                 if !stage.summary.format.keptByOriginal && image.layout == .rgba && recipe.flattenBackground == nil
                     && (settings.format == .auto || settings.format == .original) {
                     format = .png  // transparency kept where the source's own format cannot be written
@@ -129,8 +132,16 @@ public enum Renderer {
                     }
                 }
                 var mapBytes = 0
-                let (bytes, quality) = try encode(&image, &format, settings, icc: attachedICC, exif: exif, density: density,
+                let (bytes, quality): ([UInt8], Int?)
+                if applies, let planes = stage.gainMaps[i], let metadata = stage.gainMapMetadata {
+                    (bytes, quality) = try encodeHDR(image, map: planes.pixels, metadata: metadata, settings)
+                    map = nil
+                    outcome = GainMapOutcome(action: "applied", width: planes.pixels.width, height: planes.pixels.height,
+                                             reason: "the HDR rendition at \(String(format: "%.2f", metadata.capacityMaxLog2)) stops, \(AVIFEncoder.hdrBits)-bit PQ AVIF")
+                } else {
+                    (bytes, quality) = try encode(&image, &format, settings, icc: attachedICC, exif: exif, density: density,
                                                   gainMap: map, gainMapBytes: &mapBytes)
+                }
                 if let map, format == .jpeg {
                     outcome = GainMapOutcome(action: "kept", width: map.pixels.width, height: map.pixels.height, bytes: mapBytes)
                 } else if map != nil {
@@ -188,6 +199,8 @@ public enum Renderer {
         var gainMapInfo: GainMapInfo? = nil
         var gainMapMetadata: GainMapMetadata? = nil
         var gainMaps: [(pixels: PixelBuffer, raised: Bool)?] = []
+        /// Outputs that render the HDR rendition (`apply`) instead of keeping the map.
+        var gainMapApplied: [Bool] = []
         var gainMapOutcomes: [GainMapOutcome?] = []
     }
 
@@ -457,6 +470,7 @@ public enum Renderer {
                           frameTime: source.posterTime)
         stage.gainMaps = plans.map { _ in nil }
         stage.gainMapOutcomes = plans.map { _ in nil }
+        stage.gainMapApplied = plans.map { _ in false }
         if let gainMap {
             let t0 = clock.milliseconds
             try finishGainMaps(gainMap, &stage, plans: plans, recipes: recipes, options: options, bytes: mapBytes)
@@ -486,12 +500,17 @@ public enum Renderer {
             let formats = recipe.output.formats.isEmpty ? [recipe.output.format] : recipe.output.formats.map(\.format)
             if mode == .drop {
                 stage.gainMapOutcomes[i] = .dropped(recipe.name == "widget" ? "widgets are SDR (the widget preset drops it)" : "the recipe drops it")
-            } else if mode == .apply {
-                stage.gainMapOutcomes[i] = .dropped("apply is not available yet (the output is SDR)")
+            } else if mode == .apply, !formats.contains(where: { [.avif, .original, .auto].contains($0) }) {
+                stage.gainMapOutcomes[i] = .dropped("apply writes an HDR AVIF: the output's format must be avif, original or auto (the output is SDR)")
+            } else if mode == .apply, !AVIFEncoder.isAvailable {
+                stage.gainMapOutcomes[i] = .dropped("apply writes an HDR AVIF and this build's libheif has no AV1 encoder (the output is SDR)")
             } else if bytes == nil {
                 stage.gainMapOutcomes[i] = .dropped("fast mode rendered the EXIF thumbnail (the output is SDR)")
             } else if let reason = GainMapStep.dropReason(for: recipe) {
                 stage.gainMapOutcomes[i] = .dropped(reason)
+            } else if mode == .apply {
+                wanted[i] = true
+                stage.gainMapApplied[i] = true
             } else if !formats.contains(where: { resolveFormat($0, source: .jpeg) == .jpeg }) {
                 let f = resolveFormat(formats[0], source: .jpeg)
                 stage.gainMapOutcomes[i] = .dropped(f == .avif
@@ -626,6 +645,20 @@ public enum Renderer {
         }
         gainMapBytes = result.1.flatMap { mapBytes[$0] } ?? 0
         return result
+    }
+
+    /// The HDR rendition of `image` and its map at the map's full headroom, as an HDR AVIF
+    /// (BT.709 primaries, PQ, full range, `AVIFEncoder.hdrBits` bits), within the byte budget.
+    static func encodeHDR(_ image: PixelBuffer, map: PixelBuffer, metadata: GainMapMetadata, _ s: OutputSettings) throws -> ([UInt8], Int?) {
+        let samples = HDRRendition.pq(sdr: image, map: map, metadata: metadata, headroomStops: metadata.capacityMaxLog2,
+                                      bits: AVIFEncoder.hdrBits)
+        return try samples.withUnsafeBufferPointer { buffer in
+            try budgeted(s, name: "HDR AVIF", size: image) { q in
+                try AVIFEncoder.encodeHDR(buffer, width: image.width, height: image.height,
+                                          .init(quality: q, speed: s.avifSpeed, subsampling: s.subsampling),
+                                          nclx: (primaries: 1, transfer: 16, matrix: 1))
+            }
+        }
     }
 
     /// The highest quality (≤ the recipe's) whose output fits `maxBytes`, by binary search.

@@ -177,6 +177,39 @@ final class GainMapTests: XCTestCase {
         XCTAssertNil(Self.located(dropped.bytes))
     }
 
+    /// `apply`: the HDR rendition as a PQ AVIF — the dark half (map 0) at its SDR light, the
+    /// bright half (map 255) 2.5 stops up, SDR white at 203 cd/m².
+    func testApplyWritesTheHDRRenditionInPQ() throws {
+        guard AVIFEncoder.isAvailable else { throw XCTSkip("no AV1 encoder") }
+        let file = try Self.ultraHDR()
+        var options = RenderOptions()
+        options.gainMap = .apply
+        let out = try Renderer.render(file, recipes: [recipe([fit(256, nil)], format: .original, quality: 0.95)], options: options).outputs[0]
+        XCTAssertEqual(out.format, .avif)
+        XCTAssertEqual(out.file.record.gainMap?.action, "applied")
+        let image = try out.bytes.withUnsafeBytes { try HEIFDecoder(bytes: $0, limits: Limits()).decode() }
+        XCTAssertEqual(image.bits, AVIFEncoder.hdrBits)
+        func nits(x: Int, y: Int, channel: Int) -> Double {
+            let raw = UnsafeRawPointer(image.plane + y * image.stride)
+            let code = Double(UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: (x * image.channels + channel) * 2, as: UInt16.self)))
+            let e = pow(code / Double((1 << image.bits) - 1), 1 / 78.84375)  // the PQ EOTF
+            return 10000 * pow(max(0, e - 0.8359375) / (18.8515625 - 18.6875 * e), 1 / 0.1593017578125)
+        }
+        func expected(_ srgb: UInt8, stops: Double) -> Double {
+            (SRGB.decode(Double(srgb) / 255) + 1.0 / 64) * exp2(stops) * 203 - 203.0 / 64
+        }
+        for (x, colour, stops) in [(40, [40, 60, 90] as [UInt8], 0.0), (216, [220, 200, 180], 2.5)] {
+            for c in 0..<3 {
+                let got = nits(x: x, y: 96, channel: c), want = expected(colour[c], stops: stops)
+                XCTAssertEqual(got, want, accuracy: want * 0.06 + 0.5, "x \(x) channel \(c)")
+            }
+        }
+        // Formats that cannot hold it keep the SDR image and say why.
+        let jpeg = try Renderer.render(file, recipes: [recipe([fit(256, nil)])], options: options).outputs[0]
+        XCTAssertEqual(jpeg.format, .jpeg)
+        XCTAssertTrue(jpeg.file.record.gainMap?.reason?.contains("HDR AVIF") ?? false)
+    }
+
     // MARK: Hostile files
 
     func testBrokenMapsAreDroppedWithTheReasonNeverACrash() throws {

@@ -33,7 +33,13 @@ enum Targets {
         options.limits = limits
         let recipe = Recipe(name: "fuzz", operations: [.resize(Resize(width: 64, height: 64, mode: .fill, gravity: .attention))],
                             output: OutputSettings(format: .jpeg, quality: 0.7))
-        _ = try? Renderer.render(bytes: data, recipes: [recipe], options: options)
+        // An Ultra HDR source's map is kept: what is written must read back as a usable map.
+        guard let result = try? Renderer.render(bytes: data, recipes: [recipe], options: options) else { return }
+        for out in result.outputs where out.file.record.gainMap?.action == "kept" {
+            guard case .usable? = out.bytes.withUnsafeBytes({ UltraHDR.locate($0, limits: Limits()) }) else {
+                preconditionFailure("a kept gain map does not read back")
+            }
+        }
     }
 
     /// TIFF and BigTIFF through libtiff and our unpacking: `inspect` (every page's directory)
@@ -137,6 +143,11 @@ enum Targets {
         for options in [StripOptions(), StripOptions(keepICC: false, keepCopyright: true, orientation: .transform)] {
             guard let result = try? LosslessStrip.strip(input, options: options) else { continue }
             precondition((try? ImageInfo.inspect(result.bytes)) != nil, "a stripped output does not parse")
+            if result.gainMap?.action == "kept" {
+                guard case .usable? = result.bytes.withUnsafeBytes({ UltraHDR.locate($0, limits: Limits()) }) else {
+                    preconditionFailure("a kept gain map does not read back after strip")
+                }
+            }
         }
     }
 

@@ -110,6 +110,109 @@ enum AVIFEncoder {
     static var isAvailable: Bool { HEIFDecoder.canEncodeAVIF }
 
     static func encode(_ image: PixelBuffer, _ s: Settings, icc: [UInt8]? = nil, extras: Extras = Extras()) throws -> [UInt8] {
+        // The pixels, as interleaved RGB(A) (gray becomes RGB).
+        let alpha = image.layout == .rgba
+        var heifImage: OpaquePointer?
+        try HEIFDecoder.check(heif_image_create(Int32(image.width), Int32(image.height), heif_colorspace_RGB,
+                                                alpha ? heif_chroma_interleaved_RGBA : heif_chroma_interleaved_RGB, &heifImage))
+        guard let heifImage else { throw ImagingError(.outOfMemory, "libheif: cannot create an image") }
+        defer { heif_image_release(heifImage) }
+        try HEIFDecoder.check(heif_image_add_plane(heifImage, heif_channel_interleaved, Int32(image.width), Int32(image.height), 8))
+        var stride: Int32 = 0
+        guard let plane = heif_image_get_plane(heifImage, heif_channel_interleaved, &stride) else {
+            throw ImagingError(.outOfMemory, "libheif: no plane")
+        }
+        let outChannels = alpha ? 4 : 3
+        for y in 0..<image.height {
+            let src = image.row(y), dst = plane + y * Int(stride)
+            if image.layout == .gray {
+                for x in 0..<image.width { dst[x * 3] = src[x]; dst[x * 3 + 1] = src[x]; dst[x * 3 + 2] = src[x] }
+            } else {
+                dst.update(from: src, count: image.width * outChannels)
+            }
+        }
+        if let icc, !icc.isEmpty {
+            _ = icc.withUnsafeBytes { heif_image_set_raw_color_profile(heifImage, "prof", $0.baseAddress, $0.count) }
+        }
+        if let n = extras.nclx { setNCLX(heifImage, n) }
+        return try encode(heifImage, s, alpha: alpha, extras: extras)
+    }
+
+    /// An HDR AVIF from interleaved RGB samples (0...2^bits − 1, `width` × `height` × 3) already
+    /// in the transfer `nclx` names (PQ: 16, HLG: 18), full range; the Y'CbCr planes (BT.709
+    /// matrix; 4:2:0, or 4:4:4 when the settings say) are made here.
+    ///
+    /// `bits` is 12: Debian's libheif 1.15 picks the AV1 profile from a 10-bit image's storage
+    /// size (16 bits), asks aom for profile 2, and aom 3.6 aborts the process on a 10-bit
+    /// profile-2 image that is not 4:2:2 (an assertion). Twelve bits are profile 2's own.
+    static let hdrBits = 12
+
+    static func encodeHDR(_ samples: UnsafeBufferPointer<UInt16>, width: Int, height: Int, _ s: Settings,
+                          nclx: (primaries: UInt16, transfer: UInt16, matrix: UInt16)) throws -> [UInt8] {
+        let bits = hdrBits, top = Double((1 << bits) - 1), centre = Double(1 << (bits - 1))
+        precondition(samples.count == width * height * 3)
+        let full = s.subsampling == .s444 || (s.subsampling == .auto && s.quality >= 90)
+        var heifImage: OpaquePointer?
+        try HEIFDecoder.check(heif_image_create(Int32(width), Int32(height), heif_colorspace_YCbCr,
+                                                full ? heif_chroma_444 : heif_chroma_420, &heifImage))
+        guard let heifImage else { throw ImagingError(.outOfMemory, "libheif: cannot create an image") }
+        defer { heif_image_release(heifImage) }
+        let cw = full ? width : (width + 1) / 2, ch = full ? height : (height + 1) / 2
+        try HEIFDecoder.check(heif_image_add_plane(heifImage, heif_channel_Y, Int32(width), Int32(height), Int32(bits)))
+        try HEIFDecoder.check(heif_image_add_plane(heifImage, heif_channel_Cb, Int32(cw), Int32(ch), Int32(bits)))
+        try HEIFDecoder.check(heif_image_add_plane(heifImage, heif_channel_Cr, Int32(cw), Int32(ch), Int32(bits)))
+        var ys: Int32 = 0, cbs: Int32 = 0, crs: Int32 = 0
+        guard let yp = heif_image_get_plane(heifImage, heif_channel_Y, &ys),
+              let cbp = heif_image_get_plane(heifImage, heif_channel_Cb, &cbs),
+              let crp = heif_image_get_plane(heifImage, heif_channel_Cr, &crs) else {
+            throw ImagingError(.outOfMemory, "libheif: no plane")
+        }
+        func put(_ p: UnsafeMutablePointer<UInt8>, _ stride: Int32, _ x: Int, _ y: Int, _ v: Double) {
+            UnsafeMutableRawPointer(p + y * Int(stride)).storeBytes(of: UInt16(min(top, max(0, v.rounded()))).littleEndian,
+                                                                     toByteOffset: x * 2, as: UInt16.self)
+        }
+        // BT.709: Y' = .2126 R' + .7152 G' + .0722 B'; Cb, Cr full range around the centre code.
+        for y in 0..<height {
+            for x in 0..<width {
+                let i = (y * width + x) * 3
+                let r = Double(samples[i]), g = Double(samples[i + 1]), b = Double(samples[i + 2])
+                put(yp, ys, x, y, 0.2126 * r + 0.7152 * g + 0.0722 * b)
+            }
+        }
+        for cy in 0..<ch {
+            for cx in 0..<cw {
+                var r = 0.0, g = 0.0, b = 0.0, n = 0.0
+                for dy in 0..<(full ? 1 : 2) where cy * (full ? 1 : 2) + dy < height {
+                    for dx in 0..<(full ? 1 : 2) where cx * (full ? 1 : 2) + dx < width {
+                        let i = ((cy * (full ? 1 : 2) + dy) * width + cx * (full ? 1 : 2) + dx) * 3
+                        r += Double(samples[i]); g += Double(samples[i + 1]); b += Double(samples[i + 2]); n += 1
+                    }
+                }
+                r /= n; g /= n; b /= n
+                let luma = 0.2126 * r + 0.7152 * g + 0.0722 * b
+                put(cbp, cbs, cx, cy, (b - luma) / 1.8556 + centre)
+                put(crp, crs, cx, cy, (r - luma) / 1.5748 + centre)
+            }
+        }
+        setNCLX(heifImage, nclx)
+        var settings = s
+        settings.subsampling = full ? .s444 : .s420
+        return try encode(heifImage, settings, alpha: false, extras: Extras())
+    }
+
+    /// An nclx colour box (full range) on the image.
+    private static func setNCLX(_ heifImage: OpaquePointer, _ n: (primaries: UInt16, transfer: UInt16, matrix: UInt16)) {
+        guard let profile = heif_nclx_color_profile_alloc() else { return }
+        defer { heif_nclx_color_profile_free(profile) }
+        _ = heif_nclx_color_profile_set_color_primaries(profile, n.primaries)
+        _ = heif_nclx_color_profile_set_transfer_characteristics(profile, n.transfer)
+        _ = heif_nclx_color_profile_set_matrix_coefficients(profile, n.matrix)
+        profile.pointee.full_range_flag = 1
+        _ = heif_image_set_nclx_color_profile(heifImage, profile)
+    }
+
+    /// Encodes a filled libheif image as the primary item, with `extras`' thumbnail and EXIF.
+    private static func encode(_ heifImage: OpaquePointer, _ s: Settings, alpha: Bool, extras: Extras) throws -> [UInt8] {
         let format = extras.hevc ? heif_compression_HEVC : heif_compression_AV1
         guard heif_have_encoder_for_format(format) != 0 else {
             throw ImagingError(.unsupportedFeature, extras.hevc ? "this build of libheif has no HEVC encoder (x265)"
@@ -135,38 +238,6 @@ enum AVIFEncoder {
         }
         _ = heif_encoder_set_parameter_string(encoder, "chroma", chroma)
 
-        // The pixels, as interleaved RGB(A) (gray becomes RGB).
-        let alpha = image.layout == .rgba
-        var heifImage: OpaquePointer?
-        try HEIFDecoder.check(heif_image_create(Int32(image.width), Int32(image.height), heif_colorspace_RGB,
-                                                alpha ? heif_chroma_interleaved_RGBA : heif_chroma_interleaved_RGB, &heifImage))
-        guard let heifImage else { throw ImagingError(.outOfMemory, "libheif: cannot create an image") }
-        defer { heif_image_release(heifImage) }
-        try HEIFDecoder.check(heif_image_add_plane(heifImage, heif_channel_interleaved, Int32(image.width), Int32(image.height), 8))
-        var stride: Int32 = 0
-        guard let plane = heif_image_get_plane(heifImage, heif_channel_interleaved, &stride) else {
-            throw ImagingError(.outOfMemory, "libheif: no plane")
-        }
-        let outChannels = alpha ? 4 : 3
-        for y in 0..<image.height {
-            let src = image.row(y), dst = plane + y * Int(stride)
-            if image.layout == .gray {
-                for x in 0..<image.width { dst[x * 3] = src[x]; dst[x * 3 + 1] = src[x]; dst[x * 3 + 2] = src[x] }
-            } else {
-                dst.update(from: src, count: image.width * outChannels)
-            }
-        }
-        if let icc, !icc.isEmpty {
-            _ = icc.withUnsafeBytes { heif_image_set_raw_color_profile(heifImage, "prof", $0.baseAddress, $0.count) }
-        }
-        if let n = extras.nclx, let profile = heif_nclx_color_profile_alloc() {
-            defer { heif_nclx_color_profile_free(profile) }
-            _ = heif_nclx_color_profile_set_color_primaries(profile, n.primaries)
-            _ = heif_nclx_color_profile_set_transfer_characteristics(profile, n.transfer)
-            _ = heif_nclx_color_profile_set_matrix_coefficients(profile, n.matrix)
-            profile.pointee.full_range_flag = 1
-            _ = heif_image_set_nclx_color_profile(heifImage, profile)
-        }
         let options = heif_encoding_options_alloc()
         defer { heif_encoding_options_free(options) }
         options?.pointee.save_alpha_channel = alpha ? 1 : 0

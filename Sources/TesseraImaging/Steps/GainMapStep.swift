@@ -159,3 +159,74 @@ final class BoostTables: @unchecked Sendable {
         fromLinear.deallocate()
     }
 }
+
+/// The HDR rendition of an SDR image and its gain map (`apply`): ISO 21496-1's formula in
+/// linear light at a display headroom, written in PQ (SMPTE ST 2084) with SDR white at
+/// 203 cd/m² (ITU-R BT.2408), as samples of `bits` bits for an HDR AVIF.
+enum HDRRendition {
+    static let sdrWhiteNits = 203.0
+
+    /// Interleaved RGB PQ codes (0...2^bits − 1), `sdr`'s size; the map (any size) sampled bilinearly.
+    static func pq(sdr: PixelBuffer, map: PixelBuffer, metadata m: GainMapMetadata, headroomStops: Double, bits: Int) -> [UInt16] {
+        let top = Float((1 << bits) - 1)
+        let w = sdr.width, h = sdr.height
+        let weight = m.weight(displayHeadroomStops: headroomStops)
+        // sRGB codes to linear light; map codes (1024 steps) to each channel's boost.
+        var linear = [Float](repeating: 0, count: 256)
+        for i in 0..<256 { linear[i] = Float(SRGB.decode(Double(i) / 255)) }
+        let steps = 1024
+        var boost = [Float](repeating: 1, count: 3 * (steps + 1))
+        for c in 0..<3 {
+            for k in 0...steps {
+                let recovery = pow(Double(k) / Double(steps), 1 / m.gamma[c])
+                boost[c * (steps + 1) + k] = Float(exp2((m.minLog2[c] * (1 - recovery) + m.maxLog2[c] * recovery) * weight))
+            }
+        }
+        // PQ: Y^m1 by pow, the rest from a table over 0...1.
+        let m1 = 0.1593017578125, m2 = 78.84375, c1 = 0.8359375, c2 = 18.8515625, c3 = 18.6875
+        let pqSteps = 4096
+        var pq = [Float](repeating: 0, count: pqSteps + 2)
+        for k in 0...pqSteps {
+            let t = Double(k) / Double(pqSteps)
+            pq[k] = Float(pow((c1 + c2 * t) / (1 + c3 * t), m2)) * top
+        }
+        pq[pqSteps + 1] = pq[pqSteps]
+        var out = [UInt16](repeating: 0, count: w * h * 3)
+        let scale = Float(sdrWhiteNits / 10000)
+        let offS = m.offsetSDR.map(Float.init), offH = m.offsetHDR.map(Float.init)
+        let sx = Double(map.width) / Double(w), sy = Double(map.height) / Double(h)
+        let mc = map.channels, ms = map.stride
+        linear.withUnsafeBufferPointer { lin in
+        boost.withUnsafeBufferPointer { boost in
+        pq.withUnsafeBufferPointer { pq in
+        out.withUnsafeMutableBufferPointer { out in
+            for y in 0..<h {
+                let fy = max(0, (Double(y) + 0.5) * sy - 0.5)
+                let y0 = min(Int(fy), map.height - 1), y1 = min(y0 + 1, map.height - 1)
+                let ty = Float(fy - Double(y0))
+                let row = sdr.row(y), r0 = map.row(y0), r1 = map.row(y1)
+                for x in 0..<w {
+                    let fx = max(0, (Double(x) + 0.5) * sx - 0.5)
+                    let x0 = min(Int(fx), map.width - 1), x1 = min(x0 + 1, map.width - 1)
+                    let tx = Float(fx - Double(x0))
+                    for c in 0..<3 {
+                        let mcI = mc == 3 ? c : 0
+                        let a = Float(r0[x0 * mc + mcI]), b = Float(r0[x1 * mc + mcI])
+                        let d = Float(r1[x0 * mc + mcI]), e = Float(r1[x1 * mc + mcI])
+                        let v = ((a + (b - a) * tx) * (1 - ty) + (d + (e - d) * tx) * ty) / 255
+                        let f = v * Float(steps)
+                        let k = min(steps - 1, Int(f))
+                        let g = boost[c * (steps + 1) + k] + (boost[c * (steps + 1) + k + 1] - boost[c * (steps + 1) + k]) * (f - Float(k))
+                        let s = sdr.channels == 1 ? row[x] : row[x * sdr.channels + c]
+                        let hdr = max(0, (lin[Int(s)] + offS[c]) * g - offH[c])
+                        let t = Float(pow(Double(min(1, hdr * scale)), m1)) * Float(pqSteps)
+                        let i = min(pqSteps, Int(t))
+                        let code = pq[i] + (pq[i + 1] - pq[i]) * (t - Float(i))
+                        out[(y * w + x) * 3 + c] = UInt16(min(top, max(0, code.rounded())))
+                    }
+                }
+            }
+        }}}}
+        return out
+    }
+}
