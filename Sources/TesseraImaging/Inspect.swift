@@ -180,6 +180,13 @@ public struct ImageInfo: Sendable, Codable {
             info.displayHeight = size.height
         }
         if let icc = source.iccProfile { describeICC(icc, into: &info) }
+        switch source.heifGainMap {
+        case .usable(let m)?:
+            info.gainMap = m.info
+            info.gainMapMetadata = m.metadata
+        case .unusable(let i)?: info.gainMap = i
+        case nil: break
+        }
         return info
     }
 

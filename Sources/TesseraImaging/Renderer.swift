@@ -211,7 +211,7 @@ public enum Renderer {
         precondition(!recipes.isEmpty, "render needs at least one recipe")
         for r in recipes { try r.validate() }
         let source = try SourceDecoder(bytes: bytes, options: options)
-        let gainMap = source.format == .jpeg ? UltraHDR.locate(bytes, limits: options.limits) : nil
+        let gainMap = source.format == .jpeg ? UltraHDR.locate(bytes, limits: options.limits) : source.heifGainMap
         let plans = try recipes.map {
             try OutputPlan(recipe: $0, storedSize: source.storedSize, exifOrientation: source.orientation,
                            policy: options.scalePolicy)

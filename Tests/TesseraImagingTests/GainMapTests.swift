@@ -210,6 +210,95 @@ final class GainMapTests: XCTestCase {
         XCTAssertTrue(jpeg.file.record.gainMap?.reason?.contains("HDR AVIF") ?? false)
     }
 
+    // MARK: Apple's HEIC gain maps
+
+    /// An EXIF payload (TIFF, big-endian) whose Exif IFD holds Apple's maker note with tags
+    /// 33 and 48 as SRATIONALs.
+    static func appleExif(maker33: Double, maker48: Double) -> [UInt8] {
+        func u16(_ v: Int) -> [UInt8] { [UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
+        func u32(_ v: Int) -> [UInt8] { [UInt8(v >> 24 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
+        // The maker note: signature, version, "MM", an IFD of two SRATIONAL entries, their values.
+        var note = Array("Apple iOS\0".utf8) + [0, 1] + Array("MM".utf8)
+        note += u16(2)
+        let values = 16 + 2 * 12 + 4
+        note += u16(33) + u16(10) + u32(1) + u32(values)
+        note += u16(48) + u16(10) + u32(1) + u32(values + 8)
+        note += u32(0)
+        note += u32(Int(maker33 * 1_000_000)) + u32(1_000_000) + u32(Int(maker48 * 1_000_000)) + u32(1_000_000)
+        // TIFF: IFD0 (Make, ExifIFD pointer), the Exif IFD (MakerNote), the data.
+        var tiff = Array("MM".utf8) + u16(42) + u32(8)
+        let ifd0 = 8, exifIFD = ifd0 + 2 + 2 * 12 + 4, make = exifIFD + 2 + 12 + 4, noteAt = make + 6
+        tiff += u16(2) + u16(0x010F) + u16(2) + u32(6) + u32(make) + u16(0x8769) + u16(4) + u32(1) + u32(exifIFD) + u32(0)
+        tiff += u16(1) + u16(0x927C) + u16(7) + u32(note.count) + u32(noteAt) + u32(0)
+        tiff += Array("Apple\0".utf8)
+        tiff += note
+        return Array("Exif\0\0".utf8) + tiff
+    }
+
+    func testAppleHeadroomAndItsISOForm() throws {
+        // Apple's piecewise formula at its four branches.
+        XCTAssertEqual(AppleHDR.headroomStops(maker33: 0.5, maker48: 0.005), 1.7, accuracy: 1e-9)
+        XCTAssertEqual(AppleHDR.headroomStops(maker33: 0.5, maker48: 0.1), 1.5909, accuracy: 1e-9)
+        XCTAssertEqual(AppleHDR.headroomStops(maker33: 1.2, maker48: 0.005), 2.65, accuracy: 1e-9)
+        XCTAssertEqual(AppleHDR.headroomStops(maker33: 1.2, maker48: 0.5), 2.1515, accuracy: 1e-9)
+        XCTAssertEqual(AppleHDR.headroomStops(maker33: 1.2, maker48: 9), 0)
+        // The maker note read back from an EXIF payload.
+        let values = try XCTUnwrap(AppleHDR.makerValues(exif: Self.appleExif(maker33: 1.2, maker48: 0.005)))
+        XCTAssertEqual(values.0, 1.2, accuracy: 1e-6)
+        XCTAssertEqual(values.1, 0.005, accuracy: 1e-6)
+        XCTAssertNil(AppleHDR.makerValues(exif: Exif.build(orientation: 6)))
+        // The recoded map gives Apple's rendition through ISO 21496-1's formula.
+        let stops = 2.65, table = AppleHDR.recode(stops: stops), m = AppleHDR.metadata(stops: stops)
+        XCTAssertNil(m.problem())
+        XCTAssertEqual(table[0], 0)
+        XCTAssertEqual(table[255], 255)
+        for v in [0, 40, 128, 200, 255] {
+            let x = Double(v) / 255
+            let gain = x < 0.081 ? x / 4.5 : pow((x + 0.099) / 1.099, 1 / 0.45)
+            let apple = 1 + (exp2(stops) - 1) * gain
+            let iso = exp2(m.maxLog2[0] * Double(table[v]) / 255)
+            XCTAssertEqual(iso, apple, accuracy: apple * 0.02, "value \(v)")
+        }
+    }
+
+    /// An iPhone-like HEIF: the image with Apple's maker note in its Exif item and the gain
+    /// map as an auxiliary image (assembled from two files libheif wrote: 1.15 cannot write
+    /// an auxiliary image). It becomes an Ultra HDR JPEG whose map reads as Apple's.
+    func testAnAppleHEIFGainMapBecomesUltraHDR() throws {
+        guard AVIFEncoder.isAvailable, HEIFDecoder.canDecodeAVIF else { throw XCTSkip("no AV1 encoder") }
+        var extras = AVIFEncoder.Extras()
+        extras.exif = Array(Self.appleExif(maker33: 1.2, maker48: 0.005).dropFirst(6))
+        let image = try AVIFEncoder.encode(Self.halves(width: 512, height: 384, left: [40, 60, 90], right: [220, 200, 180]),
+                                           .init(quality: 90, speed: 8, subsampling: .s444), extras: extras)
+        var mono = AVIFEncoder.Extras()
+        mono.monochrome = true
+        let map = try AVIFEncoder.encode(Self.halves(width: 128, height: 96, left: [0], right: [255]),
+                                         .init(quality: 95, speed: 8, subsampling: .s444), extras: mono)
+        let heif = HEIFAssembly.addAuxiliary(to: image, map, type: HEIFDecoder.appleGainMapType)
+        let info = try ImageInfo.inspect(heif)
+        XCTAssertEqual(info.gainMap?.kind, "apple")
+        XCTAssertNil(info.gainMap?.problem, info.gainMap?.problem ?? "")
+        XCTAssertEqual(info.gainMap?.width, 128)
+        XCTAssertEqual(info.gainMap?.headroom ?? 0, 2.65, accuracy: 1e-3)
+        let out = try Renderer.render(heif, recipes: [recipe([fit(256, nil)], format: .jpeg)]).outputs[0]
+        XCTAssertEqual(out.format, .jpeg)
+        XCTAssertEqual(out.file.record.gainMap?.action, "kept")
+        let found = try Self.usable(out.bytes)
+        XCTAssertEqual(found.metadata.maxLog2[0], 2.65, accuracy: 1e-5)
+        XCTAssertEqual(found.metadata.offsetSDR[0], 0)
+        let pixels = try Self.mapPixels(out.bytes)
+        XCTAssertEqual(pixels.width, 128)  // the whole map (160 px would be more than it has)
+        XCTAssertLessThan(pixels.mean(x: 0, y: 0, width: 40, height: 96)[0], 10)
+        XCTAssertGreaterThan(pixels.mean(x: 88, y: 0, width: 40, height: 96)[0], 245)
+        // Without the maker note's headroom the map is unusable, and says why.
+        let bare = HEIFAssembly.addAuxiliary(to: try AVIFEncoder.encode(Self.halves(width: 512, height: 384, left: [1, 2, 3], right: [4, 5, 6]),
+                                                                         .init(quality: 50, speed: 9, subsampling: .s420)),
+                                             map, type: HEIFDecoder.appleGainMapType)
+        XCTAssertTrue(try ImageInfo.inspect(bare).gainMap?.problem?.contains("tags 33 and 48") ?? false)
+        let plain = try Renderer.render(bare, recipes: [recipe([fit(64, nil)])]).outputs[0]
+        XCTAssertEqual(plain.file.record.gainMap?.action, "dropped")
+    }
+
     // MARK: Hostile files
 
     func testBrokenMapsAreDroppedWithTheReasonNeverACrash() throws {

@@ -46,6 +46,8 @@ final class HEIFDecoder {
     let exif: [UInt8]?
     let xmp: [UInt8]?
     let thumbnails: [Thumbnail]
+    /// Apple's HDR gain map (an auxiliary image), its item and size.
+    let gainMap: (id: heif_item_id, size: Size)?
     /// `avif` or `heif` (by the coding of the primary image).
     let isAVIF: Bool
     /// What the `hvcC`/`av1C` boxes say is stored (libheif 1.15 cannot say, and asked
@@ -135,6 +137,7 @@ final class HEIFDecoder {
             }
         }
         thumbnails = thumbs
+        gainMap = Self.auxiliary(of: handle, type: Self.appleGainMapType)
         var brand = [UInt8](repeating: 0, count: 4)
         if bytes.count >= 12 { for i in 0..<4 { brand[i] = bytes[8 + i] } }
         let brandText = String(decoding: brand, as: UTF8.self)
@@ -144,6 +147,66 @@ final class HEIFDecoder {
     deinit {
         heif_image_handle_release(primary)
         heif_context_free(context)
+    }
+
+    /// Apple's HDR gain map: an auxiliary image of the primary (iPhone HEICs since iOS 14.1).
+    static let appleGainMapType = "urn:com:apple:photo:2020:aux:hdrgainmap"
+
+    /// The first auxiliary image of `handle` whose type is `type`, with its size.
+    private static func auxiliary(of handle: OpaquePointer, type: String) -> (id: heif_item_id, size: Size)? {
+        let filter = Int32(LIBHEIF_AUX_IMAGE_FILTER_OMIT_ALPHA | LIBHEIF_AUX_IMAGE_FILTER_OMIT_DEPTH)
+        let count = Int(heif_image_handle_get_number_of_auxiliary_images(handle, filter))
+        guard count > 0, count < 64 else { return nil }
+        var ids = [heif_item_id](repeating: 0, count: count)
+        let n = Int(heif_image_handle_get_list_of_auxiliary_image_IDs(handle, filter, &ids, Int32(count)))
+        for id in ids.prefix(n) {
+            var aux: OpaquePointer?
+            guard heif_image_handle_get_auxiliary_image_handle(handle, id, &aux).code == heif_error_Ok, let aux else { continue }
+            defer { heif_image_handle_release(aux) }
+            var name: UnsafePointer<CChar>?
+            guard heif_image_handle_get_auxiliary_type(aux, &name).code == heif_error_Ok, let text = name.map({ String(cString: $0) }) else { continue }
+            heif_image_handle_free_auxiliary_types(aux, &name)
+            if text == type {
+                return (id, Size(width: Int(heif_image_handle_get_width(aux)), height: Int(heif_image_handle_get_height(aux))))
+            }
+        }
+        return nil
+    }
+
+    /// An auxiliary image decoded to 8-bit gray (a gain map), as libheif transforms it.
+    func decodeAuxiliary(_ id: heif_item_id, limits: Limits) throws -> PixelBuffer {
+        var aux: OpaquePointer?
+        try Self.check(heif_image_handle_get_auxiliary_image_handle(primary, id, &aux))
+        guard let aux else { throw ImagingError(.corrupt, "HEIF auxiliary image \(id) has no handle") }
+        defer { heif_image_handle_release(aux) }
+        try limits.checkDimensions(Size(width: Int(heif_image_handle_get_width(aux)), height: Int(heif_image_handle_get_height(aux))))
+        let options = heif_decoding_options_alloc()
+        defer { heif_decoding_options_free(options) }
+        options?.pointee.strict_decoding = 0
+        var image: OpaquePointer?
+        try Self.check(heif_decode_image(aux, &image, heif_colorspace_monochrome, heif_chroma_monochrome, options))
+        guard let image else { throw ImagingError(.corrupt, "libheif returned no auxiliary image") }
+        defer { heif_image_release(image) }
+        var stride: Int32 = 0
+        guard let plane = heif_image_get_plane_readonly(image, heif_channel_Y, &stride) else {
+            throw ImagingError(.corrupt, "libheif returned an auxiliary image without a Y plane")
+        }
+        let w = Int(heif_image_get_width(image, heif_channel_Y)), h = Int(heif_image_get_height(image, heif_channel_Y))
+        let bits = Int(heif_image_get_bits_per_pixel_range(image, heif_channel_Y))
+        let out = try PixelBuffer.make(width: w, height: h, layout: .gray)
+        for y in 0..<h {
+            let src = plane + y * Int(stride), dst = out.row(y)
+            if bits <= 8 {
+                dst.update(from: src, count: w)
+            } else {
+                let raw = UnsafeRawPointer(src)
+                for x in 0..<w {
+                    let v = Int(UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: x * 2, as: UInt16.self)))
+                    dst[x] = UInt8(min(255, (v * 255 + (1 << (bits - 1))) / ((1 << bits) - 1)))
+                }
+            }
+        }
+        return out
     }
 
     /// The metadata block of `type` (`Exif`, or `mime` for XMP), if any.

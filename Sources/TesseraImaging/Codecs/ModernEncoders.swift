@@ -105,11 +105,27 @@ enum AVIFEncoder {
         var thumbnailBox = 0
         /// A TIFF/EXIF payload for an `Exif` item.
         var exif: [UInt8]?
+        /// A gray image coded as monochrome (4:0:0), as gain maps and depth maps are.
+        var monochrome = false
     }
 
     static var isAvailable: Bool { HEIFDecoder.canEncodeAVIF }
 
     static func encode(_ image: PixelBuffer, _ s: Settings, icc: [UInt8]? = nil, extras: Extras = Extras()) throws -> [UInt8] {
+        if extras.monochrome && image.layout == .gray {
+            var heifImage: OpaquePointer?
+            try HEIFDecoder.check(heif_image_create(Int32(image.width), Int32(image.height), heif_colorspace_monochrome,
+                                                    heif_chroma_monochrome, &heifImage))
+            guard let heifImage else { throw ImagingError(.outOfMemory, "libheif: cannot create an image") }
+            defer { heif_image_release(heifImage) }
+            try HEIFDecoder.check(heif_image_add_plane(heifImage, heif_channel_Y, Int32(image.width), Int32(image.height), 8))
+            var stride: Int32 = 0
+            guard let plane = heif_image_get_plane(heifImage, heif_channel_Y, &stride) else {
+                throw ImagingError(.outOfMemory, "libheif: no plane")
+            }
+            for y in 0..<image.height { (plane + y * Int(stride)).update(from: image.row(y), count: image.width) }
+            return try encode(heifImage, s, alpha: false, extras: extras)
+        }
         // The pixels, as interleaved RGB(A) (gray becomes RGB).
         let alpha = image.layout == .rgba
         var heifImage: OpaquePointer?

@@ -40,6 +40,8 @@ final class SourceDecoder {
     private(set) var heifThumbnail: UInt32?
     /// What decoding a HEIF/AVIF holds per pixel at its peak (nil for other formats).
     var heifDecodeBytesPerPixel: Double? { heif?.decodeBytesPerPixel }
+    /// A HEIF's Apple HDR gain map, checked (nil without one).
+    var heifGainMap: UltraHDR.Found? { heif.flatMap(AppleHDR.locate) }
     private var heifImage: HEIFImage?
     private var deep: DeepToEight?
     private let bytes: UnsafeRawBufferPointer

@@ -3,10 +3,12 @@ import TesseraModel
 
 /// A gain map found in a JPEG: where its JPEG lies in the file and what it says.
 struct GainMapSource {
-    /// The gain map's own JPEG, inside the file's bytes.
+    /// The gain map's own JPEG, inside the file's bytes (empty for a HEIF's).
     var range: Range<Int>
     var metadata: GainMapMetadata
     var info: GainMapInfo
+    /// A HEIF's map: its auxiliary item, and the table recoding its values to `metadata`'s.
+    var heifAuxiliary: (id: UInt32, recode: [UInt8])? = nil
 }
 
 /// Ultra HDR JPEGs (Google's Ultra HDR v1, Adobe's gain map spec, ISO 21496-1): an SDR

@@ -50,16 +50,30 @@ enum GainMapStep {
     static func render(_ map: GainMapSource, in bytes: UnsafeRawBufferPointer, imageSize: Size, plans: [OutputPlan],
                        wanted: [Bool], options: RenderOptions) throws -> [(pixels: PixelBuffer, raised: Bool)?] {
         guard wanted.contains(true) else { return plans.map { _ in nil } }
-        var o = options
-        o.fastMode = false
-        o.frame = 0
-        o.page = 0
-        let source = try SourceDecoder(bytes: UnsafeRawBufferPointer(rebasing: bytes[map.range]), options: o)
-        guard source.format == .jpeg else {
-            throw ImagingError(.corrupt, "the gain map is not a JPEG")
+        // The map's pixels come from its JPEG (rows, at a DCT scale) or a HEIF's auxiliary
+        // image (decoded whole, its values recoded to the metadata's).
+        var source: SourceDecoder?
+        var whole: PixelBuffer?
+        if let aux = map.heifAuxiliary {
+            let heif = try HEIFDecoder(bytes: bytes, limits: options.limits)
+            let image = try heif.decodeAuxiliary(aux.id, limits: options.limits)
+            image.withUnsafeMutableBytes { p in
+                aux.recode.withUnsafeBufferPointer { table in
+                    for i in p.indices { p[i] = table[Int(p[i])] }
+                }
+            }
+            whole = image
+        } else {
+            var o = options
+            o.fastMode = false
+            o.frame = 0
+            o.page = 0
+            let s = try SourceDecoder(bytes: UnsafeRawBufferPointer(rebasing: bytes[map.range]), options: o)
+            guard s.format == .jpeg else { throw ImagingError(.corrupt, "the gain map is not a JPEG") }
+            source = s
         }
-        let ratio = (x: Double(source.storedSize.width) / Double(imageSize.width),
-                     y: Double(source.storedSize.height) / Double(imageSize.height))
+        let mapStored = whole.map { Size(width: $0.width, height: $0.height) } ?? source!.storedSize
+        let ratio = (x: Double(mapStored.width) / Double(imageSize.width), y: Double(mapStored.height) / Double(imageSize.height))
         var regions: [Rect?] = [], sizes: [Size?] = [], raised: [Bool] = []
         for (i, plan) in plans.enumerated() {
             guard wanted[i] else { regions.append(nil); sizes.append(nil); raised.append(false); continue }
@@ -71,34 +85,42 @@ enum GainMapStep {
                               height: max(1, min(size.height, Int(region.height.rounded(.up))))))
             raised.append(sizes[i]!.width > max(1, Int((Double(plan.storedOutputSize.width) * ratio.x).rounded())))
         }
-        var scale = 1
-        for i in plans.indices {
-            guard let r = regions[i], let s = sizes[i] else { continue }
-            scale = max(scale, OutputPlan.scale(region: r, output: s, policy: options.scalePolicy))
+        var k = 1.0, decoded = mapStored, channels = whole?.channels ?? 0
+        if let source {
+            var scale = 1
+            for i in plans.indices {
+                guard let r = regions[i], let s = sizes[i] else { continue }
+                scale = max(scale, OutputPlan.scale(region: r, output: s, policy: options.scalePolicy))
+            }
+            try source.start(scaleEighths: scale, maxBatchRows: 16)
+            decoded = source.decodedSize
+            try options.limits.checkDimensions(decoded)
+            k = Double(source.scaleEighths) / 8
+            channels = source.channels
         }
-        try source.start(scaleEighths: scale, maxBatchRows: 16)
-        let decoded = source.decodedSize
-        try options.limits.checkDimensions(decoded)
-        let k = Double(source.scaleEighths) / 8
         let curve = BoostTables.tables(for: map.metadata)  // held until the resamplers are done
         defer { withExtendedLifetime(curve) {} }
         var resamplers: [Resampler?] = []
         for i in plans.indices {
             guard let r = regions[i], let s = sizes[i] else { resamplers.append(nil); continue }
-            resamplers.append(try Resampler(inputWidth: decoded.width, inputHeight: decoded.height, inputChannels: source.channels,
+            resamplers.append(try Resampler(inputWidth: decoded.width, inputHeight: decoded.height, inputChannels: channels,
                                             region: r.scaled(x: k, y: k), outputSize: s, filter: .lanczos3,
                                             transfer: (curve.toLinear, curve.fromLinear)))
         }
         let active = resamplers.compactMap { $0 }
-        let stride = decoded.width * source.channels
-        let batch = UnsafeMutablePointer<UInt8>.allocate(capacity: stride * 16)
-        defer { batch.deallocate() }
-        while true {
-            let n = try source.read(into: batch, stride: stride, maxRows: 16)
-            if n == 0 { break }
-            for r in active { r.consume(batch, stride: stride, count: n) }
+        if let whole {
+            for r in active { r.consume(whole.base, stride: whole.stride, count: whole.height) }
+        } else if let source {
+            let stride = decoded.width * channels
+            let batch = UnsafeMutablePointer<UInt8>.allocate(capacity: stride * 16)
+            defer { batch.deallocate() }
+            while true {
+                let n = try source.read(into: batch, stride: stride, maxRows: 16)
+                if n == 0 { break }
+                for r in active { r.consume(batch, stride: stride, count: n) }
+            }
+            try source.finish()
         }
-        try source.finish()
         return try plans.indices.map { i in
             guard let r = resamplers[i] else { return nil }
             return (try plans[i].orientation.apply(to: r.output), raised[i])
