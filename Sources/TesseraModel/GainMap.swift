@@ -60,9 +60,10 @@ public struct GainMapMetadata: Sendable, Equatable, Codable {
     public var headroomStops: Double { capacityMaxLog2 }
 
     /// Checks what a hostile or broken file could put here: three values per channel list,
-    /// every value finite and within what any display could use (±16 stops), gammas
-    /// positive, min ≤ max, offsets in −1...1, capacity min < max. Returns the reason it is
-    /// unusable, or nil.
+    /// every value finite and within what any display could use (±16 stops), gammas in
+    /// 0.001...100, min ≤ max, offsets in −1...1, capacity min a thousandth of a stop or more
+    /// below max (so that what is written in millionths reads back valid). Returns the
+    /// reason it is unusable, or nil.
     public func problem() -> String? {
         let lists: [(String, [Double])] = [("GainMapMin", minLog2), ("GainMapMax", maxLog2), ("Gamma", gamma),
                                            ("OffsetSDR", offsetSDR), ("OffsetHDR", offsetHDR)]
@@ -76,13 +77,14 @@ public struct GainMapMetadata: Sendable, Equatable, Codable {
         for c in 0..<3 {
             guard abs(minLog2[c]) <= 16, abs(maxLog2[c]) <= 16 else { return "a boost of more than 16 stops (GainMapMin \(minLog2[c]), GainMapMax \(maxLog2[c]))" }
             guard minLog2[c] <= maxLog2[c] else { return "GainMapMin \(minLog2[c]) is above GainMapMax \(maxLog2[c])" }
-            guard gamma[c] > 0, gamma[c] <= 100 else { return "Gamma \(gamma[c]) is not in (0, 100]" }
+            guard gamma[c] >= 0.001, gamma[c] <= 100 else { return "Gamma \(gamma[c]) is not in 0.001...100" }
             guard abs(offsetSDR[c]) <= 1, abs(offsetHDR[c]) <= 1 else { return "an offset outside -1...1 (\(offsetSDR[c]), \(offsetHDR[c]))" }
         }
         guard capacityMinLog2 >= 0, capacityMaxLog2 <= 16 else {
             return "HDR capacity \(capacityMinLog2)...\(capacityMaxLog2) stops is outside 0...16"
         }
-        guard capacityMinLog2 < capacityMaxLog2 else {
+        // At least a thousandth of a stop apart (what the writer's fractions keep apart).
+        guard capacityMinLog2 + 0.001 <= capacityMaxLog2 else {
             return "HDRCapacityMin \(capacityMinLog2) is not below HDRCapacityMax \(capacityMaxLog2)"
         }
         return nil
