@@ -89,6 +89,21 @@ final class JobDecodingTests: XCTestCase {
         }
     }
 
+    /// `gainMap` on an output (and `keepGainMap` on a strip), alike from YAML and JSON; a mode that is not one is refused.
+    func testGainMapFields() throws {
+        let yaml = "name: t\ninputs: [/in]\noutput: /out\noutputs:\n  - preset: thumbnail\n    gainMap: drop\n  - preset: favicon\n"
+        let fromYAML = try JobFile.parse(yaml: yaml, file: "t.yaml", baseDirectory: "/")
+        XCTAssertEqual(fromYAML, try decodeJSON(try json(fromYAML: yaml, base: "/")))
+        XCTAssertEqual(fromYAML.outputs[0].recipe.output.gainMap, .drop)
+        XCTAssertNil(fromYAML.outputs[1].recipe.output.gainMap)
+        XCTAssertEqual(PresetCatalog.builtIn["widget"]?.output.gainMap, .drop)
+        XCTAssertThrowsError(try JobFile.parse(yaml: yaml.replacingOccurrences(of: "gainMap: drop", with: "gainMap: maybe"), file: "t.yaml", baseDirectory: "/")) { e in
+            XCTAssertTrue("\(e)".contains("outputs[0].gainMap") && "\(e)".contains("keep, drop or apply"), "\(e)")
+        }
+        let strip = try JobFile.parse(yaml: "name: t\nkind: strip\ninputs: [/in]\noutput: /out\nstrip: {keepGainMap: false}\n", file: "t.yaml", baseDirectory: "/")
+        XCTAssertEqual(strip.strip.keepGainMap, false)
+    }
+
     /// Each mistake, written in YAML and sent as JSON: the same words, naming the same field.
     func testUnknownFieldsWrongTypesAndOutOfRangeValuesFailAlike() throws {
         let base = "name: t\ninputs: [/in]\noutput: /out\noutputs:\n  - preset: thumbnail\n"

@@ -169,10 +169,18 @@ final class BoostTables: @unchecked Sendable {
             let b = exp2(k.min + span * pow(Double(i) / 255, 1 / k.gamma))
             toLinear[i] = Float(min(1, max(0, (b - bMin) / (bMax - bMin))))
         }
+        // Back: code c where the boost lies between the boosts of codes c − ½ and c + ½ — 255
+        // boundaries computed, the 65,536 entries filled by walking them (no log per entry).
+        var boundaries = [Double](repeating: 2, count: 256)
+        for c in 0..<255 {
+            let b = exp2(k.min + span * pow((Double(c) + 0.5) / 255, 1 / k.gamma))
+            boundaries[c] = (b - bMin) / (bMax - bMin)
+        }
+        var code = 0
         for j in 0..<65536 {
-            let b = bMin + Double(j) / 65535 * (bMax - bMin)
-            let v = pow(min(1, max(0, (log2(b) - k.min) / span)), k.gamma)
-            fromLinear[j] = UInt8((v * 255).rounded())
+            let t = Double(j) / 65535
+            while code < 255 && t >= boundaries[code] { code += 1 }
+            fromLinear[j] = UInt8(code)
         }
     }
 
