@@ -21,6 +21,12 @@ public enum Exif {
     /// Parses a TIFF-structured EXIF payload (with or without the "Exif\0\0" prefix).
     /// Damaged EXIF yields nil: metadata never stops pixels from rendering.
     public static func read(_ payload: [UInt8]) -> ExifSummary? {
+        loaded(payload) { ed in summary(ed) }
+    }
+
+    /// `body` on libexif's parse of `payload` (with or without the "Exif\0\0" prefix), maker
+    /// notes left as stored; nil when libexif cannot allocate.
+    private static func loaded<R>(_ payload: [UInt8], _ body: (UnsafeMutablePointer<ExifData>) -> R?) -> R? {
         var data = payload
         if !(data.count >= 6 && data[0] == 0x45 && data[1] == 0x78 && data[2] == 0x69 && data[3] == 0x66) {
             data = Array("Exif".utf8) + [0, 0] + data
@@ -28,7 +34,12 @@ public enum Exif {
         guard let ed = exif_data_new() else { return nil }
         defer { exif_data_unref(ed) }
         exif_data_unset_option(ed, EXIF_DATA_OPTION_FOLLOW_SPECIFICATION)
+        exif_data_set_option(ed, EXIF_DATA_OPTION_DONT_CHANGE_MAKER_NOTE)
         data.withUnsafeBufferPointer { exif_data_load_data(ed, $0.baseAddress, UInt32($0.count)) }
+        return body(ed)
+    }
+
+    private static func summary(_ ed: UnsafeMutablePointer<ExifData>) -> ExifSummary? {
         let order = exif_data_get_byte_order(ed)
         var summary = ExifSummary(orientation: nil, hasGPS: false, copyright: nil, make: nil, model: nil,
                                   thumbnail: nil, entryCount: 0)
@@ -53,18 +64,11 @@ public enum Exif {
 
     /// The MakerNote tag's bytes (EXIF IFD, tag 0x927C), as stored.
     static func makerNote(_ payload: [UInt8]) -> [UInt8]? {
-        var data = payload
-        if !(data.count >= 6 && data[0] == 0x45 && data[1] == 0x78 && data[2] == 0x69 && data[3] == 0x66) {
-            data = Array("Exif".utf8) + [0, 0] + data
+        loaded(payload) { ed in
+            guard let sub = ifd(ed, Int(EXIF_IFD_EXIF.rawValue)), let e = exif_content_get_entry(sub, EXIF_TAG_MAKER_NOTE),
+                  let d = e.pointee.data, e.pointee.size > 0 else { return nil }
+            return Array(UnsafeBufferPointer(start: d, count: Int(e.pointee.size)))
         }
-        guard let ed = exif_data_new() else { return nil }
-        defer { exif_data_unref(ed) }
-        exif_data_unset_option(ed, EXIF_DATA_OPTION_FOLLOW_SPECIFICATION)
-        exif_data_set_option(ed, EXIF_DATA_OPTION_DONT_CHANGE_MAKER_NOTE)
-        data.withUnsafeBufferPointer { exif_data_load_data(ed, $0.baseAddress, UInt32($0.count)) }
-        guard let sub = ifd(ed, Int(EXIF_IFD_EXIF.rawValue)), let e = exif_content_get_entry(sub, EXIF_TAG_MAKER_NOTE),
-              let d = e.pointee.data, e.pointee.size > 0 else { return nil }
-        return Array(UnsafeBufferPointer(start: d, count: Int(e.pointee.size)))
     }
 
     /// Longest copyright kept, in UTF-8 bytes (an APP1 segment holds at most 65,533).
