@@ -97,7 +97,7 @@ public enum Renderer {
                 var image = stage.images[i]
                 var format = resolveFormat(settings.format, source: stage.summary.format)
                 let applies = stage.gainMapApplied.indices.contains(i) && stage.gainMapApplied[i] && stage.gainMaps[i] != nil
-                    && [.avif, .original, .auto].contains(settings.format)
+                    && (stage.gainMapGenerated ? format == .avif : [.avif, .original, .auto].contains(settings.format))
                 if applies { format = .avif }  // the HDR rendition: a PQ AVIF
                 if !stage.summary.format.keptByOriginal && image.layout == .rgba && recipe.flattenBackground == nil
                     && (settings.format == .auto || settings.format == .original) {
@@ -201,6 +201,9 @@ public enum Renderer {
         var gainMaps: [(pixels: PixelBuffer, raised: Bool)?] = []
         /// Outputs that render the HDR rendition (`apply`) instead of keeping the map.
         var gainMapApplied: [Bool] = []
+        /// The map was made from an HDR source (its AVIF outputs are the HDR rendition, its
+        /// JPEG outputs Ultra HDR), not read from the file.
+        var gainMapGenerated = false
         var gainMapOutcomes: [GainMapOutcome?] = []
     }
 
@@ -220,7 +223,7 @@ public enum Renderer {
         // image (the primary's size stays the one reported).
         // The plans stay the primary's (outputs are exactly the size a primary decode gives);
         // the thumbnail is read as a smaller decode of the whole image.
-        if options.heifThumbnails, let thumb = heifThumbnail(source, plans: plans) {
+        if options.heifThumbnails, !(options.hdr == .keep && source.isHDR), let thumb = heifThumbnail(source, plans: plans) {
             source.useHEIFThumbnail(thumb.id, size: thumb.size)
         }
         // A pyramidal TIFF: the smallest reduced level that still leaves the resampler its
@@ -371,6 +374,8 @@ public enum Renderer {
         // even past the last one an output needs, so damage at the end is reported.
         // Starting may be the whole decode (libheif, libwebp): decode time like the rows'.
         if whole == nil {
+            // An HDR source kept HDR: the decoder also gives the gain map that undoes its tone map.
+            if options.hdr == .keep && source.isHDR { source.hdrGain = true }
             let t0 = clock.milliseconds
             try source.start(scaleEighths: scale, maxBatchRows: batchRows)
             timings.decode += clock.milliseconds - t0
@@ -387,6 +392,16 @@ public enum Renderer {
             try Resampler(inputWidth: decoded.width, inputHeight: decoded.height, inputChannels: source.channels,
                       region: plan.storedRegion.scaled(x: sx, y: sy),
                       outputSize: plan.storedOutputSize, filter: plan.filter)
+        }
+        // The generated gain map's resamplers: ¼ of each output (at least 160 px on the long
+        // side), over the same region, filtered in linear boost.
+        let generated = whole == nil ? source.hdrGainMetadata : nil
+        let curve = generated.map(BoostTables.tables(for:))
+        let mapResamplers: [Resampler] = try generated == nil ? [] : plans.map { plan in
+            try Resampler(inputWidth: decoded.width, inputHeight: decoded.height, inputChannels: 1,
+                          region: plan.storedRegion.scaled(x: sx, y: sy),
+                          outputSize: GainMapStep.mapSize(output: plan.storedOutputSize, ratio: (0.25, 0.25)),
+                          filter: .lanczos3, transfer: curve.map { ($0.toLinear, $0.fromLinear) })
         }
         timings.resize += clock.milliseconds - r0  // the resamplers' weights and buffers
         if let whole {
@@ -427,6 +442,9 @@ public enum Renderer {
                 timings.decode += t1 - lap
                 if n == 0 { break }
                 for r in resamplers { r.consume(batch, stride: stride, count: n) }
+                if !mapResamplers.isEmpty, let gain = source.gainBatch {
+                    for r in mapResamplers { r.consume(gain, stride: decoded.width, count: n) }
+                }
                 lap = clock.milliseconds
                 timings.resize += lap - t1
             }
@@ -471,12 +489,40 @@ public enum Renderer {
         stage.gainMaps = plans.map { _ in nil }
         stage.gainMapOutcomes = plans.map { _ in nil }
         stage.gainMapApplied = plans.map { _ in false }
-        if let gainMap {
+        if let generated {
+            withExtendedLifetime(curve) {}
+            try finishGeneratedMaps(mapResamplers.map(\.output), generated, &stage, plans: plans, recipes: recipes, options: options)
+        } else if let gainMap {
             let t0 = clock.milliseconds
             try finishGainMaps(gainMap, &stage, plans: plans, recipes: recipes, options: options, bytes: mapBytes)
             stage.timings.resize += clock.milliseconds - t0
         }
         return stage
+    }
+
+    /// An HDR source kept HDR: each output's generated map (the tone map undone) where its
+    /// recipe and format can hold it — JPEG: an Ultra HDR JPEG; AVIF: the HDR rendition in PQ —
+    /// else SDR with the reason.
+    static func finishGeneratedMaps(_ maps: [PixelBuffer], _ metadata: GainMapMetadata, _ stage: inout Stage, plans: [OutputPlan],
+                                    recipes: [Recipe], options: RenderOptions) throws {
+        stage.gainMapMetadata = metadata
+        stage.gainMapGenerated = true
+        stage.gainMapInfo = GainMapInfo(kind: "hdr", width: stage.decodedSize.width, height: stage.decodedSize.height, bytes: 0,
+                                        headroom: (metadata.headroomStops * 1000).rounded() / 1000, metadata: ["generated"])
+        for (i, recipe) in recipes.enumerated() {
+            let formats = recipe.output.formats.isEmpty ? [recipe.output.format] : recipe.output.formats.map(\.format)
+            let resolved = formats.map { resolveFormat($0, source: stage.summary.format) }
+            if (recipe.output.gainMap ?? options.gainMap) == .drop {
+                stage.gainMapOutcomes[i] = .dropped("the recipe drops it (the output is SDR)")
+            } else if let reason = GainMapStep.dropReason(for: recipe) {
+                stage.gainMapOutcomes[i] = .dropped(reason)
+            } else if !resolved.contains(.jpeg) && !(resolved.contains(.avif) && AVIFEncoder.isAvailable) {
+                stage.gainMapOutcomes[i] = .dropped("\(resolved[0].rawValue.uppercased()) cannot carry HDR here: JPEG (Ultra HDR) or AVIF can (the output is SDR)")
+            } else {
+                stage.gainMaps[i] = (try plans[i].orientation.apply(to: maps[i]), false)
+                stage.gainMapApplied[i] = resolved.contains(.avif)
+            }
+        }
     }
 
     /// Each output's gain map: resized with it where its recipe keeps it and can, else the

@@ -410,6 +410,11 @@ public enum JobFile {
             if let v = m["fps"] { o.fps = try double(v, "options.fps") }
             if let v = m["maxFrames"] { o.maxFrames = try int(v, "options.maxFrames") }
             if let v = m["maxDuration"] { o.maxDuration = try double(v, "options.maxDuration") }
+            if let v = m["hdr"] {
+                let s = try string(v, "options.hdr")
+                guard let mode = HDRMode(rawValue: s) else { throw error(v, "options.hdr", "expected tone-map or keep, got \"\(s)\"") }
+                o.hdr = mode
+            }
             if let p = o.problem() {
                 throw error(m[String(p.field.dropFirst("options.".count))], p.field, p.message)
             }

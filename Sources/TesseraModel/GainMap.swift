@@ -11,6 +11,15 @@ public enum GainMapMode: String, Codable, Sendable, CaseIterable {
     case apply
 }
 
+/// What happens to an HDR source (PQ or HLG, 10 or 12 bits: HDR AVIF and HEIF).
+public enum HDRMode: String, Codable, Sendable, CaseIterable {
+    /// Tone-mapped to SDR (the default).
+    case toneMap = "tone-map"
+    /// Kept HDR: the tone-mapped SDR image plus the gain map that undoes the tone map —
+    /// an Ultra HDR JPEG for JPEG outputs, the HDR rendition in PQ for AVIF outputs.
+    case keep
+}
+
 /// A gain map's metadata, as ISO 21496-1 and Adobe's `hdrgm` XMP give it, in the
 /// "forward" direction (the base image is SDR): per channel (R, G, B; one value repeated
 /// for a single-channel map),

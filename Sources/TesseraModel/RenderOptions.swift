@@ -44,6 +44,8 @@ public struct RenderOptions: Sendable, Equatable {
     public var decodeSeconds: Double?
     /// A source's gain map where the recipe does not say: kept (an Ultra HDR JPEG output) by default.
     public var gainMap = GainMapMode.keep
+    /// An HDR source (PQ or HLG AVIF or HEIF): tone-mapped to SDR, or kept HDR.
+    public var hdr = HDRMode.toneMap
 
     public init() {}
 

@@ -201,12 +201,14 @@ public struct JobOptions: Codable, Sendable, Equatable {
     /// Animated sources: at most this many frames and seconds (0: no limit).
     public var maxFrames = 0
     public var maxDuration = 0.0
+    /// HDR sources (PQ or HLG AVIF and HEIF): tone-mapped to SDR, or kept HDR.
+    public var hdr = HDRMode.toneMap
 
     public init() {}
 
     enum CodingKeys: String, CodingKey {
         case maxMegapixels, maxInputMB, strict, maxAttempts, timeout, inline, incremental, fast, heifThumbnails, page, frame
-        case at, frames, fps, maxFrames, maxDuration
+        case at, frames, fps, maxFrames, maxDuration, hdr
     }
 
     public init(from decoder: Decoder) throws {
@@ -229,6 +231,7 @@ public struct JobOptions: Codable, Sendable, Equatable {
         fps = try c.decodeIfPresent(Double.self, forKey: .fps) ?? d.fps
         maxFrames = try c.decodeIfPresent(Int.self, forKey: .maxFrames) ?? d.maxFrames
         maxDuration = try c.decodeIfPresent(Double.self, forKey: .maxDuration) ?? d.maxDuration
+        hdr = try c.decodeIfPresent(HDRMode.self, forKey: .hdr) ?? d.hdr
     }
 
     /// A pyramid never holds the whole image: a tiles job whose options do not say
@@ -258,6 +261,7 @@ public struct JobOptions: Codable, Sendable, Equatable {
         o.previewFPS = fps
         o.maxFrames = maxFrames
         o.maxDuration = maxDuration
+        o.hdr = hdr
         o.decodeSeconds = timeout
         return o
     }

@@ -60,6 +60,9 @@ struct Render: ParsableCommand {
     @Option(help: "An Ultra HDR source's gain map: keep (resized with the image and written as an Ultra HDR JPEG, the default), drop (SDR only) or apply.")
     var gainMap: GainMapMode = .keep
 
+    @Option(help: "An HDR source (PQ or HLG AVIF or HEIF): tone-map (to SDR, the default) or keep (JPEG outputs become Ultra HDR JPEGs, AVIF outputs the HDR image in PQ).")
+    var hdr: HDRMode = .toneMap
+
     @Option(help: "Video: when the poster frame is taken, in seconds (1.5, 1.5s) or a percentage of its length (10%). Default: the first frame past the first second that is neither near-black nor flat.")
     var at: String?
 
@@ -383,6 +386,7 @@ struct Render: ParsableCommand {
         guard frame >= 0 else { throw ValidationError("--frame counts from 0, got \(frame)") }
         options.frame = frame
         options.gainMap = gainMap
+        options.hdr = hdr
         if let at {
             guard let t = VideoTime(at) else { throw ValidationError("--at: expected seconds (1.5, 1.5s) or a percentage (10%), got \(at)") }
             options.posterTime = t
@@ -480,3 +484,4 @@ extension RunSummary {
 }
 
 extension GainMapMode: ExpressibleByArgument {}
+extension HDRMode: ExpressibleByArgument {}

@@ -210,6 +210,52 @@ final class GainMapTests: XCTestCase {
         XCTAssertTrue(jpeg.file.record.gainMap?.reason?.contains("HDR AVIF") ?? false)
     }
 
+    /// The light of a PQ AVIF's pixel, in cd/m².
+    static func pqNits(_ bytes: [UInt8], x: Int, y: Int, channel: Int) throws -> Double {
+        let image = try bytes.withUnsafeBytes { try HEIFDecoder(bytes: $0, limits: Limits()).decode() }
+        let raw = UnsafeRawPointer(image.plane + y * image.stride)
+        let code = Double(UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: (x * image.channels + channel) * 2, as: UInt16.self)))
+        let e = pow(code / Double((1 << image.bits) - 1), 1 / 78.84375)
+        return 10000 * pow(max(0, e - 0.8359375) / (18.8515625 - 18.6875 * e), 1 / 0.1593017578125)
+    }
+
+    /// `--hdr keep`: an HDR AVIF (PQ) source keeps its light — as an Ultra HDR JPEG (the tone
+    /// map undone by a generated gain map) and as a PQ AVIF — where tone-mapping would cap it
+    /// at SDR white.
+    func testAnHDRSourceKeptHDR() throws {
+        guard AVIFEncoder.isAvailable, HEIFDecoder.canDecodeAVIF else { throw XCTSkip("no AV1 encoder") }
+        // The source: dark half at SDR light, bright half 2 stops up (up to 812 cd/m²).
+        let meta = GainMapMetadata(minLog2: [0], maxLog2: [2], gamma: [1], offsetSDR: [0], offsetHDR: [0], capacityMaxLog2: 2)
+        let samples = HDRRendition.pq(sdr: Self.halves(width: 512, height: 384, left: [40, 60, 90], right: [220, 200, 180]),
+                                      map: Self.halves(width: 128, height: 96, left: [0], right: [255]), metadata: meta,
+                                      headroomStops: 2, bits: AVIFEncoder.hdrBits)
+        let source = try samples.withUnsafeBufferPointer {
+            try AVIFEncoder.encodeHDR($0, width: 512, height: 384, .init(quality: 95, speed: 8, subsampling: .s444), nclx: (1, 16, 1))
+        }
+        func expected(_ srgb: UInt8, stops: Double) -> Double { SRGB.decode(Double(srgb) / 255) * exp2(stops) * 203 }
+        var options = RenderOptions()
+        options.hdr = .keep
+        let result = try Renderer.render(source, recipes: [recipe([fit(256, nil)]), recipe([fit(256, nil)], format: .avif, quality: 0.95)],
+                                         options: options)
+        XCTAssertEqual(result.gainMap?.kind, "hdr")
+        let (jpeg, avif) = (result.outputs[0], result.outputs[1])
+        XCTAssertEqual(jpeg.file.record.gainMap?.action, "kept")
+        XCTAssertEqual(avif.file.record.gainMap?.action, "applied")
+        let found = try Self.usable(jpeg.bytes)
+        let hdr = HDR.reconstruct(sdr: try Renderer.decode(jpeg.bytes), map: try Self.mapPixels(jpeg.bytes), metadata: found.metadata)
+        for (x, colour, stops) in [(40, [40, 60, 90] as [UInt8], 0.0), (216, [220, 200, 180], 2.0)] {
+            for c in 0..<3 {
+                let want = expected(colour[c], stops: stops)
+                XCTAssertEqual(Double(hdr[(96 * 256 + x) * 3 + c]) * 203, want, accuracy: want * 0.08 + 1, "JPEG x \(x) channel \(c)")
+                XCTAssertEqual(try Self.pqNits(avif.bytes, x: x, y: 96, channel: c), want, accuracy: want * 0.08 + 1, "AVIF x \(x) channel \(c)")
+            }
+        }
+        // Tone-mapped (the default), the bright half stays within SDR white.
+        let sdr = try Renderer.render(source, recipes: [recipe([fit(256, nil)])]).outputs[0]
+        XCTAssertNil(sdr.file.record.gainMap)
+        XCTAssertNil(Self.located(sdr.bytes))
+    }
+
     // MARK: Apple's HEIC gain maps
 
     /// An EXIF payload (TIFF, big-endian) whose Exif IFD holds Apple's maker note with tags

@@ -31,6 +31,7 @@ enum Targets {
     static func render(_ data: UnsafeRawBufferPointer) {
         var options = RenderOptions()
         options.limits = limits
+        options.hdr = .keep  // HDR sources also make the gain map that undoes their tone map
         let recipe = Recipe(name: "fuzz", operations: [.resize(Resize(width: 64, height: 64, mode: .fill, gravity: .attention))],
                             output: OutputSettings(format: .jpeg, quality: 0.7))
         // An Ultra HDR source's map is kept: what is written must read back as a usable map.

@@ -1,4 +1,5 @@
 import Foundation
+import TesseraModel
 
 /// 10- and 12-bit samples (16-bit little-endian, as libheif gives them) to 8 bits.
 ///
@@ -22,6 +23,20 @@ struct DeepToEight {
     /// Luminance weights of the source primaries.
     private var weights: (Float, Float, Float) = (0.2627, 0.6780, 0.0593)
     private let peak: Float = 1000 / 203
+
+    /// Whether the samples are HDR (PQ or HLG) and tone-mapped.
+    var isHDR: Bool { hdr }
+
+    /// The gain map that undoes the tone map: the curve scales each pixel's channels by one
+    /// factor k(Y), so the HDR pixel is the SDR one × 1/k(Y) = (1 + Y) / (1 + Y/peak²), between
+    /// 1 and `peak` (1000 cd/m² over 203: 2.30 stops) — coded log2 over 0...log2(peak), gamma 1,
+    /// no offsets (ISO 21496-1). Clipped pixels (out of BT.709's gamut, over the peak) keep
+    /// their SDR colour times the gain.
+    var gainMetadata: GainMapMetadata {
+        let stops = Double(log2(peak))
+        return GainMapMetadata(minLog2: [0], maxLog2: [stops], gamma: [1], offsetSDR: [0], offsetHDR: [0],
+                               capacityMinLog2: 0, capacityMaxLog2: stops)
+    }
 
     init(bits: Int, nclx: HEIFDecoder.NCLX?) {
         maxValue = (1 << bits) - 1
@@ -50,8 +65,10 @@ struct DeepToEight {
         weights = (Float(toXYZ[3]), Float(toXYZ[4]), Float(toXYZ[5]))
     }
 
-    /// Converts `count` pixels of `channels` 16-bit samples to 8 bits (alpha rounded).
-    func convert(_ src: UnsafePointer<UInt8>, _ dst: UnsafeMutablePointer<UInt8>, count: Int, channels: Int) {
+    /// Converts `count` pixels of `channels` 16-bit samples to 8 bits (alpha rounded); for HDR
+    /// samples, with `gain`, each pixel's gain-map code too (`gainMetadata`).
+    func convert(_ src: UnsafePointer<UInt8>, _ dst: UnsafeMutablePointer<UInt8>, count: Int, channels: Int,
+                 gain: UnsafeMutablePointer<UInt8>? = nil) {
         let s = UnsafeRawPointer(src)
         let maxV = maxValue, half = maxValue / 2
         func sample(_ i: Int) -> Int { min(maxV, Int(UInt16(littleEndian: s.loadUnaligned(fromByteOffset: i * 2, as: UInt16.self)))) }
@@ -62,6 +79,7 @@ struct DeepToEight {
         linear.withUnsafeBufferPointer { lin in
             encode.withUnsafeBufferPointer { enc in
                 let m = matrix, (wr, wg, wb) = weights, peak2 = peak * peak
+                let codePerStop = 255 / log2(peak)
                 for p in 0..<count {
                     let base = p * channels
                     var r = lin[sample(base)], g = lin[sample(base + 1)], b = lin[sample(base + 2)]
@@ -71,6 +89,9 @@ struct DeepToEight {
                         let mapped = y * (1 + y / peak2) / (1 + y)
                         let k = mapped / y
                         r *= k; g *= k; b *= k
+                        if let gain { gain[p] = UInt8(min(255, max(0, (log2(1 / k) * codePerStop).rounded()))) }
+                    } else if let gain {
+                        gain[p] = 0
                     }
                     let ro = m[0] * r + m[1] * g + m[2] * b
                     let go = m[3] * r + m[4] * g + m[5] * b

@@ -44,6 +44,15 @@ final class SourceDecoder {
     var heifGainMap: UltraHDR.Found? { heif.flatMap(AppleHDR.locate) }
     private var heifImage: HEIFImage?
     private var deep: DeepToEight?
+    /// An HDR source read with `hdrGain`: each batch's gain-map rows (one byte a pixel,
+    /// `decodedSize.width` a row), beside its SDR rows.
+    var hdrGain = false
+    private(set) var gainBatch: UnsafeMutablePointer<UInt8>?
+    private var gainBatchRows = 0
+    /// The gain map's metadata when the rows carry one (an HDR source read with `hdrGain`).
+    var hdrGainMetadata: GainMapMetadata? { hdrGain && deep?.isHDR == true ? deep?.gainMetadata : nil }
+    /// Whether the source is HDR (known from its colour box before decoding).
+    var isHDR: Bool { heif?.nclx?.isHDR ?? false }
     private let bytes: UnsafeRawBufferPointer
     /// Whether the 1/8 image came from the DC scans alone (progressive JPEG).
     private(set) var usedDCScans = false
@@ -277,7 +286,10 @@ final class SourceDecoder {
     /// HEIF thumbnails: (item, size as displayed).
     var heifThumbnails: [(id: UInt32, size: Size)] { heif?.thumbnails.map { ($0.id, $0.size) } ?? [] }
 
-    deinit { scratch?.deallocate() }
+    deinit {
+        scratch?.deallocate()
+        gainBatch?.deallocate()
+    }
 
     /// Starts decoding at `scaleEighths`/8 (JPEG only; PNG always decodes at 1).
     func start(scaleEighths requested: Int, maxBatchRows: Int) throws {
@@ -438,7 +450,16 @@ final class SourceDecoder {
                     continue
                 }
                 if let deep {
-                    deep.convert(src, dst, count: width, channels: channels)
+                    var gain: UnsafeMutablePointer<UInt8>?
+                    if hdrGain && deep.isHDR {
+                        if gainBatchRows < want {
+                            gainBatch?.deallocate()
+                            gainBatch = .allocate(capacity: width * max(want, 16))
+                            gainBatchRows = max(want, 16)
+                        }
+                        gain = gainBatch! + r * width
+                    }
+                    deep.convert(src, dst, count: width, channels: channels, gain: gain)
                 } else {
                     dst.update(from: src, count: width * channels)
                 }
