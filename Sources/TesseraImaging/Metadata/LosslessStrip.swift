@@ -69,7 +69,14 @@ public enum LosslessStrip {
             let map = try stripPlainJPEG(mapBytes, StripOptions(keepICC: false, keepCopyright: false, orientation: .tag,
                                                                 keepGainMap: false))
             let file = UltraHDR.assemble(primary: result.bytes, map: map.bytes, metadata: source.metadata)
-            var out = StripResult(bytes: file, format: .jpeg, removed: result.removed.filter { $0 != "MPF" },
+            // MPF and the ISO block are written again: not "removed" (unless other APP2 segments were).
+            let otherAPP2 = input.withUnsafeBytes { raw in
+                UltraHDR.headerSegments(raw).contains { s in
+                    JPEGSegments.kind(of: s, in: raw) == .otherApp(2) && !UltraHDR.starts(raw, s.payload, UltraHDR.isoSignature)
+                }
+            }
+            var out = StripResult(bytes: file, format: .jpeg,
+                                  removed: result.removed.filter { $0 != "MPF" && (otherAPP2 || $0 != "APP2") },
                                   orientation: result.orientation, transformed: result.transformed)
             out.gainMap = GainMapOutcome(action: "kept", width: source.info.width, height: source.info.height,
                                          bytes: file.count - result.bytes.count)
