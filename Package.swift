@@ -41,6 +41,10 @@ let cTargets: [Target] = [
     // GIF (giflib 5): still frames and animations.
     .systemLibrary(name: "CGIF", pkgConfig: "libgif",
                    providers: [.apt(["libgif-dev"])]),
+    // AV1 still pictures at 10 bits (HDR AVIF), which libheif 1.15 cannot have aom write:
+    // docs/decisions/021-gain-maps.md.
+    .systemLibrary(name: "CAOM", pkgConfig: "aom",
+                   providers: [.apt(["libaom-dev"])]),
     // Video (FFmpeg 5.1): containers from memory, decoders, pixel format conversion.
     .systemLibrary(name: "CFFmpeg", pkgConfig: "libavformat",
                    providers: [.apt(["libavformat-dev", "libavcodec-dev", "libswscale-dev", "libavutil-dev"])]),
@@ -51,9 +55,9 @@ let cTargets: [Target] = [
     // Little CMS's memory plugin, libtiff's variadic tag calls and error handlers, FFmpeg's
     // function-like macros (AVERROR) and custom I/O callbacks.
     // zlib (libpng's own dependency, zlib1g-dev): Deflate tiles of pyramidal TIFFs.
-    .target(name: "TesseraShim", dependencies: ["CJPEG", "CPNG", "CCurl", "CLCMS2", "CTIFF", "CGIF", "CFFmpeg"],
+    .target(name: "TesseraShim", dependencies: ["CJPEG", "CPNG", "CCurl", "CLCMS2", "CTIFF", "CGIF", "CFFmpeg", "CAOM"],
             linkerSettings: [.linkedLibrary("z"), .linkedLibrary("avformat"), .linkedLibrary("avcodec"),
-                             .linkedLibrary("swscale"), .linkedLibrary("avutil")]),
+                             .linkedLibrary("swscale"), .linkedLibrary("avutil"), .linkedLibrary("aom")]),
 ]
 
 // MARK: - Libraries

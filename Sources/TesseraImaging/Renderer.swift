@@ -400,7 +400,7 @@ public enum Renderer {
         let mapResamplers: [Resampler] = try generated == nil ? [] : plans.map { plan in
             try Resampler(inputWidth: decoded.width, inputHeight: decoded.height, inputChannels: 1,
                           region: plan.storedRegion.scaled(x: sx, y: sy),
-                          outputSize: GainMapStep.mapSize(output: plan.storedOutputSize, ratio: (0.25, 0.25)),
+                          outputSize: GainMapStep.mapSize(output: plan.storedOutputSize, ratio: 0.25).size,
                           filter: .lanczos3, transfer: curve.map { ($0.toLinear, $0.fromLinear) })
         }
         timings.resize += clock.milliseconds - r0  // the resamplers' weights and buffers

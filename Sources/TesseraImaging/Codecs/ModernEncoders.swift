@@ -154,66 +154,44 @@ enum AVIFEncoder {
         return try encode(heifImage, s, alpha: alpha, extras: extras)
     }
 
-    /// An HDR AVIF from interleaved RGB samples (0...2^bits − 1, `width` × `height` × 3) already
-    /// in the transfer `nclx` names (PQ: 16, HLG: 18), full range; the Y'CbCr planes (BT.709
-    /// matrix; 4:2:0, or 4:4:4 when the settings say) are made here.
-    ///
-    /// `bits` is 12: Debian's libheif 1.15 picks the AV1 profile from a 10-bit image's storage
-    /// size (16 bits), asks aom for profile 2, and aom 3.6 aborts the process on a 10-bit
-    /// profile-2 image that is not 4:2:2 (an assertion). Twelve bits are profile 2's own.
-    static let hdrBits = 12
+    /// An HDR AVIF from interleaved RGB samples (0...1023, `width` × `height` × 3) already in
+    /// the transfer `nclx` names (PQ: 16, HLG: 18), full range: the Y'CbCr planes (BT.709
+    /// matrix; 4:2:0, or 4:4:4 when the settings say) made here, encoded by libaom directly
+    /// (`AVIFWriter`): Debian's libheif 1.15 picks the AV1 profile of a 10-bit image from its
+    /// storage size (16 bits), asks aom for profile 2, and aom 3.6 aborts the process.
+    static let hdrBits = 10
 
     static func encodeHDR(_ samples: UnsafeBufferPointer<UInt16>, width: Int, height: Int, _ s: Settings,
                           nclx: (primaries: UInt16, transfer: UInt16, matrix: UInt16)) throws -> [UInt8] {
-        let bits = hdrBits, top = Double((1 << bits) - 1), centre = Double(1 << (bits - 1))
         precondition(samples.count == width * height * 3)
         let full = s.subsampling == .s444 || (s.subsampling == .auto && s.quality >= 90)
-        var heifImage: OpaquePointer?
-        try HEIFDecoder.check(heif_image_create(Int32(width), Int32(height), heif_colorspace_YCbCr,
-                                                full ? heif_chroma_444 : heif_chroma_420, &heifImage))
-        guard let heifImage else { throw ImagingError(.outOfMemory, "libheif: cannot create an image") }
-        defer { heif_image_release(heifImage) }
         let cw = full ? width : (width + 1) / 2, ch = full ? height : (height + 1) / 2
-        try HEIFDecoder.check(heif_image_add_plane(heifImage, heif_channel_Y, Int32(width), Int32(height), Int32(bits)))
-        try HEIFDecoder.check(heif_image_add_plane(heifImage, heif_channel_Cb, Int32(cw), Int32(ch), Int32(bits)))
-        try HEIFDecoder.check(heif_image_add_plane(heifImage, heif_channel_Cr, Int32(cw), Int32(ch), Int32(bits)))
-        var ys: Int32 = 0, cbs: Int32 = 0, crs: Int32 = 0
-        guard let yp = heif_image_get_plane(heifImage, heif_channel_Y, &ys),
-              let cbp = heif_image_get_plane(heifImage, heif_channel_Cb, &cbs),
-              let crp = heif_image_get_plane(heifImage, heif_channel_Cr, &crs) else {
-            throw ImagingError(.outOfMemory, "libheif: no plane")
+        var y = [UInt16](repeating: 0, count: width * height)
+        var cb = [UInt16](repeating: 512, count: cw * ch), cr = [UInt16](repeating: 512, count: cw * ch)
+        func code(_ v: Double) -> UInt16 { UInt16(min(1023, max(0, v.rounded()))) }
+        // BT.709: Y' = .2126 R' + .7152 G' + .0722 B'; Cb, Cr full range around 512.
+        for i in 0..<(width * height) {
+            let r = Double(samples[i * 3]), g = Double(samples[i * 3 + 1]), b = Double(samples[i * 3 + 2])
+            y[i] = code(0.2126 * r + 0.7152 * g + 0.0722 * b)
         }
-        func put(_ p: UnsafeMutablePointer<UInt8>, _ stride: Int32, _ x: Int, _ y: Int, _ v: Double) {
-            UnsafeMutableRawPointer(p + y * Int(stride)).storeBytes(of: UInt16(min(top, max(0, v.rounded()))).littleEndian,
-                                                                     toByteOffset: x * 2, as: UInt16.self)
-        }
-        // BT.709: Y' = .2126 R' + .7152 G' + .0722 B'; Cb, Cr full range around the centre code.
-        for y in 0..<height {
-            for x in 0..<width {
-                let i = (y * width + x) * 3
-                let r = Double(samples[i]), g = Double(samples[i + 1]), b = Double(samples[i + 2])
-                put(yp, ys, x, y, 0.2126 * r + 0.7152 * g + 0.0722 * b)
-            }
-        }
+        let step = full ? 1 : 2
         for cy in 0..<ch {
             for cx in 0..<cw {
                 var r = 0.0, g = 0.0, b = 0.0, n = 0.0
-                for dy in 0..<(full ? 1 : 2) where cy * (full ? 1 : 2) + dy < height {
-                    for dx in 0..<(full ? 1 : 2) where cx * (full ? 1 : 2) + dx < width {
-                        let i = ((cy * (full ? 1 : 2) + dy) * width + cx * (full ? 1 : 2) + dx) * 3
+                for py in (cy * step)..<min(height, cy * step + step) {
+                    for px in (cx * step)..<min(width, cx * step + step) {
+                        let i = (py * width + px) * 3
                         r += Double(samples[i]); g += Double(samples[i + 1]); b += Double(samples[i + 2]); n += 1
                     }
                 }
                 r /= n; g /= n; b /= n
                 let luma = 0.2126 * r + 0.7152 * g + 0.0722 * b
-                put(cbp, cbs, cx, cy, (b - luma) / 1.8556 + centre)
-                put(crp, crs, cx, cy, (r - luma) / 1.5748 + centre)
+                cb[cy * cw + cx] = code((b - luma) / 1.8556 + 512)
+                cr[cy * cw + cx] = code((r - luma) / 1.5748 + 512)
             }
         }
-        setNCLX(heifImage, nclx)
-        var settings = s
-        settings.subsampling = full ? .s444 : .s420
-        return try encode(heifImage, settings, alpha: false, extras: Extras())
+        return try AVIFWriter.encode(y: y, cb: cb, cr: cr, width: width, height: height, subsampled: !full,
+                                     quality: s.quality, speed: s.speed, nclx: nclx)
     }
 
     /// An nclx colour box (full range) on the image.

@@ -35,15 +35,17 @@ enum GainMapStep {
     }
     static let factor = 0.7
 
-    /// The map's size for an output of `output` stored pixels: the source's map-to-image
-    /// ratio, raised so the long side has `minimumLongSide` pixels (never past the output's
-    /// size or the source map's resolution), at least one pixel.
-    static func mapSize(output: Size, ratio: (x: Double, y: Double)) -> Size {
+    /// The map's size for an output of `output` stored pixels: one factor for both sides (the
+    /// output's aspect kept), the source's map-to-image ratio raised so the long side has
+    /// `minimumLongSide` pixels, never past the output's size nor past the `region` of the map
+    /// it comes from (in map pixels, when given); at least one pixel. Whether it was raised.
+    static func mapSize(output: Size, ratio: Double, region: Rect? = nil) -> (size: Size, raised: Bool) {
         let long = Double(max(output.width, output.height))
-        let floor = min(1, Double(minimumLongSide) / long)
-        let k = (x: min(1, max(ratio.x, floor)), y: min(1, max(ratio.y, floor)))
-        return Size(width: max(1, min(output.width, Int((Double(output.width) * k.x).rounded()))),
-                    height: max(1, min(output.height, Int((Double(output.height) * k.y).rounded()))))
+        var k = min(1, max(ratio, Double(minimumLongSide) / long))
+        if let region { k = min(k, region.width / Double(output.width), region.height / Double(output.height)) }
+        let size = Size(width: max(1, min(output.width, Int((Double(output.width) * k).rounded()))),
+                        height: max(1, min(output.height, Int((Double(output.height) * k).rounded()))))
+        return (size, k > ratio + 1e-9)
     }
 
     /// The map for each plan where `wanted` says so (nil elsewhere), upright like the output.
@@ -78,12 +80,10 @@ enum GainMapStep {
         for (i, plan) in plans.enumerated() {
             guard wanted[i] else { regions.append(nil); sizes.append(nil); raised.append(false); continue }
             let region = plan.storedRegion.scaled(x: ratio.x, y: ratio.y)
-            let size = mapSize(output: plan.storedOutputSize, ratio: ratio)
+            let (size, up) = mapSize(output: plan.storedOutputSize, ratio: ratio.x, region: region)
             regions.append(region)
-            // Never more pixels than the map has there.
-            sizes.append(Size(width: max(1, min(size.width, Int(region.width.rounded(.up)))),
-                              height: max(1, min(size.height, Int(region.height.rounded(.up))))))
-            raised.append(sizes[i]!.width > max(1, Int((Double(plan.storedOutputSize.width) * ratio.x).rounded())))
+            sizes.append(size)
+            raised.append(up)
         }
         var k = 1.0, decoded = mapStored, channels = whole?.channels ?? 0
         if let source {

@@ -445,6 +445,13 @@ void ts_video_frame_stats(const ts_video *v, double *mean, double *spread, int *
 int ts_video_convert(ts_video *v, int width, int height, int deep, uint8_t *dst, int stride);
 void ts_video_close(ts_video *v);
 
+/// One 10-bit AV1 still picture (libaom, all-intra) from Y'CbCr planes (samples 0...1023;
+/// Cb and Cr at half size each way when `subsampled`, else full), full range, with the
+/// given colour description: the OBUs in `*out` (free with ts_free). 0, or -1 with `message`.
+int ts_av1_encode_still(const uint16_t *y, const uint16_t *cb, const uint16_t *cr, int width, int height, int subsampled,
+                        int quality, int speed, int primaries, int transfer, int matrix,
+                        uint8_t **out, size_t *out_len, char *message, size_t message_len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,2 @@
+#include <aom/aom_encoder.h>
+#include <aom/aomcx.h>
