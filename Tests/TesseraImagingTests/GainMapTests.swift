@@ -312,12 +312,20 @@ final class GainMapTests: XCTestCase {
     /// an auxiliary image). It becomes an Ultra HDR JPEG whose map reads as Apple's.
     func testAnAppleHEIFGainMapBecomesUltraHDR() throws {
         guard AVIFEncoder.isAvailable, HEIFDecoder.canDecodeAVIF else { throw XCTSkip("no AV1 encoder") }
+        try appleHEIF(hevc: false)
+        // HEVC, as iPhones write it, where this libheif has x265.
+        if HEIFDecoder.canEncodeHEIC && HEIFDecoder.canDecodeHEIC { try appleHEIF(hevc: true) }
+    }
+
+    func appleHEIF(hevc: Bool) throws {
         var extras = AVIFEncoder.Extras()
+        extras.hevc = hevc
         extras.exif = Array(Self.appleExif(maker33: 1.2, maker48: 0.005).dropFirst(6))
         let image = try AVIFEncoder.encode(Self.halves(width: 512, height: 384, left: [40, 60, 90], right: [220, 200, 180]),
                                            .init(quality: 90, speed: 8, subsampling: .s444), extras: extras)
         var mono = AVIFEncoder.Extras()
         mono.monochrome = true
+        mono.hevc = hevc
         let map = try AVIFEncoder.encode(Self.halves(width: 128, height: 96, left: [0], right: [255]),
                                          .init(quality: 95, speed: 8, subsampling: .s444), extras: mono)
         let heif = HEIFAssembly.addAuxiliary(to: image, map, type: HEIFDecoder.appleGainMapType)
@@ -337,12 +345,14 @@ final class GainMapTests: XCTestCase {
         XCTAssertLessThan(pixels.mean(x: 0, y: 0, width: 40, height: 96)[0], 10)
         XCTAssertGreaterThan(pixels.mean(x: 88, y: 0, width: 40, height: 96)[0], 245)
         // Without the maker note's headroom the map is unusable, and says why.
+        var plain = AVIFEncoder.Extras()
+        plain.hevc = hevc
         let bare = HEIFAssembly.addAuxiliary(to: try AVIFEncoder.encode(Self.halves(width: 512, height: 384, left: [1, 2, 3], right: [4, 5, 6]),
-                                                                         .init(quality: 50, speed: 9, subsampling: .s420)),
+                                                                         .init(quality: 50, speed: 9, subsampling: .s420), extras: plain),
                                              map, type: HEIFDecoder.appleGainMapType)
         XCTAssertTrue(try ImageInfo.inspect(bare).gainMap?.problem?.contains("tags 33 and 48") ?? false)
-        let plain = try Renderer.render(bare, recipes: [recipe([fit(64, nil)])]).outputs[0]
-        XCTAssertEqual(plain.file.record.gainMap?.action, "dropped")
+        let sdr = try Renderer.render(bare, recipes: [recipe([fit(64, nil)])]).outputs[0]
+        XCTAssertEqual(sdr.file.record.gainMap?.action, "dropped", hevc ? "HEVC" : "AV1")
     }
 
     // MARK: Hostile files
