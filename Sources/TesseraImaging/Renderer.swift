@@ -99,7 +99,7 @@ public enum Renderer {
                 let applies = stage.gainMapApplied.indices.contains(i) && stage.gainMapApplied[i] && stage.gainMaps[i] != nil
                     && (stage.gainMapGenerated ? format == .avif : [.avif, .original, .auto].contains(settings.format))
                 if applies { format = .avif }  // the HDR rendition: a PQ AVIF
-                if !stage.summary.format.keptByOriginal && image.layout == .rgba && recipe.flattenBackground == nil
+                if !applies && !stage.summary.format.keptByOriginal && image.layout == .rgba && recipe.flattenBackground == nil
                     && (settings.format == .auto || settings.format == .original) {
                     format = .png  // transparency kept where the source's own format cannot be written
                 }
@@ -134,7 +134,15 @@ public enum Renderer {
                 var mapBytes = 0
                 let (bytes, quality): ([UInt8], Int?)
                 if applies, let planes = stage.gainMaps[i], let metadata = stage.gainMapMetadata {
-                    (bytes, quality) = try encodeHDR(image, map: planes.pixels, metadata: metadata, settings)
+                    // The rendition is written in BT.709 primaries: pixels a recipe kept in their
+                    // own profile are converted first.
+                    var sdr = image
+                    if attachedICC != nil, let p = stage.profile, p.colorSpace == .rgb, !p.isEffectivelySRGB, image.layout == .rgb,
+                       let t = ColorTransform(from: p, .rgb8, to: .sRGB, .rgb8) {
+                        sdr = try PixelBuffer.make(width: image.width, height: image.height, layout: .rgb)
+                        t.apply(image.base, sdr.base, count: image.width * image.height)
+                    }
+                    (bytes, quality) = try encodeHDR(sdr, map: planes.pixels, metadata: metadata, settings)
                     map = nil
                     outcome = GainMapOutcome(action: "applied", width: planes.pixels.width, height: planes.pixels.height,
                                              reason: "the HDR rendition at \(String(format: "%.2f", metadata.capacityMaxLog2)) stops, \(AVIFEncoder.hdrBits)-bit PQ AVIF")
@@ -519,7 +527,8 @@ public enum Renderer {
             } else if !resolved.contains(.jpeg) && !(resolved.contains(.avif) && AVIFEncoder.isAvailable) {
                 stage.gainMapOutcomes[i] = .dropped("\(resolved[0].rawValue.uppercased()) cannot carry HDR here: JPEG (Ultra HDR) or AVIF can (the output is SDR)")
             } else {
-                stage.gainMaps[i] = (try plans[i].orientation.apply(to: maps[i]), false)
+                let raised = GainMapStep.mapSize(output: plans[i].storedOutputSize, ratio: 0.25).raised
+                stage.gainMaps[i] = (try plans[i].orientation.apply(to: maps[i]), raised)
                 stage.gainMapApplied[i] = resolved.contains(.avif)
             }
         }

@@ -93,7 +93,7 @@ public struct GainMapMetadata: Sendable, Equatable, Codable {
             return "HDR capacity \(capacityMinLog2)...\(capacityMaxLog2) stops is outside 0...16"
         }
         // At least a thousandth of a stop apart (what the writer's fractions keep apart).
-        guard capacityMinLog2 + 0.001 <= capacityMaxLog2 else {
+        guard capacityMaxLog2 - capacityMinLog2 >= 0.001 - 1e-9 else {
             return "HDRCapacityMin \(capacityMinLog2) is not below HDRCapacityMax \(capacityMaxLog2)"
         }
         return nil

@@ -51,7 +51,7 @@ public struct RenderOptions: Sendable, Equatable {
 
     /// Bumped whenever the same recipe would render different pixels: part of what
     /// incremental reruns compare (`Renderer.version`).
-    public static let rendererVersion = "tessera-render-1"
+    public static let rendererVersion = "tessera-render-2"  // 2: gain maps kept by default
 }
 
 /// How a source's pixels were obtained.

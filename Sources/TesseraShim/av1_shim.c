@@ -37,6 +37,7 @@ int ts_av1_encode_still(const uint16_t *y, const uint16_t *cb, const uint16_t *c
     cfg.rc_min_quantizer = (unsigned)q;
     cfg.rc_max_quantizer = (unsigned)q;
     aom_codec_ctx_t ctx;
+    memset(&ctx, 0, sizeof ctx);
     if (aom_codec_enc_init(&ctx, iface, &cfg, AOM_CODEC_USE_HIGHBITDEPTH) != AOM_CODEC_OK)
         return fail(message, message_len, "aom: cannot start the encoder", &ctx);
     aom_codec_control(&ctx, AOME_SET_CPUUSED, speed < 0 ? 0 : speed > 9 ? 9 : speed);

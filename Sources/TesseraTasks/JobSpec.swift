@@ -500,11 +500,12 @@ public struct ExecutableJob: Codable, Sendable, Equatable {
             var tiles: TileSettings?
             var strict: Bool
             var fast: Bool
+            var hdr: HDRMode
         }
         let e = JSONEncoder()
         e.outputFormatting = [.sortedKeys]
         let data = (try? e.encode(Key(kind: kind, root: outputRoot, outputs: outputs, strip: strip, tiles: tiles,
-                                      strict: options.strict, fast: options.fast))) ?? Data()
+                                      strict: options.strict, fast: options.fast, hdr: options.hdr))) ?? Data()
         return XXH64.hash(Array(data))
     }
 }

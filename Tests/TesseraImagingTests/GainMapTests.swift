@@ -351,6 +351,14 @@ final class GainMapTests: XCTestCase {
                                                                          .init(quality: 50, speed: 9, subsampling: .s420), extras: plain),
                                              map, type: HEIFDecoder.appleGainMapType)
         XCTAssertTrue(try ImageInfo.inspect(bare).gainMap?.problem?.contains("tags 33 and 48") ?? false)
+        // A maker note giving hundreds of stops: unusable, said so.
+        var wild = AVIFEncoder.Extras()
+        wild.hevc = hevc
+        wild.exif = Array(Self.appleExif(maker33: 1.2, maker48: -1000).dropFirst(6))
+        let huge = HEIFAssembly.addAuxiliary(to: try AVIFEncoder.encode(Self.halves(width: 512, height: 384, left: [1, 2, 3], right: [4, 5, 6]),
+                                                                         .init(quality: 50, speed: 9, subsampling: .s420), extras: wild),
+                                             map, type: HEIFDecoder.appleGainMapType)
+        XCTAssertTrue(try ImageInfo.inspect(huge).gainMap?.problem?.contains("headroom of") ?? false)
         let sdr = try Renderer.render(bare, recipes: [recipe([fit(64, nil)])]).outputs[0]
         XCTAssertEqual(sdr.file.record.gainMap?.action, "dropped", hevc ? "HEVC" : "AV1")
     }
@@ -390,6 +398,28 @@ final class GainMapTests: XCTestCase {
             XCTFail("parsed nan as a failure: \(p.reason)")
         } else if case .success(let m)? = UltraHDR.hdrgm(UltraHDR.mapXMP(Self.metadata).replacingOccurrences(of: "GainMapMax=\"2.5\"", with: "GainMapMax=\"nan\"")) {
             XCTAssertTrue(m.problem()?.contains("nan") ?? false)
+        }
+        // Capacities just over a thousandth of a stop apart stay usable once written in millionths.
+        let close = GainMapMetadata(minLog2: [0], maxLog2: [0.5], capacityMinLog2: 0.0079756, capacityMaxLog2: 0.0089764)
+        XCTAssertNil(close.problem())
+        _ = try Self.usable(try Self.ultraHDR(metadata: close))
+        // A NaN or huge capacity: unusable, and the record's headroom stays a number JSON can write.
+        for value in ["nan", "1e308"] {
+            var xmpOnly = try Self.ultraHDR()
+            let text = Array("hdrgm:HDRCapacityMax=\"2.5\"".utf8), bad = Array("hdrgm:HDRCapacityMax=\"\(value)\"".utf8)
+            if let at = (0...(xmpOnly.count - text.count)).first(where: { Array(xmpOnly[$0..<($0 + text.count)]) == text }) {
+                xmpOnly.replaceSubrange(at..<(at + text.count), with: bad)
+            }
+            // The ISO block wins over the XMP: take it away (rename its signature).
+            let iso = UltraHDR.isoSignature
+            var k = 0
+            while k + iso.count <= xmpOnly.count {
+                if Array(xmpOnly[k..<(k + iso.count)]) == iso { xmpOnly[k + 4] = UInt8(ascii: "x") }
+                k += 1
+            }
+            guard case .unusable(let info)? = Self.located(xmpOnly) else { XCTFail("\(value) was usable"); continue }
+            XCTAssertTrue(info.headroom.isFinite)
+            XCTAssertNoThrow(try JSONEncoder().encode(info))
         }
         // A zero denominator in the ISO block.
         var iso = UltraHDR.isoMetadata(Self.metadata)

@@ -87,8 +87,10 @@ enum AppleHDR {
             return unusable("Apple's gain map without its headroom (maker-note tags 33 and 48)")
         }
         let stops = headroomStops(maker33: m33, maker48: m48)
+        guard stops.isFinite, stops <= 16 else { return unusable("Apple's maker note gives a headroom of \(stops) stops (tags 33 = \(m33), 48 = \(m48))") }
         info.headroom = (stops * 1000).rounded() / 1000
         guard stops > 0.01 else { return unusable("Apple's maker note gives no headroom (tags 33 = \(m33), 48 = \(m48))") }
+        if let problem = metadata(stops: stops).problem() { return unusable(problem) }
         let image = heif.size, w = map.size.width, h = map.size.height
         guard w >= 1, h >= 1, w <= image.width, h <= image.height else {
             return unusable("the gain map (\(w)x\(h)) does not fit the image (\(image.width)x\(image.height))")

@@ -53,18 +53,18 @@ public enum LosslessStrip {
             var mapBytes = Array(input[source.range])
             var o = options
             o.keepGainMap = false
-            if o.orientation == .transform {
+            let primary = Array(input[..<source.range.lowerBound])
+            result = try stripPlainJPEG(primary, o)
+            // The map turns only with the image; if it cannot, neither does the image.
+            if result.transformed {
                 let orientation = try exifSummary(input)?.orientation ?? 1
-                if (2...8).contains(orientation) {
-                    if let rotated = try? TurboJPEGTransform.apply(Orientation(exif: orientation), to: mapBytes, perfect: true) {
-                        mapBytes = rotated
-                    } else {
-                        o.orientation = .tag  // the map cannot turn losslessly: neither does the image
-                    }
+                if let rotated = try? TurboJPEGTransform.apply(Orientation(exif: orientation), to: mapBytes, perfect: true) {
+                    mapBytes = rotated
+                } else {
+                    o.orientation = .tag
+                    result = try stripPlainJPEG(primary, o)
                 }
             }
-            let primaryEnd = source.range.lowerBound
-            result = try stripPlainJPEG(Array(input[..<primaryEnd]), o)
             // The map keeps nothing but its pixels (its orientation is the image's).
             let map = try stripPlainJPEG(mapBytes, StripOptions(keepICC: false, keepCopyright: false, orientation: .tag,
                                                                 keepGainMap: false))

@@ -92,8 +92,9 @@ enum UltraHDR {
                 return .unusable(GainMapInfo(kind: kind, width: 0, height: 0, bytes: range.count, headroom: 0, metadata: names,
                                              problem: metaProblem ?? "no usable gain map metadata"))
             }
+            let stops = metadata.headroomStops
             var info = GainMapInfo(kind: kind, width: 0, height: 0, bytes: range.count,
-                                   headroom: (metadata.headroomStops * 1000).rounded() / 1000, metadata: names)
+                                   headroom: stops.isFinite && abs(stops) <= 1000 ? (stops * 1000).rounded() / 1000 : 0, metadata: names)
             func unusable(_ reason: String) -> Found {
                 info.problem = reason
                 return .unusable(info)
@@ -222,7 +223,15 @@ enum UltraHDR {
         guard let prefix = namespacePrefix(xmp, hdrgmNamespace) else { return nil }
         func values(_ name: String) -> [String]? {
             let key = prefix + ":" + name
-            guard let r = xmp.range(of: key) else { return nil }
+            // The key itself, not the tail of a longer prefix (`gm:` inside `hdrgm:`).
+            var search = xmp.startIndex..<xmp.endIndex
+            var found: Range<String.Index>?
+            while let hit = xmp.range(of: key, range: search) {
+                let before = hit.lowerBound > xmp.startIndex ? xmp[xmp.index(before: hit.lowerBound)] : " "
+                if !(before.isLetter || before.isNumber || before == "_" || before == "-" || before == ".") { found = hit; break }
+                search = hit.upperBound..<xmp.endIndex
+            }
+            guard let r = found else { return nil }
             var rest = xmp[r.upperBound...]
             if rest.first == "=" {  // attribute
                 rest = rest.dropFirst()
@@ -349,8 +358,12 @@ enum UltraHDR {
         func signed(_ v: Double) { put(UInt32(bitPattern: Int32(max(-2_147_483_648, min(2_147_483_647, (v * d).rounded()))))) }
         func unsigned(_ v: Double) { put(UInt32(max(0, min(4_294_967_295, (v * d).rounded())))) }
         put(UInt32(d))
-        unsigned(m.capacityMinLog2)
-        unsigned(m.capacityMaxLog2)
+        // Capacities at least 1/1000 stop apart once rounded, as `problem()` asks of what is read.
+        let capMin = UInt32(max(0, min(4_294_967_295, (m.capacityMinLog2 * d).rounded())))
+        let roundedMax = UInt32(max(0, min(4_294_967_295, (m.capacityMaxLog2 * d).rounded())))
+        let capMax = m.capacityMaxLog2 - m.capacityMinLog2 >= 0.001 - 1e-9 ? max(roundedMax, capMin &+ 1000) : roundedMax
+        put(capMin)
+        put(capMax)
         for c in 0..<(single ? 1 : 3) {
             signed(m.minLog2[c]); signed(m.maxLog2[c]); unsigned(m.gamma[c]); signed(m.offsetSDR[c]); signed(m.offsetHDR[c])
         }
