@@ -57,10 +57,10 @@ struct Render: ParsableCommand {
     @Flag(help: "Animated GIF or WebP: keep it animated — every frame resized, delays and loops kept — as an animated WebP (--format webp, auto or original) or GIF (--format gif; still formats get the first frame). A video: an animated preview of --frames frames sampled across it.")
     var animated = false
 
-    @Option(help: "An Ultra HDR source's gain map: keep (resized with the image and written as an Ultra HDR JPEG, the default), drop (SDR only) or apply.")
+    @Option(help: "An Ultra HDR or iPhone HEIC source's gain map: keep (resized with the image, written as an Ultra HDR JPEG), drop (SDR only) or apply (the HDR rendition as a 10-bit PQ AVIF).")
     var gainMap: GainMapMode = .keep
 
-    @Option(help: "An HDR source (PQ or HLG AVIF or HEIF): tone-map (to SDR, the default) or keep (JPEG outputs become Ultra HDR JPEGs, AVIF outputs the HDR image in PQ).")
+    @Option(help: "An HDR source (PQ or HLG AVIF or HEIF): tone-map (to SDR) or keep (JPEG outputs become Ultra HDR JPEGs, AVIF outputs the HDR image in PQ).")
     var hdr: HDRMode = .toneMap
 
     @Option(help: "Video: when the poster frame is taken, in seconds (1.5, 1.5s) or a percentage of its length (10%). Default: the first frame past the first second that is neither near-black nor flat.")
