@@ -126,9 +126,7 @@ public enum Renderer {
                     if format == .jpeg {
                         map = (planes.pixels, metadata, planes.raised)
                     } else {
-                        outcome = .dropped(format == .avif
-                            ? "this build's libheif (1.15) cannot write an AVIF gain map (dropped, the output is SDR)"
-                            : "\(format.rawValue.uppercased()) cannot carry a gain map (dropped, the output is SDR)")
+                        outcome = .dropped(cannotCarryGainMap(format))
                     }
                 }
                 var mapBytes = 0
@@ -508,6 +506,12 @@ public enum Renderer {
         return stage
     }
 
+    /// Why an output of `format` goes without its source's gain map.
+    static func cannotCarryGainMap(_ format: ImageFormat) -> String {
+        format == .avif ? "this build's libheif (1.15) cannot write an AVIF gain map (dropped, the output is SDR)"
+            : "\(format.rawValue.uppercased()) cannot carry a gain map (dropped, the output is SDR)"
+    }
+
     /// An HDR source kept HDR: each output's generated map (the tone map undone) where its
     /// recipe and format can hold it — JPEG: an Ultra HDR JPEG; AVIF: the HDR rendition in PQ —
     /// else SDR with the reason.
@@ -568,9 +572,7 @@ public enum Renderer {
                 stage.gainMapApplied[i] = true
             } else if !formats.contains(where: { resolveFormat($0, source: .jpeg) == .jpeg }) {
                 let f = resolveFormat(formats[0], source: .jpeg)
-                stage.gainMapOutcomes[i] = .dropped(f == .avif
-                    ? "this build's libheif (1.15) cannot write an AVIF gain map (dropped, the output is SDR)"
-                    : "\(f.rawValue.uppercased()) cannot carry a gain map (dropped, the output is SDR)")
+                stage.gainMapOutcomes[i] = .dropped(cannotCarryGainMap(f))
             } else {
                 wanted[i] = true
             }

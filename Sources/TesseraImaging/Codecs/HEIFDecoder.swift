@@ -173,6 +173,18 @@ final class HEIFDecoder {
         return nil
     }
 
+    /// `handle` decoded by libheif (lenient: damage shows, it does not fail) in `colorspace`
+    /// and `chroma`; the caller releases the image.
+    private static func decodeImage(_ handle: OpaquePointer, _ colorspace: heif_colorspace, _ chroma: heif_chroma) throws -> OpaquePointer {
+        let options = heif_decoding_options_alloc()
+        defer { heif_decoding_options_free(options) }
+        options?.pointee.strict_decoding = 0
+        var image: OpaquePointer?
+        try check(heif_decode_image(handle, &image, colorspace, chroma, options))
+        guard let image else { throw ImagingError(.corrupt, "libheif returned no image") }
+        return image
+    }
+
     /// An auxiliary image decoded to 8-bit gray (a gain map), as libheif transforms it.
     func decodeAuxiliary(_ id: heif_item_id, limits: Limits) throws -> PixelBuffer {
         var aux: OpaquePointer?
@@ -180,12 +192,7 @@ final class HEIFDecoder {
         guard let aux else { throw ImagingError(.corrupt, "HEIF auxiliary image \(id) has no handle") }
         defer { heif_image_handle_release(aux) }
         try limits.checkDimensions(Size(width: Int(heif_image_handle_get_width(aux)), height: Int(heif_image_handle_get_height(aux))))
-        let options = heif_decoding_options_alloc()
-        defer { heif_decoding_options_free(options) }
-        options?.pointee.strict_decoding = 0
-        var image: OpaquePointer?
-        try Self.check(heif_decode_image(aux, &image, heif_colorspace_monochrome, heif_chroma_monochrome, options))
-        guard let image else { throw ImagingError(.corrupt, "libheif returned no auxiliary image") }
+        let image = try Self.decodeImage(aux, heif_colorspace_monochrome, heif_chroma_monochrome)
         defer { heif_image_release(image) }
         var stride: Int32 = 0
         guard let plane = heif_image_get_plane_readonly(image, heif_channel_Y, &stride) else {
@@ -245,12 +252,7 @@ final class HEIFDecoder {
         if !deep && !alpha && planarIsExact(handle), let planar = try decodePlanar(handle) { return planar }
         let chroma: heif_chroma = deep ? (alpha ? heif_chroma_interleaved_RRGGBBAA_LE : heif_chroma_interleaved_RRGGBB_LE)
             : (alpha ? heif_chroma_interleaved_RGBA : heif_chroma_interleaved_RGB)
-        let options = heif_decoding_options_alloc()
-        defer { heif_decoding_options_free(options) }
-        options?.pointee.strict_decoding = 0
-        var image: OpaquePointer?
-        try Self.check(heif_decode_image(handle, &image, heif_colorspace_RGB, chroma, options))
-        guard let image else { throw ImagingError(.corrupt, "libheif returned no image") }
+        let image = try Self.decodeImage(handle, heif_colorspace_RGB, chroma)
         var stride: Int32 = 0
         guard let plane = heif_image_get_plane_readonly(image, heif_channel_interleaved, &stride) else {
             heif_image_release(image)
@@ -280,12 +282,7 @@ final class HEIFDecoder {
     /// The Y'CbCr 4:2:0 planes as stored (see `planarIsExact`), BT.601 full range; nil
     /// when libheif returns anything else (the caller asks libheif for RGB).
     private func decodePlanar(_ handle: OpaquePointer) throws -> HEIFImage? {
-        let options = heif_decoding_options_alloc()
-        defer { heif_decoding_options_free(options) }
-        options?.pointee.strict_decoding = 0
-        var image: OpaquePointer?
-        try Self.check(heif_decode_image(handle, &image, heif_colorspace_YCbCr, heif_chroma_420, options))
-        guard let image else { throw ImagingError(.corrupt, "libheif returned no image") }
+        let image = try Self.decodeImage(handle, heif_colorspace_YCbCr, heif_chroma_420)
         let space = heif_image_get_colorspace(image), chroma = heif_image_get_chroma_format(image)
         let shifts: (x: Int, y: Int)?
         switch chroma {
