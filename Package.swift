@@ -41,6 +41,10 @@ let cTargets: [Target] = [
     // GIF (giflib 5): still frames and animations.
     .systemLibrary(name: "CGIF", pkgConfig: "libgif",
                    providers: [.apt(["libgif-dev"])]),
+    // JPEG XL (libjxl 0.7): decode (with the DC pass for thumbnails), encode, and lossless
+    // JPEG recompression with the JPEG bitstream kept reconstructible.
+    .systemLibrary(name: "CJXL", pkgConfig: "libjxl",
+                   providers: [.apt(["libjxl-dev"])]),
     // AV1 still pictures at 10 bits (HDR AVIF), which libheif 1.15 cannot have aom write:
     // docs/decisions/021-gain-maps.md.
     .systemLibrary(name: "CAOM", pkgConfig: "aom",
@@ -68,7 +72,7 @@ let libraries: [Target] = [
     .target(name: "TesseraModel"),
     .target(
         name: "TesseraImaging",
-        dependencies: ["TesseraModel", "TesseraShim", "CTurboJPEG", "CJPEG", "CExif", "CLCMS2", "CHeif", "CWebP", "CTIFF"]
+        dependencies: ["TesseraModel", "TesseraShim", "CTurboJPEG", "CJPEG", "CExif", "CLCMS2", "CHeif", "CWebP", "CTIFF", "CJXL"]
     ),
     // The task model: jobs as validated values, inputs, output naming, records. What the
     // wire carries; no parsing of job files, no execution.

@@ -208,6 +208,17 @@ public enum TaskExecutor {
                 for: input, preset: "strip", ext: input.fileExtension.isEmpty ? result.format.fileExtension : input.fileExtension)
             files.append(OutputFile(.init(name: "strip", path: rel, format: result.format, width: 0, height: 0,
                                           bytes: result.bytes.count, quality: nil), bytes: result.bytes))
+        case .transcode:
+            let clock = Stopwatch()
+            let jxl: [UInt8]
+            do { jxl = try LosslessJXL.recompress(bytes) } catch let e as ImagingError {
+                throw e.naming(input.path)
+            }
+            record.sourceFormat = .jpeg
+            record.timings.encode = clock.milliseconds
+            let rel = try job.naming(job.outputs.first).relativePath(for: input, preset: "transcode", ext: "jxl")
+            files.append(OutputFile(.init(name: "transcode", path: rel, format: .jxl, width: 0, height: 0,
+                                          bytes: jxl.count, quality: nil), bytes: jxl))
         case .tiles, .noop:
             break
         }

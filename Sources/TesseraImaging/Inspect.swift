@@ -50,7 +50,7 @@ public struct ImageInfo: Sendable, Codable {
             switch ImageFormat.sniff(raw) {
             case .jpeg: return try jpeg(raw)
             case .png: return try png(raw)
-            case .webp, .heif, .avif, .tiff, .gif, .video: return try modern(raw)
+            case .webp, .heif, .avif, .tiff, .gif, .jxl, .video: return try modern(raw)
             case nil:
                 throw ImagingError(.unsupportedFormat, FormatDetection.unsupportedMessage(raw))
             }

@@ -316,6 +316,11 @@ public enum Renderer {
             bytes += decodedW * decodedH * channels  // decoded whole
         }
         if let frame = source.videoFrameBytes { bytes += frame }  // the decoder's frames
+        if source.format == .jxl {
+            // libjxl renders into a whole-image buffer (16-bit for HDR) and holds its own
+            // planes (floats, 3 × 4 bytes a pixel) while decoding.
+            bytes += stored.width * stored.height * (max(3, source.channels) * (source.isHDR ? 2 : 1) + 12)
+        }
         if let perPixel = source.heifDecodeBytesPerPixel {
             bytes += Int(Double(decodedW * decodedH) * perPixel)  // libheif decodes whole
         }
@@ -340,7 +345,8 @@ public enum Renderer {
         // JPEG (scaled IDCT) and WebP (libwebp's scaler) decode smaller; the others whole.
         var source = first
         var plans = provisional
-        let scalable = source.format == .jpeg || source.format == .webp || source.format == .video
+        // JPEG XL: the 1/8 image from the DC pass, or the whole image.
+        let scalable = [.jpeg, .webp, .video, .jxl].contains(source.format)
         var scale = scalable ? plans.map(\.minimumScaleEighths).max()! : 8
         for plan in plans { try options.limits.checkDimensions(plan.outputSize) }
         if options.limits.maxMemoryBytes > 0 {
@@ -392,8 +398,9 @@ public enum Renderer {
         // libjpeg maps each 8x8 block to m x m pixels: the geometry is exactly m/8
         // (the last, partial block rounds the decoded size up).
         // A HEIF thumbnail or a WebP decoded to a size: the decoded-to-stored ratio per axis.
-        let sx = source.format == .jpeg ? Double(source.scaleEighths) / 8 : Double(decoded.width) / Double(source.storedSize.width)
-        let sy = source.format == .jpeg ? sx : Double(decoded.height) / Double(source.storedSize.height)
+        let blockScaled = source.format == .jpeg || source.format == .jxl
+        let sx = blockScaled ? Double(source.scaleEighths) / 8 : Double(decoded.width) / Double(source.storedSize.width)
+        let sy = blockScaled ? sx : Double(decoded.height) / Double(source.storedSize.height)
         let resamplers = try plans.map { plan in
             try Resampler(inputWidth: decoded.width, inputHeight: decoded.height, inputChannels: source.channels,
                       region: plan.storedRegion.scaled(x: sx, y: sy),
@@ -612,6 +619,7 @@ public enum Renderer {
         switch source.format {
         case .png: return .png
         case .webp: return .webp
+        case .jxl: return source.jxlFromDC ? .jxlDC : .jxl
         case .tiff: return source.tiffLevel != nil ? .tiffLevel : .tiff
         case .gif: return .gifFrame
         case .video: return source.posterFromKeyframes ? .videoKeyframe : .videoFrame
@@ -627,6 +635,7 @@ public enum Renderer {
         case .webp: return .webp
         case .avif: return .avif
         case .gif: return .gif
+        case .jxl: return .jxl
         case .original, .auto: return source.keptByOriginal ? source : .jpeg  // a HEIC source: JPEG (PNG with alpha, below)
         case .jpegOrPNG: return source == .png ? .png : .jpeg
         }
@@ -665,6 +674,19 @@ public enum Renderer {
                 throw ImagingError(.budgetExceeded, "GIF output is \(bytes.count) bytes, over the budget of \(max) bytes")
             }
             return (bytes, nil)
+        }
+        if format == .jxl {
+            let img = image
+            if s.lossless {
+                let bytes = try JXLEncoder.encode(img, .init(quality: 100, lossless: true, effort: s.jxlEffort), icc: icc)
+                if let max = s.maxBytes, bytes.count > max {
+                    throw ImagingError(.budgetExceeded, "lossless JPEG XL output is \(bytes.count) bytes, over the budget of \(max) bytes")
+                }
+                return (bytes, nil)
+            }
+            return try budgeted(s, name: "JPEG XL", size: img) { q in
+                try JXLEncoder.encode(img, .init(quality: min(q, 99), effort: s.jxlEffort), icc: icc)
+            }
         }
         if format == .avif {
             let img = image

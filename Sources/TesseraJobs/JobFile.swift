@@ -8,7 +8,7 @@ import TesseraModel
 ///
 /// ```yaml
 /// name: widget thumbnails
-/// kind: thumbnail            # thumbnail | strip | recompress | tiles | noop
+/// kind: thumbnail            # thumbnail | strip | recompress | transcode | tiles | noop
 /// priority: 0
 /// inputs:
 ///   - photos/                # a directory, searched recursively
@@ -187,7 +187,7 @@ public enum JobFile {
                 guard !outputs.isEmpty else {
                     throw error(m["outputs"] ?? root, "outputs", "a \(kind.rawValue) job needs at least one output (a preset or recipe)")
                 }
-            case .strip, .noop, .tiles:
+            case .strip, .transcode, .noop, .tiles:
                 break
             }
             guard m["tiles"] == nil || kind == .tiles else {

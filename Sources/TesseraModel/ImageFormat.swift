@@ -3,6 +3,8 @@ import Foundation
 /// Container formats Tessera reads and writes.
 public enum ImageFormat: String, Codable, Sendable, CaseIterable {
     case jpeg, png, webp, heif, avif, tiff, gif
+    /// JPEG XL (bare codestream or container).
+    case jxl
     /// A video (MP4/MOV/M4V, Matroska/WebM, AVI): read for a poster frame or a preview.
     case video
 
@@ -23,6 +25,11 @@ public enum ImageFormat: String, Codable, Sendable, CaseIterable {
             return bytes.count >= offset + u.count && (0..<u.count).allSatisfy { bytes[offset + $0] == u[$0] }
         }
         if ascii("RIFF", at: 0) && ascii("WEBP", at: 8) { return .webp }
+        // JPEG XL: a bare codestream (FF 0A) or the container's signature box.
+        if bytes.count >= 2, bytes[0] == 0xFF, bytes[1] == 0x0A { return .jxl }
+        if bytes.count >= 12, [0x00, 0x00, 0x00, 0x0C, 0x4A, 0x58, 0x4C, 0x20, 0x0D, 0x0A, 0x87, 0x0A].enumerated().allSatisfy({ bytes[$0.offset] == $0.element }) {
+            return .jxl
+        }
         if ascii("GIF87a", at: 0) || ascii("GIF89a", at: 0) { return .gif }
         // TIFF (version 42) and BigTIFF (43), either byte order.
         if bytes.count >= 4, (bytes[0] == 0x49 && bytes[1] == 0x49 && (bytes[2] == 42 || bytes[2] == 43) && bytes[3] == 0)
@@ -67,7 +74,7 @@ public enum ImageFormat: String, Codable, Sendable, CaseIterable {
     public static let byExtension: [String: ImageFormat] = [
         "jpg": .jpeg, "jpeg": .jpeg, "jpe": .jpeg, "jfif": .jpeg, "png": .png, "webp": .webp,
         "heic": .heif, "heif": .heif, "hif": .heif, "avif": .avif, "tif": .tiff, "tiff": .tiff,
-        "gif": .gif, "mp4": .video, "m4v": .video, "mov": .video, "qt": .video, "mkv": .video, "webm": .video,
+        "gif": .gif, "jxl": .jxl, "mp4": .video, "m4v": .video, "mov": .video, "qt": .video, "mkv": .video, "webm": .video,
         "avi": .video, "3gp": .video, "3g2": .video,
     ]
 
@@ -80,6 +87,7 @@ public enum ImageFormat: String, Codable, Sendable, CaseIterable {
         case .avif: return "avif"
         case .tiff: return "tif"
         case .gif: return "gif"
+        case .jxl: return "jxl"
         case .video: return "mp4"
         }
     }

@@ -154,6 +154,7 @@ public struct Recipe: Codable, Sendable, Equatable {
         guard (0...9).contains(o.pngCompression) else { throw bad("output.pngCompression", "0...9", o.pngCompression) }
         guard (0...6).contains(o.webpMethod) else { throw bad("output.webpMethod", "0...6", o.webpMethod) }
         guard (0...9).contains(o.avifSpeed) else { throw bad("output.avifSpeed", "0...9", o.avifSpeed) }
+        guard (1...9).contains(o.jxlEffort) else { throw bad("output.jxlEffort", "1...9", o.jxlEffort) }
         var seen = Set<String>()
         for (i, f) in o.formats.enumerated() {
             guard [.jpeg, .png, .webp, .avif, .gif].contains(f.format) else {
@@ -749,6 +750,8 @@ public enum OutputFormat: String, Codable, Sendable, CaseIterable {
     case avif
     /// GIF: a palette per frame (for animations: `animated: true`; a still is one frame).
     case gif
+    /// JPEG XL: lossy from the quality (cjxl's quality → distance), or `lossless`.
+    case jxl
     /// The source's format where Tessera writes it (JPEG, PNG, WebP, AVIF), else JPEG, or
     /// PNG with transparency; a PNG over the byte budget falls back to JPEG.
     case auto
@@ -816,6 +819,8 @@ public struct OutputSettings: Codable, Sendable, Equatable {
     public var webpMethod: Int = 4
     /// AVIF: aom's speed, 0 (slowest, smallest) ... 9 (fastest).
     public var avifSpeed: Int = 7
+    /// JPEG XL: libjxl's effort, 1 (fastest) ... 9 (smallest).
+    public var jxlEffort: Int = 7
     /// An animated source (GIF, animated WebP) stays animated: every frame resized, delays and loop count
     /// kept, written as an animated WebP (WebP, auto or original formats); still formats get
     /// the first frame.
@@ -855,7 +860,7 @@ public struct OutputSettings: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case format, quality, progressive, optimize, subsampling, pngCompression, maxBytes, keep, background, autoOrient
-        case lossless, webpMethod, avifSpeed, formats, animated, gainMap
+        case lossless, webpMethod, avifSpeed, jxlEffort, formats, animated, gainMap
     }
 
     public init(from decoder: Decoder) throws {
@@ -874,6 +879,7 @@ public struct OutputSettings: Codable, Sendable, Equatable {
         lossless = try c.decodeIfPresent(Bool.self, forKey: .lossless) ?? d.lossless
         webpMethod = try c.decodeIfPresent(Int.self, forKey: .webpMethod) ?? d.webpMethod
         avifSpeed = try c.decodeIfPresent(Int.self, forKey: .avifSpeed) ?? d.avifSpeed
+        jxlEffort = try c.decodeIfPresent(Int.self, forKey: .jxlEffort) ?? d.jxlEffort
         formats = try c.decodeIfPresent([FormatChoice].self, forKey: .formats) ?? []
         animated = try c.decodeIfPresent(Bool.self, forKey: .animated) ?? d.animated
         gainMap = try c.decodeIfPresent(GainMapMode.self, forKey: .gainMap)
@@ -963,7 +969,7 @@ public func describeDecoding(_ error: DecodingError, data: Data) -> String {
 
 /// Fields of recipes, presets and jobs that take whole numbers.
 let wholeNumberFields: Set<String> = [
-    "width", "height", "maxBytes", "pngCompression", "webpMethod", "avifSpeed", "degrees", "top", "right", "bottom", "left",
+    "width", "height", "maxBytes", "pngCompression", "webpMethod", "avifSpeed", "jxlEffort", "degrees", "top", "right", "bottom", "left",
     "margin", "tileSize", "overlap", "memoryBudgetMB", "maxInputMB", "maxAttempts", "priority", "version", "multipartMB",
 ]
 

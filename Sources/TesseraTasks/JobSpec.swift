@@ -9,6 +9,9 @@ public enum JobKind: String, Codable, Sendable, CaseIterable {
     case strip
     /// Re-encode to a preset or byte budget.
     case recompress
+    /// Lossless recompression of JPEGs to JPEG XL: the DCT coefficients coded again, the
+    /// JPEG's bytes reconstructible exactly (`djxl`), checked before anything is written.
+    case transcode
     /// Tile pyramids (Deep Zoom, IIIF) of large images, split into bands over the pool.
     case tiles
     /// Do nothing (measures the coordinator and wire, not imaging).
@@ -423,6 +426,8 @@ public struct ExecutableJob: Codable, Sendable, Equatable {
             return outputs.contains { spec in
                 formats.contains { (try? naming(spec).relativePath(for: input, preset: spec.name, format: $0)) == path }
             }
+        case .transcode:
+            return (try? naming(outputs.first).relativePath(for: input, preset: "transcode", ext: "jxl")) == path
         case .strip:
             let exts = [input.fileExtension] + formats.map(\.fileExtension) + ["jpeg"]
             return exts.contains { (try? naming(outputs.first).relativePath(for: input, preset: "strip", ext: $0)) == path }
@@ -458,6 +463,7 @@ public struct ExecutableJob: Codable, Sendable, Equatable {
                     case .webp: first = .webp
                     case .avif: first = .avif
                     case .gif: first = .gif
+                    case .jxl: first = .jxl
                     // The source's format where it is writable, else JPEG (PNG with transparency,
                     // or a PNG over its budget): the first is what the extension says.
                     case .original, .auto, .jpegOrPNG:
@@ -472,6 +478,9 @@ public struct ExecutableJob: Codable, Sendable, Equatable {
                 }
             }
             return (expected, possible)
+        case .transcode:
+            guard let rel = try? naming(outputs.first).relativePath(for: input, preset: "transcode", ext: "jxl") else { return ([], []) }
+            return ([rel], [])
         case .strip:
             let ext = input.fileExtension.isEmpty ? (predicted ?? .jpeg).fileExtension : input.fileExtension
             guard let rel = try? naming(outputs.first).relativePath(for: input, preset: "strip", ext: ext) else { return ([], []) }

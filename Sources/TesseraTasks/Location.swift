@@ -53,6 +53,7 @@ public enum Location: Equatable, Sendable {
         case "png": return "image/png"
         case "webp": return "image/webp"
         case "avif": return "image/avif"
+        case "jxl": return "image/jxl"
         case "heic", "heif": return "image/heif"
         case "json": return "application/json"
         case "dzi", "xml": return "application/xml"

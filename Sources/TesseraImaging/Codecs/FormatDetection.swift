@@ -17,7 +17,6 @@ public enum FormatDetection {
             default: return "ISO media (\(brand.filter { $0.isLetter || $0.isNumber }))"
             }
         }
-        if starts([0x00, 0x00, 0x00, 0x0C, 0x4A, 0x58, 0x4C, 0x20]) || starts([0xFF, 0x0A]) { return "JPEG XL" }
         if starts([0x00, 0x00, 0x00, 0x0C, 0x6A, 0x50, 0x20, 0x20]) || starts([0xFF, 0x4F, 0xFF, 0x51]) { return "JPEG 2000" }
         if ascii("%PDF") { return "PDF" }
         if ascii("8BPS") { return "Photoshop (PSD)" }
@@ -41,5 +40,5 @@ public enum FormatDetection {
     }
 
     /// The formats Tessera reads, for messages.
-    public static let readable = "JPEG, PNG, WebP, HEIF, AVIF, TIFF, GIF or video"
+    public static let readable = "JPEG, PNG, WebP, HEIF, AVIF, TIFF, GIF, JPEG XL or video"
 }

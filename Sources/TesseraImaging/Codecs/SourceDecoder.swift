@@ -20,7 +20,7 @@ final class SourceDecoder {
     /// The one decoder backend of the source's format.
     private enum Backend {
         case jpeg(JPEGDecoder), png(PNGDecoder), webp(WebPDecoder), heif(HEIFDecoder), tiff(TIFFDecoder), gif(GIFDecoder)
-        case video(VideoDecoder)
+        case video(VideoDecoder), jxl(JXLDecoder)
     }
 
     private let backend: Backend
@@ -31,6 +31,9 @@ final class SourceDecoder {
     private var tiff: TIFFDecoder? { if case .tiff(let d) = backend { d } else { nil } }
     private var gif: GIFDecoder? { if case .gif(let d) = backend { d } else { nil } }
     private var video: VideoDecoder? { if case .video(let d) = backend { d } else { nil } }
+    private var jxl: JXLDecoder? { if case .jxl(let d) = backend { d } else { nil } }
+    /// A JPEG XL read from its DC pass (the 1/8 image).
+    private(set) var jxlFromDC = false
     /// A progressive JPEG (libjpeg keeps a whole-image coefficient buffer for it).
     var isProgressive: Bool { jpeg?.header.progressive ?? false }
     /// A video's poster: when it was, and whether keyframes alone were decoded to find it.
@@ -52,7 +55,7 @@ final class SourceDecoder {
     /// The gain map's metadata when the rows carry one (an HDR source read with `hdrGain`).
     var hdrGainMetadata: GainMapMetadata? { hdrGain && deep?.isHDR == true ? deep?.gainMetadata : nil }
     /// Whether the source is HDR (known from its colour box before decoding).
-    var isHDR: Bool { heif?.nclx?.isHDR ?? false }
+    var isHDR: Bool { heif?.nclx?.isHDR ?? (jxl?.hdr != nil) }
     private let bytes: UnsafeRawBufferPointer
     /// Whether the 1/8 image came from the DC scans alone (progressive JPEG).
     private(set) var usedDCScans = false
@@ -69,6 +72,8 @@ final class SourceDecoder {
     private var scratchRows = 0
     // Interlaced PNG: decoded whole, then served row by row.
     private var whole: PixelBuffer?
+    // A JPEG XL's 16-bit (HDR) samples, decoded whole, converted row by row.
+    private var deepWhole: PixelBuffer?
 
     var orientation: Orientation { orientationOverride ?? Orientation(exif: exif?.orientation ?? 1) }
 
@@ -131,6 +136,15 @@ final class SourceDecoder {
             let d = try GIFDecoder(bytes: bytes, limits: options.limits)
             backend = .gif(d)
             storedSize = d.size
+        case .jxl:
+            let d = try JXLDecoder(bytes: bytes, limits: options.limits)
+            backend = .jxl(d)
+            storedSize = d.size
+            // The codestream's orientation is authoritative (EXIF's is ignored, as libjxl does).
+            orientationOverride = d.orientation
+            exif = d.exif.flatMap(Exif.read)
+            xmp = d.xmp
+            iccProfile = d.iccProfile
         case .video:
             let d = try VideoDecoder(bytes: bytes, limits: options.limits, seconds: options.decodeSeconds, strict: options.strict)
             backend = .video(d)
@@ -190,11 +204,11 @@ final class SourceDecoder {
     private var heifThumbnailSize: Size?
 
     /// Bits per channel of the stored image.
-    var bitDepth: Int { heif?.bitDepth ?? tiff?.bitsPerSample ?? pngHeader?.bitDepth ?? jpegHeader?.precision ?? 8 }
+    var bitDepth: Int { heif?.bitDepth ?? jxl?.bitsPerSample ?? tiff?.bitsPerSample ?? pngHeader?.bitDepth ?? jpegHeader?.precision ?? 8 }
 
     /// Whether the image declares transparency.
     var declaresAlpha: Bool {
-        heif?.hasAlpha ?? webp?.hasAlpha ?? tiff?.hasAlpha ?? gif?.mayHaveAlpha ?? pngHeader?.hasTransparency ?? false
+        heif?.hasAlpha ?? jxl?.hasAlpha ?? webp?.hasAlpha ?? tiff?.hasAlpha ?? gif?.mayHaveAlpha ?? pngHeader?.hasTransparency ?? false
     }
 
     /// What a video's decoder holds: its reference frames at the coded size (YUV 4:2:0 at 8 or
@@ -218,6 +232,13 @@ final class SourceDecoder {
             return parts.joined(separator: ", ")
         }
         if let webp { return (webp.isAnimated ? "animated " : "") + webp.compression }
+        if let jxl {
+            var parts = [jxl.isAnimated ? "animated" : "still", jxl.isLossy ? "lossy (VarDCT)" : "lossless or modular",
+                         "\(jxl.bitsPerSample)-bit"]
+            if let h = jxl.hdr { parts.append(h.isPQ ? "PQ" : "HLG") }
+            if jxl.canReconstructJPEG { parts.append("JPEG reconstructible") }
+            return parts.joined(separator: ", ")
+        }
         if let tiff { return tiff.description }
         if let gif {
             return gif.frameCount > 1 ? "animated, \(gif.frameCount) frames, "
@@ -245,6 +266,12 @@ final class SourceDecoder {
             if webp.iccProfile != nil { s.append("ICCP") }
             if webp.exif != nil { s.append("EXIF") }
             if webp.xmp != nil { s.append("XMP ") }
+        }
+        if let jxl {
+            s.append(jxl.canReconstructJPEG ? "container, jbrd" : "codestream")
+            if jxl.iccProfile != nil { s.append("ICC profile") }
+            if jxl.exif != nil { s.append("Exif") }
+            if jxl.xmp != nil { s.append("xml (XMP)") }
         }
         if let tiff {
             s.append("\(tiff.pageCount) page\(tiff.pageCount == 1 ? "" : "s")"
@@ -359,6 +386,19 @@ final class SourceDecoder {
             scaleEighths = 8
             if image.bits > 8 { deep = DeepToEight(bits: image.bits, nclx: heif.nclx) }
             heifImage = image
+        } else if let jxl {
+            // A thumbnail the 1/8 image covers: the DC pass alone, where the file has one.
+            let decoded = try jxl.decode(dcOnly: requested == 1)
+            jxlFromDC = decoded.scaleEighths == 1
+            scaleEighths = decoded.scaleEighths
+            decodedSize = jxlFromDC ? Size(width: (storedSize.width + 7) / 8, height: (storedSize.height + 7) / 8) : storedSize
+            channels = jxl.hasAlpha ? 4 : 3
+            if decoded.deep, let h = jxl.hdr {
+                deep = DeepToEight(bits: 16, nclx: h)
+                deepWhole = decoded.image
+            } else {
+                whole = decoded.image
+            }
         } else if let video {
             // libswscale reduces the frame to the DCT-like size the plan asked for.
             let target = Size(width: max(1, (storedSize.width * requested + 7) / 8),
@@ -426,7 +466,21 @@ final class SourceDecoder {
         guard remaining > 0 else { return 0 }
         let want = min(maxRows, remaining)
         var n = want
-        if let whole {
+        if let deepWhole, let deep {
+            let width = decodedSize.width
+            for r in 0..<want {
+                var gain: UnsafeMutablePointer<UInt8>?
+                if hdrGain && deep.isHDR {
+                    if gainBatchRows < want {
+                        gainBatch?.deallocate()
+                        gainBatch = .allocate(capacity: width * max(want, 16))
+                        gainBatchRows = max(want, 16)
+                    }
+                    gain = gainBatch! + r * width
+                }
+                deep.convert(deepWhole.row(rowsRead + r), buffer + r * stride, count: width, channels: channels, gain: gain)
+            }
+        } else if let whole {
             for r in 0..<want {
                 (buffer + r * stride).update(from: whole.row(rowsRead + r), count: whole.stride)
             }

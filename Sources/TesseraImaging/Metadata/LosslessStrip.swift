@@ -24,7 +24,7 @@ public enum LosslessStrip {
         case .jpeg: return try stripJPEG(input, options)
         case .png: return try stripPNG(input, options)
         case .webp: return try WebPChunks.strip(input, keepICC: options.keepICC, keepCopyright: options.keepCopyright)
-        case .heif, .avif, .tiff, .gif, .video:
+        case .heif, .avif, .tiff, .gif, .jxl, .video:
             throw ImagingError(.unsupportedFeature, "its metadata (EXIF with GPS, XMP) cannot be removed without re-encoding: lossless "
                                + "stripping handles JPEG, PNG and WebP; no output written. Render the \(format!.rawValue.uppercased()) "
                                + "file instead (tessera render FILE --format original -o DIR: metadata is never copied to renders)")

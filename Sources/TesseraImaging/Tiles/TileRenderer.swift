@@ -65,12 +65,13 @@ extension TileSourceInfo {
                                   restartSeekable: true, wholeImageBytes: d.tiffBandMemory ?? 0, channels: channels)
         case .video:
             throw ImagingError(.unsupportedFeature, "a video is not tiled: make its poster frame with a thumbnail job, then tile that")
-        case .webp, .heif, .avif, .gif:
+        case .webp, .heif, .avif, .gif, .jxl:
             // No streaming decoder: the image is decoded whole (once per part), within the budget.
             let d = try SourceDecoder(bytes: bytes, options: { var o = RenderOptions(); o.limits = limits; return o }())
             let size = d.storedSize
             let channels = d.declaresAlpha ? 4 : 3
-            let decoderCopy = d.format == .webp ? 0 : size.width * size.height * 3 / 2 * (d.bitDepth > 8 ? 2 : 1)
+            // libjxl: its own float planes (3 × 4 bytes a pixel); libheif, giflib: a copy of the planes.
+            let decoderCopy = d.format == .webp ? 0 : d.format == .jxl ? size.width * size.height * 12 : size.width * size.height * 3 / 2 * (d.bitDepth > 8 ? 2 : 1)
             return TileSourceInfo(format: d.format, width: size.width, height: size.height, progressive: true,
                                   restartSeekable: false,
                                   wholeImageBytes: size.width * size.height * channels * (d.bitDepth > 8 ? 2 : 1) + decoderCopy,
@@ -125,7 +126,7 @@ public struct TileRenderer {
         case .png:
             base = try PNGRowSource(bytes: bytes, limits: limits)
             try base.seek(to: startRow << shift)
-        case .webp, .heif, .avif, .tiff, .gif, .video:
+        case .webp, .heif, .avif, .tiff, .gif, .jxl, .video:
             base = try DecodedRowSource(bytes: bytes, limits: limits, inputIsFileMap: inputIsFileMap)
             try base.seek(to: startRow << shift)
         }
