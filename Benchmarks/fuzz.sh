@@ -3,7 +3,7 @@
 # -sanitize=fuzzer, with AddressSanitizer; the C shim built with
 # -fsanitize=fuzzer-no-link,address). One binary holds every target (Fuzz/Sources/FuzzTargets).
 #
-#   Benchmarks/fuzz.sh TARGET SECONDS   fuzz one target (render inspect exif progressive png strip wire job tiff gif video)
+#   Benchmarks/fuzz.sh TARGET SECONDS   fuzz one target (render inspect exif progressive png strip wire job tiff gif video jxl)
 #   Benchmarks/fuzz.sh replay           run every committed seed and regression input once (CI)
 #   FUZZ_KEEP_GOING=1 Benchmarks/fuzz.sh TARGET SECONDS   record findings and go on (long unattended runs)
 #
@@ -13,7 +13,7 @@
 # Fuzz/.findings/TARGET; once fixed, each becomes Fuzz/regressions/TARGET/NAME (committed).
 set -euo pipefail
 cd "$(dirname "$0")/../Fuzz"
-targets=(render inspect exif progressive png strip wire job tiff gif video)
+targets=(render inspect exif progressive png strip wire job tiff gif video jxl)
 mode=${1:-render}
 # shellcheck disable=SC2054 # the commas separate sanitizers, not array elements
 # The main package is a path dependency: without --disable-build-manifest-caching SwiftPM may
@@ -28,7 +28,7 @@ dictionary() {  # the dictionary file of target $1 (concatenated into Fuzz/.dict
     local parts
     case "$1" in
         render) parts="jpeg png modern" ;; inspect|strip) parts="jpeg png" ;;
-        exif|progressive) parts="jpeg" ;; png) parts="png" ;; wire) parts="wire" ;; job) parts="job" ;; tiff) parts="tiff" ;; gif) parts="gif" ;; video) parts="video" ;;
+        exif|progressive) parts="jpeg" ;; png) parts="png" ;; wire) parts="wire" ;; job) parts="job" ;; tiff) parts="tiff" ;; gif) parts="gif" ;; video) parts="video" ;; jxl) parts="jxl jpeg" ;;
     esac
     mkdir -p .dict
     for p in $parts; do cat "dict/$p.dict"; done > ".dict/$1.dict"
@@ -67,6 +67,8 @@ case "$target" in
             -exec cp {} "$extra/" \; 2>/dev/null || true ;;
     gif)
         find ../../shared/corpus -type f -size -60k -iname '*.gif' -exec cp {} "$extra/" \; 2>/dev/null || true ;;
+    jxl)
+        find ../../shared/corpus -type f -size -60k -iname '*.jxl' -exec cp {} "$extra/" \; 2>/dev/null || true ;;
 esac
 dirs=("$work" "corpus/$target" "$extra")
 [ -d "regressions/$target" ] && dirs+=("regressions/$target")

@@ -315,6 +315,39 @@ def jobs(root):
     return seeds
 
 
+def jxls():
+    """JPEG XL seeds made with cjxl (libjxl-tools): lossy (VarDCT, a DC pass), lossless
+    (modular), alpha, 16-bit PQ, Exif/XMP boxes, an animation, and a recompressed JPEG
+    (container with jbrd); plus two small JPEGs for the recompression half of the target."""
+    import subprocess, tempfile
+    seeds = {}
+    with tempfile.TemporaryDirectory() as t:
+        def cjxl(name, im, *args, src_ext="png", **save):
+            src = os.path.join(t, name + "." + src_ext)
+            im.save(src, **save)
+            dst = os.path.join(t, name + ".jxl")
+            subprocess.run(["cjxl", src, dst, *args], check=True, capture_output=True)
+            seeds[name + ".jxl"] = open(dst, "rb").read()
+        cjxl("lossy", picture(96, 64), "-d", "2", "-e", "3")
+        cjxl("lossless", picture(40, 30), "-d", "0", "-e", "1")
+        cjxl("alpha", picture(48, 40, "RGBA"), "-d", "1.5")
+        cjxl("gray", picture(40, 40, "L"), "-d", "1")
+        cjxl("pq16", picture(32, 24).convert("I;16"), "-d", "0", "-x", "color_space=Gra_D65_Rel_PeQ")
+        cjxl("exif_xmp", picture(40, 32), "-d", "1", "--container=1", src_ext="jpg",
+             exif=exif_bytes(), quality=80)
+        cjxl("recompressed", picture(64, 48), src_ext="jpg", quality=85)
+        frames = [picture(32, 32).rotate(a) for a in (0, 90, 180)]
+        gif = os.path.join(t, "anim.gif")
+        frames[0].save(gif, save_all=True, append_images=frames[1:], duration=100, loop=0)
+        subprocess.run(["cjxl", gif, os.path.join(t, "anim.jxl")], check=True, capture_output=True)
+        seeds["anim.jxl"] = open(os.path.join(t, "anim.jxl"), "rb").read()
+    for name, q in (("small.jpg", 80), ("progressive.jpg", 70)):
+        buf = io.BytesIO()
+        picture(48, 32).save(buf, "JPEG", quality=q, progressive=name.startswith("prog"))
+        seeds[name] = buf.getvalue()
+    return seeds
+
+
 def write(target, seeds):
     d = os.path.join(out, target)
     shutil.rmtree(d, ignore_errors=True)
@@ -332,6 +365,9 @@ if sys.argv[1:] == ["tiff"]:  # one target's seeds, the others left as committed
     sys.exit(0)
 if sys.argv[1:] == ["gif"]:
     write("gif", gifs())
+    sys.exit(0)
+if sys.argv[1:] == ["jxl"]:
+    write("jxl", jxls())
     sys.exit(0)
 if sys.argv[1:] == ["video"]:
     write("video", videos())
@@ -355,3 +391,4 @@ write("job", jobs(root))
 write("tiff", tiffs())
 write("gif", gifs())
 write("video", videos())
+write("jxl", jxls())

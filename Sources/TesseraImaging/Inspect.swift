@@ -165,8 +165,9 @@ public struct ImageInfo: Sendable, Codable {
                              copyright: nil, camera: nil, hasXMP: source.xmp != nil, hasIPTC: false, comments: 0,
                              trailingBytes: 0, structure: source.structure)
         if let e = source.exif { apply(e, to: &info) }
-        if source.format == .tiff || source.format == .video {
-            // TIFF: the Orientation tag (274) in the page's own directory; a video: its display matrix.
+        if source.format == .tiff || source.format == .video || source.format == .jxl {
+            // TIFF: the Orientation tag (274) in the page's own directory; a video: its display
+            // matrix; JPEG XL: its codestream's.
             let o = source.orientation.exifValue
             info.orientation = o
             if o >= 5 {

@@ -345,8 +345,7 @@ public enum Renderer {
         // JPEG (scaled IDCT) and WebP (libwebp's scaler) decode smaller; the others whole.
         var source = first
         var plans = provisional
-        // JPEG XL: the 1/8 image from the DC pass, or the whole image.
-        let scalable = [.jpeg, .webp, .video, .jxl].contains(source.format)
+        let scalable = [.jpeg, .webp, .video].contains(source.format)
         var scale = scalable ? plans.map(\.minimumScaleEighths).max()! : 8
         for plan in plans { try options.limits.checkDimensions(plan.outputSize) }
         if options.limits.maxMemoryBytes > 0 {
@@ -398,9 +397,8 @@ public enum Renderer {
         // libjpeg maps each 8x8 block to m x m pixels: the geometry is exactly m/8
         // (the last, partial block rounds the decoded size up).
         // A HEIF thumbnail or a WebP decoded to a size: the decoded-to-stored ratio per axis.
-        let blockScaled = source.format == .jpeg || source.format == .jxl
-        let sx = blockScaled ? Double(source.scaleEighths) / 8 : Double(decoded.width) / Double(source.storedSize.width)
-        let sy = blockScaled ? sx : Double(decoded.height) / Double(source.storedSize.height)
+        let sx = source.format == .jpeg ? Double(source.scaleEighths) / 8 : Double(decoded.width) / Double(source.storedSize.width)
+        let sy = source.format == .jpeg ? sx : Double(decoded.height) / Double(source.storedSize.height)
         let resamplers = try plans.map { plan in
             try Resampler(inputWidth: decoded.width, inputHeight: decoded.height, inputChannels: source.channels,
                       region: plan.storedRegion.scaled(x: sx, y: sy),
@@ -619,7 +617,7 @@ public enum Renderer {
         switch source.format {
         case .png: return .png
         case .webp: return .webp
-        case .jxl: return source.jxlFromDC ? .jxlDC : .jxl
+        case .jxl: return .jxl
         case .tiff: return source.tiffLevel != nil ? .tiffLevel : .tiff
         case .gif: return .gifFrame
         case .video: return source.posterFromKeyframes ? .videoKeyframe : .videoFrame

@@ -752,7 +752,7 @@ public enum OutputFormat: String, Codable, Sendable, CaseIterable {
     case gif
     /// JPEG XL: lossy from the quality (cjxl's quality → distance), or `lossless`.
     case jxl
-    /// The source's format where Tessera writes it (JPEG, PNG, WebP, AVIF), else JPEG, or
+    /// The source's format where Tessera writes it (JPEG, PNG, WebP, AVIF, JPEG XL), else JPEG, or
     /// PNG with transparency; a PNG over the byte budget falls back to JPEG.
     case auto
     /// The widget rule: PNG for PNG sources when it fits the byte budget, JPEG otherwise.

@@ -81,8 +81,6 @@ public enum DecodePath: String, Sendable, Codable {
     case gifFrames = "gif-frames"
     /// libjxl, the first frame at full size.
     case jxl
-    /// libjxl, a lossy file's 1/8 image from its DC pass alone (thumbnails it covers).
-    case jxlDC = "jxl-dc"
     /// libwebp's animation decoder, every frame (an animated output; `webp-frames-N`).
     case webpFrames = "webp-frames"
     /// FFmpeg, a poster frame: keyframes only (`video-keyframe`), or every frame decoded up to

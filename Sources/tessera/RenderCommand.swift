@@ -12,7 +12,7 @@ struct Render: ParsableCommand {
         abstract: "Render images to a size, presets or recipes, in this process.",
         discussion: """
             Inputs are files or directories (searched recursively for JPEG, PNG, WebP, \
-            HEIC/HEIF, AVIF, TIFF, GIF and videos by extension, any case), or - for standard input. Each input \
+            HEIC/HEIF, AVIF, TIFF, GIF, JPEG XL and videos by extension, any case), or - for standard input. Each input \
             is decoded once for all of its outputs. Outputs are written \
             atomically under OUTDIR (or to standard output with -o -), named by --template: \
             {dir} (relative to the input directory), {stem}, {ext}, {srcext} (the input's own \
@@ -41,7 +41,7 @@ struct Render: ParsableCommand {
     @Option(name: .shortAndLong, parsing: .unconditional, help: "Quality 0...1 (0.8 unless a preset says otherwise).")
     var quality: Double?
 
-    @Option(help: "Output format: jpeg, png, webp, avif, gif, original or auto (default: original; a GIF, HEIC, TIFF or video source: JPEG, or PNG with transparency); a list (avif,webp,jpeg) writes one file per format from one decode.",
+    @Option(help: "Output format: jpeg, png, webp, avif, jxl, gif, original or auto (default: original; a GIF, HEIC, TIFF or video source: JPEG, or PNG with transparency); a list (avif,webp,jpeg) writes one file per format from one decode.",
             completion: .list(OutputFormat.allCases.map(\.rawValue)))
     var format: String?
 

@@ -201,6 +201,32 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(info.orientation, 6)
     }
 
+    /// `transcode`: JPEGs to JPEG XL that give back their bytes; the broken one fails alone.
+    /// The JPEG XL renders and is written; the same work as a job on the pool.
+    func testTranscodeToJPEGXLAndBack() throws {
+        let r = try tessera(["transcode", dir + "/in", "-o", dir + "/jxl"])
+        XCTAssertEqual(r.status, 1, "the broken JPEG fails: exit 1\n\(r.stdout)\(r.stderr)")
+        XCTAssertTrue(r.stdout.contains("3 files, 2 recompressed, 1 failed"), r.stdout)
+        XCTAssertTrue(r.stdout.contains("% smaller"), r.stdout)
+        XCTAssertTrue(r.stderr.contains("broken.jpg"), r.stderr)
+        let files = try FileManager.default.subpathsOfDirectory(atPath: dir + "/jxl").sorted()
+        XCTAssertEqual(files, ["a.jxl", "sub", "sub/b.jxl"])
+        let original = [UInt8](try Data(contentsOf: URL(fileURLWithPath: dir + "/in/a.jpg")))
+        let jxl = [UInt8](try Data(contentsOf: URL(fileURLWithPath: dir + "/jxl/a.jxl")))
+        XCTAssertEqual(try jxl.withUnsafeBytes { try LosslessJXL.reconstructJPEG($0) }, original)
+        // JPEG XL in (upright: orientation 6 came along), JPEG XL out.
+        let render = try tessera(["render", dir + "/jxl/a.jxl", "-s", "100", "--format", "jxl", "-o", dir + "/thumbs"])
+        XCTAssertEqual(render.status, 0, render.stderr)
+        let info = try ImageInfo.inspect([UInt8](try Data(contentsOf: URL(fileURLWithPath: dir + "/thumbs/a.jxl"))))
+        XCTAssertEqual(info.format, .jxl)
+        XCTAssertEqual(Size(width: info.displayWidth, height: info.displayHeight), Size(width: 75, height: 100))
+        try Data("name: t\nkind: transcode\ninputs: [\(dir)/in/a.jpg]\noutput: \(dir)/job\n".utf8)
+            .write(to: URL(fileURLWithPath: dir + "/job.yaml"))
+        let run = try tessera(["run", dir + "/job.yaml", "-w", "1"])
+        XCTAssertEqual(run.status, 0, run.stdout + run.stderr)
+        XCTAssertEqual([UInt8](try Data(contentsOf: URL(fileURLWithPath: dir + "/job/a.jxl"))), jxl, "the pool writes the same file")
+    }
+
     func testUsageErrorsExitWithTwo() throws {
         XCTAssertEqual(try tessera(["render", dir + "/in", "-o", dir + "/out"]).status, 2, "no preset or recipe")
         XCTAssertEqual(try tessera(["render", dir + "/in", "-p", "nope", "-o", dir + "/out"]).status, 2, "unknown preset")

@@ -22,7 +22,7 @@ final class BadInputTests: XCTestCase {
     /// Errors for files that are not images name what was found, never the bytes.
     func testUnsupportedFilesAreNamedNotEchoed() {
         let cases: [([UInt8], String)] = [
-            ([0, 0, 0, 0x0C] + Array("JXL ".utf8) + [UInt8](repeating: 0, count: 20), "it looks like JPEG XL"),
+            ([0, 0, 0, 0x0C] + Array("jP  ".utf8) + [UInt8](repeating: 0, count: 20), "it looks like JPEG 2000"),
             (Array("BM".utf8) + [UInt8](repeating: 0, count: 100), "it looks like BMP"),
             (Array("RIFF".utf8) + [0, 0, 0, 0] + Array("WAVEfmt ".utf8) + [UInt8](repeating: 0, count: 20), "unrecognised content"),
             ([0, 0, 0, 0x18] + Array("ftypcrx ".utf8) + [UInt8](repeating: 0, count: 20), "it looks like ISO media (crx)"),

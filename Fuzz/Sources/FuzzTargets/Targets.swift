@@ -12,7 +12,7 @@ enum Targets {
     static let all: [String: (UnsafeRawBufferPointer) -> Void] = [
         "render": render, "inspect": inspect, "exif": exif, "progressive": progressive,
         "png": png, "strip": strip, "wire": wire, "job": job, "tiff": tiff, "gif": gif,
-        "video": video,
+        "video": video, "jxl": jxl,
     ]
 
     /// Tight limits: a fuzz input may declare any size.
@@ -106,6 +106,32 @@ enum Targets {
         animated.output.animated = true
         animated.output.webpMethod = 0
         _ = try? Renderer.render(bytes: data, recipes: [animated], options: options)
+    }
+
+    /// JPEG XL through libjxl and our glue: `inspect` (header, colour, Exif/XMP boxes), renders
+    /// to two sizes (HDR tone-mapped with its gain rows), and JPEG reconstruction. A JPEG recompresses losslessly: what comes back must
+    /// be its bytes.
+    static func jxl(_ data: UnsafeRawBufferPointer) {
+        let format = data.withUnsafeBytes { ImageFormat.sniff($0) }
+        if format == .jpeg {
+            if let jxl = try? LosslessJXL.recompress(data) {
+                guard (try? jxl.withUnsafeBytes { try JXLDecoder.reconstructJPEG($0) }) == Array(data) else {
+                    preconditionFailure("a recompressed JPEG does not come back")
+                }
+            }
+            return
+        }
+        guard format == .jxl else { return }
+        _ = try? ImageInfo.inspect(Array(data))
+        var options = RenderOptions()
+        options.limits = limits
+        options.hdr = .keep
+        for box in [48, 4] {
+            let recipe = Recipe(name: "fuzz", operations: [.resize(Resize(width: box, height: box, mode: .fit))],
+                                output: OutputSettings(format: .png))
+            _ = try? Renderer.render(bytes: data, recipes: [recipe], options: options)
+        }
+        _ = try? JXLDecoder.reconstructJPEG(data)
     }
 
     /// The JPEG marker/segment walker with EXIF, ICC and XMP reading, and the PNG chunk

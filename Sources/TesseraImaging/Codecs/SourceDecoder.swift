@@ -32,8 +32,6 @@ final class SourceDecoder {
     private var gif: GIFDecoder? { if case .gif(let d) = backend { d } else { nil } }
     private var video: VideoDecoder? { if case .video(let d) = backend { d } else { nil } }
     private var jxl: JXLDecoder? { if case .jxl(let d) = backend { d } else { nil } }
-    /// A JPEG XL read from its DC pass (the 1/8 image).
-    private(set) var jxlFromDC = false
     /// A progressive JPEG (libjpeg keeps a whole-image coefficient buffer for it).
     var isProgressive: Bool { jpeg?.header.progressive ?? false }
     /// A video's poster: when it was, and whether keyframes alone were decoded to find it.
@@ -387,17 +385,15 @@ final class SourceDecoder {
             if image.bits > 8 { deep = DeepToEight(bits: image.bits, nclx: heif.nclx) }
             heifImage = image
         } else if let jxl {
-            // A thumbnail the 1/8 image covers: the DC pass alone, where the file has one.
-            let decoded = try jxl.decode(dcOnly: requested == 1)
-            jxlFromDC = decoded.scaleEighths == 1
-            scaleEighths = decoded.scaleEighths
-            decodedSize = jxlFromDC ? Size(width: (storedSize.width + 7) / 8, height: (storedSize.height + 7) / 8) : storedSize
+            let image = try jxl.decode()
+            scaleEighths = 8
+            decodedSize = storedSize
             channels = jxl.hasAlpha ? 4 : 3
-            if decoded.deep, let h = jxl.hdr {
+            if let h = jxl.hdr {
                 deep = DeepToEight(bits: 16, nclx: h)
-                deepWhole = decoded.image
+                deepWhole = image
             } else {
-                whole = decoded.image
+                whole = image
             }
         } else if let video {
             // libswscale reduces the frame to the DCT-like size the plan asked for.
