@@ -4,7 +4,9 @@
 For each target box (favicon 64 px, 256 px, thumbnail 1280x720) it times, over
 REPEATS interleaved repetitions:
   tessera render (one process, one thread); tessera run (embedded pool, 1 and 2
-  workers); vipsthumbnail (one thread); ImageMagick and GraphicsMagick mogrify with
+  workers); libvips 8.18 (PyPI pyvips-binary: `thumbnail` + `jpegsave` in a loop in one
+  process, VIPS_CONCURRENCY=1, timed inside the loop so Python's start-up is not counted;
+  and as two processes on halves of the files); Debian's vipsthumbnail 8.14 (one thread); ImageMagick and GraphicsMagick mogrify with
   their JPEG size hints; a bare C loop over libjpeg-turbo (scaled decode + box filter
   + encode) and its decode-only variant; vipsthumbnail and the bare loop as two
   processes on halves of the files.
@@ -14,7 +16,10 @@ gold reference of quality.py (full decode + float Lanczos-3 in linear light).
 Writes Benchmarks/results/<date>-<host>.{md,json,png}.
 
 usage: Benchmarks/bench.py [--photos DIR] [--targets 64,256,1280x720] [--repeats 3]
-                           [--install-peers] [--tools a,b,...] [--no-quality] [--modern]
+                           [--install-peers | --fresh] [--tools a,b,...] [--no-quality] [--modern]
+--fresh (a new machine): installs the peers (Debian: libvips-tools, imagemagick, graphicsmagick,
+libheif-examples for --modern's HEIC set, libjxl-tools) and the Python packages (pyvips,
+pyvips-binary, ssimulacra2, pyjpegli, pillow, scipy, numpy, matplotlib), then runs.
 --modern then runs Benchmarks/modern.py: the HEIC and WebP sets (decode side against
 vipsthumbnail, primary decode forced on both sides) and WebP/AVIF bytes at JPEG's SSIM.
 """
@@ -42,13 +47,37 @@ def sh(cmd, **kw):
 
 def install_peers():
     need = [p for p, exe in (("libvips-tools", "vipsthumbnail"), ("imagemagick", "mogrify"),
-                             ("graphicsmagick", "gm")) if not shutil.which(exe)]
+                             ("graphicsmagick", "gm"), ("libheif-examples", "heif-enc"), ("libjxl-tools", "cjxl"))
+            if not shutil.which(exe)]
     if need:
         sudo = [] if os.geteuid() == 0 else ["sudo"]
         subprocess.run(sudo + ["apt-get", "update", "-qq"], check=True)
         subprocess.run(sudo + ["apt-get", "install", "-y", "-qq", "--no-install-recommends"] + need, check=True,
                        env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "pillow", "scipy", "numpy", "matplotlib"], check=False)
+    packages = ["pillow", "scipy", "numpy", "matplotlib", "pyvips", "pyvips-binary", "ssimulacra2", "pyjpegli"]
+    if subprocess.run([sys.executable, "-m", "pip", "install", "-q"] + packages).returncode != 0:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--break-system-packages"] + packages, check=True)
+
+
+# libvips 8.18 from PyPI, in one process: the loop is timed inside (Python's start and
+# pyvips' import are not the library's cost); prints the seconds on the last line of stderr.
+PYVIPS_LOOP = """
+import os, sys, time
+import pyvips
+out, w, h = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+start = time.perf_counter()
+for f in sys.argv[4:]:
+    stem = os.path.splitext(os.path.basename(f))[0]
+    pyvips.Image.thumbnail(f, w, height=h).jpegsave(os.path.join(out, stem + ".jpg"), Q=80, keep="none")
+print(f"seconds {time.perf_counter() - start}", file=sys.stderr)
+"""
+
+
+def pyvips_version():
+    try:
+        return sh([sys.executable, "-c", "import pyvips; print('.'.join(str(pyvips.version(i)) for i in range(3)))"]).strip()
+    except Exception:
+        return None
 
 
 def machine():
@@ -77,8 +106,10 @@ def machine():
 
 
 class Tool:
-    def __init__(self, name, build, orients=True, outputs=True, processes=1):
+    def __init__(self, name, build, orients=True, outputs=True, processes=1, self_timed=False):
         self.name, self.build, self.orients, self.outputs, self.processes = name, build, orients, outputs, processes
+        # Its processes print "seconds S" last on stderr: the slowest one's S is its time.
+        self.self_timed = self_timed
 
 
 def tools(tessera, bareloop, work):
@@ -102,12 +133,19 @@ def tools(tessera, bareloop, work):
     return [
         Tool("tessera render", lambda w, h, src, files, out: [[tessera, "render", src, "--recipe", recipe(w, h), "-o", out,
                                                                "-t", "1", "--quiet"]]),
+        Tool("tessera render (2 threads)", lambda w, h, src, files, out: [[tessera, "render", src, "--recipe", recipe(w, h),
+                                                                           "-o", out, "-t", "2", "--quiet"]], processes=2),
         Tool("tessera render --fast", lambda w, h, src, files, out: [[tessera, "render", src, "--recipe", recipe(w, h),
                                                                       "-o", out, "-t", "1", "--quiet", "--fast"]]),
         Tool("tessera run (1 worker)", lambda w, h, src, files, out: [[tessera, "run", job(w, h, src, out), "--workers", "1",
                                                                        "--journal", out + ".sqlite", "--json"]]),
         Tool("tessera run (2 workers)", lambda w, h, src, files, out: [[tessera, "run", job(w, h, src, out), "--workers", "2",
                                                                         "--journal", out + ".sqlite", "--json"]]),
+        Tool(f"libvips 8.18 (pyvips {pyvips_version()}, in-process loop)", lambda w, h, src, files, out: [
+            [sys.executable, "-c", PYVIPS_LOOP, out, str(w), str(h)] + files], self_timed=True),
+        Tool(f"libvips 8.18 (pyvips {pyvips_version()}, 2 processes)", lambda w, h, src, files, out: [
+            [sys.executable, "-c", PYVIPS_LOOP, out, str(w), str(h)] + files[0::2],
+            [sys.executable, "-c", PYVIPS_LOOP, out, str(w), str(h)] + files[1::2]], processes=2, self_timed=True),
         Tool("vipsthumbnail", lambda w, h, src, files, out: [["vipsthumbnail", "--size", f"{w}x{h}", "-o",
                                                               f"{out}/%s.jpg[Q=80]"] + files]),
         Tool("vipsthumbnail (2 processes)", lambda w, h, src, files, out: [
@@ -153,6 +191,7 @@ def main():
     ap.add_argument("--targets", default="64,256,1280x720")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--install-peers", action="store_true", help="apt-get install libvips-tools imagemagick graphicsmagick")
+    ap.add_argument("--fresh", action="store_true", help="a new machine: install the peers and Python packages first")
     ap.add_argument("--tools", help="comma-separated substrings of tool names to run")
     ap.add_argument("--no-quality", action="store_true")
     ap.add_argument("--subset", choices=["all", "exif-thumbnail"], default="all",
@@ -161,7 +200,7 @@ def main():
     ap.add_argument("--modern", action="store_true",
                     help="then run the HEIC/WebP/AVIF sets of Benchmarks/modern.py with the same photos and repeats")
     args = ap.parse_args()
-    if args.install_peers:
+    if args.install_peers or args.fresh:
         install_peers()
     import quality  # after the optional install of its packages
 
@@ -193,6 +232,8 @@ def main():
         all_tools = [t for t in all_tools if "--fast" not in t.name]  # fast mode is its own comparison
     def available(t):
         cmd = t.build(1, 1, src, files, work)[0]
+        if t.self_timed:
+            return pyvips_version() is not None
         exe = cmd[3] if cmd[0] == "env" else cmd[0]
         return shutil.which(exe) is not None
     all_tools = [t for t in all_tools if available(t)]
@@ -211,6 +252,8 @@ def main():
                 out = f"{work}/{w}x{h}/{t.name.replace(' ', '_').replace('(', '').replace(')', '').replace(',', '')}-{rep}"
                 os.makedirs(out)
                 seconds, rss, codes, errors = timed(t.build(w, h, src, files, out), env, work)
+                if t.self_timed and not any(codes):
+                    seconds = max(float(e.strip().splitlines()[-1].split()[1]) for e in errors)
                 if any(codes):
                     print(f"  {t.name}: exit {codes}: {' '.join(e[-300:] for e in errors)}", file=sys.stderr)
                 rows[t.name]["seconds"].append(seconds)
@@ -285,6 +328,16 @@ def markdown(res):
             p = f"{r['psnr']:.2f} dB" if r.get("psnr") else "–"
             lines.append(f"| {r['tool']} | {r['images_per_s']:.1f} [{r['images_per_s_min']:.1f}–{r['images_per_s_max']:.1f}] "
                          f"| {r['megapixels_per_s']:.0f} | {r['ratio_to_tessera']:.2f}× | {r['peak_rss_mb']:.0f} MB | {q} | {p} |")
+        by = {r["tool"]: r["images_per_s"] for r in t["tools"]}
+        def find(*parts):
+            return next((v for k, v in by.items() if all(p in k for p in parts)), None)
+        def ratio(x, y):
+            return f"{x / y:.2f}×" if x and y else "–"
+        render1 = by.get("tessera render")
+        lines += ["", f"tessera render / libvips 8.18 in-process: **{ratio(render1, find('libvips 8.18', 'in-process'))}** "
+                  f"(2 processes each: {ratio(find('tessera render (2'), find('libvips 8.18', '2 processes'))}); "
+                  f"/ vipsthumbnail 8.14: {ratio(render1, by.get('vipsthumbnail'))}. Pool: run -w 1 / render -t 1 "
+                  f"{ratio(find('tessera run (1'), render1)}, run -w 2 / render -t 2 {ratio(find('tessera run (2'), find('tessera render (2'))}."]
         lines.append("")
     return "\n".join(lines)
 
