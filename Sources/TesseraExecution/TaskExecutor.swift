@@ -211,7 +211,7 @@ public enum TaskExecutor {
         case .transcode:
             let clock = Stopwatch()
             let jxl: [UInt8]
-            do { jxl = try LosslessJXL.recompress(bytes) } catch let e as ImagingError {
+            do { jxl = try LosslessJXL.recompress(bytes, limits: options.limits) } catch let e as ImagingError {
                 throw e.naming(input.path)
             }
             record.sourceFormat = .jpeg

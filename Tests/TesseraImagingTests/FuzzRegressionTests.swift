@@ -29,6 +29,22 @@ final class FuzzRegressionTests: XCTestCase {
         return try bytes.withUnsafeBytes { try Renderer.render(bytes: $0, recipes: [recipe], options: options) }
     }
 
+    /// A 515-byte progressive JPEG declaring 28514x25202 (718 MP): recompressing it to JPEG XL
+    /// had libjxl allocate its coefficients (over 512 MB). Its size is checked first now.
+    func testRecompressingAJPEGOverThePixelLimitFailsBeforeLibjxl() throws {
+        let bytes = try input("jxl", "recompress-jpeg-declares-718-megapixels.jpg")
+        XCTAssertThrowsError(try bytes.withUnsafeBytes { try LosslessJXL.recompress($0, limits: limits) }) {
+            XCTAssertEqual(($0 as? ImagingError)?.code, .limitExceeded, "\($0)")
+        }
+        // Within the pixel limit, the memory budget counts the coefficients.
+        var budget = Limits()
+        budget.maxMemoryBytes = 16 << 20
+        let big = try Codec.encodeJPEG(Fixtures.noise(width: 800, height: 600), quality: 80)
+        XCTAssertThrowsError(try big.withUnsafeBytes { try LosslessJXL.recompress($0, limits: budget) }) {
+            XCTAssertEqual(($0 as? ImagingError)?.code, .outOfMemory, "\($0)")
+        }
+    }
+
     /// A 900-byte PNG whose tEXt chunk declares 1.6 GB: libpng allocated the declared length
     /// before reading it. Now the chunks before the image data are checked against the file.
     func testPNGChunkLongerThanTheFileIsTruncatedWithoutAllocating() throws {

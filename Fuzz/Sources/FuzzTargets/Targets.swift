@@ -114,7 +114,7 @@ enum Targets {
     static func jxl(_ data: UnsafeRawBufferPointer) {
         let format = data.withUnsafeBytes { ImageFormat.sniff($0) }
         if format == .jpeg {
-            if let jxl = try? LosslessJXL.recompress(data) {
+            if let jxl = try? LosslessJXL.recompress(data, limits: limits) {
                 guard (try? jxl.withUnsafeBytes { try JXLDecoder.reconstructJPEG($0) }) == Array(data) else {
                     preconditionFailure("a recompressed JPEG does not come back")
                 }

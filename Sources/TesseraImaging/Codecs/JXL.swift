@@ -383,7 +383,10 @@ public enum LosslessJXL {
     /// libjxl's default effort (cjxl's): effort 9 saves under 1 % more at several times the time.
     public static let effort = 7
 
-    public static func recompress(_ jpeg: UnsafeRawBufferPointer, effort: Int = LosslessJXL.effort) throws -> [UInt8] {
+    /// - Parameter limits: the JPEG's pixels and the memory libjxl will hold for it (its DCT
+    ///   coefficients, 2 bytes each, and as much again while coding), checked before libjxl sees it.
+    public static func recompress(_ jpeg: UnsafeRawBufferPointer, effort: Int = LosslessJXL.effort,
+                                  limits: Limits = Limits()) throws -> [UInt8] {
         guard jpeg.count > 0 else { throw ImagingError(.empty, "the file is empty (0 bytes)") }
         guard let format = ImageFormat.sniff(jpeg) else {
             throw ImagingError(.unsupportedFormat, FormatDetection.unsupportedMessage(jpeg))
@@ -393,7 +396,20 @@ public enum LosslessJXL {
                                + "render it with --format jxl --lossless instead)")
         }
         // The header first: a truncated or hostile JPEG fails here, with our reasons, not libjxl's.
-        let header = try JPEGDecoder(bytes: jpeg, limits: Limits(), strict: false).header
+        try limits.checkInput(bytes: jpeg.count)
+        let header = try JPEGDecoder(bytes: jpeg, limits: limits, strict: false).header
+        try limits.checkDimensions(Size(width: header.width, height: header.height))
+        if limits.maxMemoryBytes > 0 {
+            // Coefficients of every component at its sampling, 2 bytes each, twice (libjxl's
+            // copy while it codes), the output and the check's reconstruction.
+            let maxH = max(1, header.samplingFactors.map(\.h).max() ?? 1), maxV = max(1, header.samplingFactors.map(\.v).max() ?? 1)
+            let samples = header.samplingFactors.reduce(0) { $0 + header.width * $1.h / maxH * (header.height * $1.v / maxV) }
+            let need = samples * 2 * 2 + jpeg.count * 3 + (16 << 20)
+            guard need <= limits.maxMemoryBytes else {
+                throw ImagingError(.outOfMemory, "recompressing this \(header.width)x\(header.height) JPEG needs about \((need + (1 << 20) - 1) >> 20) MB, "
+                                   + "over this worker's memory budget of \(limits.maxMemoryBytes >> 20) MB per task")
+            }
+        }
         // What JPEG XL cannot hold (its JPEG mode is 8-bit Huffman-coded gray or YCbCr/RGB).
         if header.arithmetic {
             throw ImagingError(.unsupportedFeature, "an arithmetic-coded JPEG cannot be recompressed losslessly to JPEG XL; no output written")
