@@ -71,7 +71,7 @@ final class JobFileTests: XCTestCase {
         XCTAssertTrue(error("inputs: [a]\noutput: o\n").contains("name: missing"))
         XCTAssertTrue(error("name: x\noutput: o\noutputs: [{preset: widget}]\n").contains("inputs: missing"))
         XCTAssertTrue(error("name: x\ninputs: [a]\noutputs: [{preset: widget}]\n").contains("output: missing"))
-        XCTAssertTrue(error("name: x\nkind: resize\ninputs: [a]\noutput: o\n").contains("jobs/test.yaml:2: kind: expected one of thumbnail, strip, recompress, tiles, noop"))
+        XCTAssertTrue(error("name: x\nkind: resize\ninputs: [a]\noutput: o\n").contains("jobs/test.yaml:2: kind: expected one of thumbnail, strip, recompress, transcode, tiles, noop"))
         XCTAssertTrue(error("name: x\nkind: tiles\ninputs: [a]\noutput: o\ntiles:\n  layout: zoomify\n")
             .contains("jobs/test.yaml:6: tiles.layout: expected one of deepzoom, iiif, iiif3, tiff, got \"zoomify\""))
         XCTAssertTrue(error("name: x\nkind: tiles\ninputs: [a]\noutput: o\ntiles: {layout: iiif, overlap: 2}\n")
