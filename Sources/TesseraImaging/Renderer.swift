@@ -676,14 +676,14 @@ public enum Renderer {
         if format == .jxl {
             let img = image
             if s.lossless {
-                let bytes = try JXLEncoder.encode(img, .init(quality: 100, lossless: true, effort: s.jxlEffort), icc: icc)
+                let bytes = try JXLEncoder.encode(img, .init(quality: 100, lossless: true, effort: s.jxlEffort ?? OutputSettings.defaultJXLEffort), icc: icc)
                 if let max = s.maxBytes, bytes.count > max {
                     throw ImagingError(.budgetExceeded, "lossless JPEG XL output is \(bytes.count) bytes, over the budget of \(max) bytes")
                 }
                 return (bytes, nil)
             }
             return try budgeted(s, name: "JPEG XL", size: img) { q in
-                try JXLEncoder.encode(img, .init(quality: min(q, 99), effort: s.jxlEffort), icc: icc)
+                try JXLEncoder.encode(img, .init(quality: min(q, 99), effort: s.jxlEffort ?? OutputSettings.defaultJXLEffort), icc: icc)
             }
         }
         if format == .avif {

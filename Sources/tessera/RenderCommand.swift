@@ -87,7 +87,7 @@ struct Render: ParsableCommand {
     @Flag(help: "Lossless WebP output.")
     var lossless = false
 
-    @Option(parsing: .unconditional, help: "Encoder effort 0...9: more is smaller and slower (WebP method 0...6, AVIF speed 9 - effort, JPEG XL effort 1...9). Default: WebP 4, AVIF 2, JPEG XL 7.")
+    @Option(parsing: .unconditional, help: "Encoder effort 0...9: more is smaller and slower (WebP method 0...6, AVIF speed 9 - effort, JPEG XL effort 1...9). Default: WebP 4, AVIF 2, JPEG XL 5.")
     var effort: Int?
 
     @Option(help: "Metadata to keep, comma-separated: icc, copyright, resolution (the source's dots per inch, in JPEG and PNG outputs) (default: none; everything else is always removed).",
