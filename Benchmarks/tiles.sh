@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Tile pyramid of one very large JPEG: Tessera with 1 and 2 local workers vs
-# `vips dzsave`, same file, same settings (Deep Zoom, 254 px tiles, overlap 1, JPEG q75),
+# `vips dzsave` (Debian's 8.14, and 8.18 from PyPI on 2 threads, timed inside Python when
+# pyvips-binary is installed), same file, same settings (Deep Zoom, 254 px tiles, overlap 1, JPEG q75),
 # interleaved, REPEATS runs each; median wall time, peak RSS of every worker (Tessera's
 # per-task accounting) and of the whole command (GNU time: the largest of the process and
 # its children), then the grid, dimension and SSIM check of Tessera's pyramid against
@@ -59,7 +60,7 @@ name: pyramid $name
 kind: tiles
 inputs: ["$src"]
 output: $work/tess
-tiles: {layout: deepzoom, tileSize: 254, overlap: 1, format: jpeg, quality: 75}
+tiles: {layout: deepzoom, tileSize: 254, overlap: 1, format: jpeg, quality: 0.75}
 options: {incremental: false}
 YAML
     declare -A secs=() rss=() wrss=()
@@ -78,12 +79,23 @@ print(" ".join("%.1f" % (v/1e6) for v in sorted(s["workerPeakRSSBytes"].values()
         /usr/bin/time -o "$work/time" -f '%e %M' vips dzsave "$src" "$work/vips" --tile-size 254 --overlap 1 --suffix .jpeg[Q=75]
         read -r s m <"$work/time"
         secs[vips]+="$s "; rss[vips]+="$m "
+        if python3 -c 'import pyvips' 2>/dev/null; then
+            settle "$work/v18" "$work/v18_files" "$work/v18.dzi"
+            /usr/bin/time -o "$work/time" -f '%e %M' env VIPS_CONCURRENCY=2 python3 -c '
+import sys, time, pyvips
+t = time.perf_counter()
+pyvips.Image.new_from_file(sys.argv[1], access="sequential").dzsave(sys.argv[2], tile_size=254, overlap=1, suffix=".jpeg[Q=75]")
+print("%.2f" % (time.perf_counter() - t), file=open(sys.argv[3], "w"))' "$src" "$work/v18" "$work/v18.secs"
+            read -r s m <"$work/time"
+            secs[v18]+="$(cat "$work/v18.secs") "; rss[v18]+="$m "
+        fi
     done
-    for t in w1 w2 vips; do
+    for t in w1 w2 vips v18; do
+        [ -n "${secs[$t]:-}" ] || continue
         s=$(echo "${secs[$t]}" | tr ' ' '\n' | grep -v '^$' | median)
         m=$(echo "${rss[$t]}" | tr ' ' '\n' | grep -v '^$' | sort -n | tail -1)
-        label=$t; [ "$t" = w1 ] && label="tessera, 1 worker"; [ "$t" = w2 ] && label="tessera, 2 workers"; [ "$t" = vips ] && label="vips dzsave"
-        extra=""; [ "$t" != vips ] && extra="; worker peak RSS (MB): ${wrss[$t]}"
+        label=$t; [ "$t" = w1 ] && label="tessera, 1 worker"; [ "$t" = w2 ] && label="tessera, 2 workers"; [ "$t" = vips ] && label="vips dzsave"; [ "$t" = v18 ] && label="vips 8.18 dzsave (2 thr)"
+        extra=""; [ "$t" = w1 ] || [ "$t" = w2 ] && extra="; worker peak RSS (MB): ${wrss[$t]}"
         printf '%-20s %6.2f s (runs: %s) peak RSS of the command %6.1f MB%s\n' "$label" "$s" "${secs[$t]}" "$(echo "$m / 1024" | bc -l)" "$extra"
     done
     grep -h '"pyramids"' "$work/out.json" | python3 -c 'import json,sys; p=json.loads(sys.stdin.read())["pyramids"]; print("tessera:", p["tiles"], "tiles,", p["tasks"], "tasks, scales", p["scales"], "band starts", p["seeks"])' || true
