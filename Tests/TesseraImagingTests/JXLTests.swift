@@ -185,6 +185,30 @@ final class JXLTests: XCTestCase {
         XCTAssertEqual(info.format, .jxl)
     }
 
+    /// A container assembled here: an Exif box over the 16 MB cap (left unread) before an XMP
+    /// box (read), then the codestream; and the same with a small Exif box (read: orientation 6
+    /// in it is not applied, the codestream's orientation is authoritative).
+    func testMetadataBoxesInAContainer() throws {
+        let codestream = try JXLEncoder.encode(Self.picture(width: 40, height: 20), .init(quality: 80, effort: 1))
+        func box(_ type: String, _ payload: [UInt8]) -> [UInt8] {
+            let n = UInt32(8 + payload.count)
+            return [UInt8(n >> 24), UInt8(n >> 16 & 0xFF), UInt8(n >> 8 & 0xFF), UInt8(n & 0xFF)] + Array(type.utf8) + payload
+        }
+        let signature: [UInt8] = [0, 0, 0, 0x0C] + Array("JXL ".utf8) + [0x0D, 0x0A, 0x87, 0x0A]
+        let ftyp = box("ftyp", Array("jxl ".utf8) + [0, 0, 0, 0] + Array("jxl ".utf8))
+        let xmp = box("xml ", Array("<x:xmpmeta xmlns:x='adobe:ns:meta/'></x:xmpmeta>".utf8))
+        let tiff = Array(Exif.build(orientation: 6).dropFirst(6))  // the box holds TIFF after a 4-byte offset
+        for (exifPayload, kept) in [([UInt8](repeating: 0, count: 4) + tiff + [UInt8](repeating: 0, count: 17 << 20), false),
+                                    ([UInt8](repeating: 0, count: 4) + tiff, true)] {
+            let file = signature + ftyp + box("Exif", exifPayload) + xmp + box("jxlc", codestream)
+            let info = try ImageInfo.inspect(file)
+            XCTAssertEqual(info.structure.contains("Exif"), kept, "\(info.structure)")
+            XCTAssertTrue(info.structure.contains("xml (XMP)"), "\(info.structure)")
+            let out = try Renderer.render(file, recipes: [recipe([fit(40, 40)], format: .png)]).outputs[0]
+            XCTAssertEqual(out.size, Size(width: 40, height: 20), "the codestream says upright")
+        }
+    }
+
     func testCorpusStillsAndInspect() throws {
         guard let dir = Fixtures.corpus("stills") else { throw XCTSkip("no corpus") }
         let exifXMP = try bytes(of: dir.appendingPathComponent("jxl_1x1_exif_xmp.jxl"))

@@ -58,11 +58,14 @@ final class JXLDecoder {
         let scratch = UnsafeMutablePointer<UInt8>.allocate(capacity: scratchSize)
         defer { scratch.deallocate() }
         var boxType = ""
+        var bufferSet = false
         var box: [UInt8] = []
         var exifBox: [UInt8]?, xmpBox: [UInt8]?, jbrd = false
         var icc: [UInt8]?, hdrColour: HEIFDecoder.NCLX?, srgb = false
-        /// Takes what libjxl wrote into the scratch buffer (nil: the box is too large, dropped).
+        /// Takes back the scratch buffer and what libjxl wrote into it (a box over the cap is dropped).
         func drain() {
+            guard bufferSet else { return }
+            bufferSet = false
             let written = scratchSize - JxlDecoderReleaseBoxBuffer(dec)
             guard !boxType.isEmpty else { return }
             if box.count + written > Self.maxBoxBytes {
@@ -74,8 +77,8 @@ final class JXLDecoder {
         }
         /// Ends the current box: what it held, when it is one we keep.
         func closeBox() {
-            guard !boxType.isEmpty else { return }
             drain()
+            guard !boxType.isEmpty else { return }
             if boxType == "Exif" { exifBox = box } else if boxType == "xml " { xmpBox = box }
             boxType = ""
             box = []
@@ -90,15 +93,20 @@ final class JXLDecoder {
             case JXL_DEC_BOX:
                 closeBox()
                 var type: JxlBoxType = (0, 0, 0, 0)
-                guard JxlDecoderGetBoxType(dec, &type.0, 1) == JXL_DEC_SUCCESS else { continue }
+                let got = withUnsafeMutableBytes(of: &type) {
+                    JxlDecoderGetBoxType(dec, $0.baseAddress!.assumingMemoryBound(to: CChar.self), 1)
+                }
+                guard got == JXL_DEC_SUCCESS else { continue }
                 let name = String(decoding: withUnsafeBytes(of: type) { Array($0) }, as: UTF8.self)
                 if name == "jbrd" { jbrd = true }
                 guard name == "Exif" || name == "xml " else { continue }
                 boxType = name
                 try Self.check(JxlDecoderSetBoxBuffer(dec, scratch, scratchSize), "reading a box")
+                bufferSet = true
             case JXL_DEC_BOX_NEED_MORE_OUTPUT:
                 drain()
                 try Self.check(JxlDecoderSetBoxBuffer(dec, scratch, scratchSize), "reading a box")
+                bufferSet = true
             case JXL_DEC_COLOR_ENCODING:
                 closeBox()
                 (icc, hdrColour, srgb) = try Self.colour(dec, lossy: info.uses_original_profile == 0)
