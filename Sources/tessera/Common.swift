@@ -221,3 +221,38 @@ func suggestion(_ value: String, _ valid: [String]) -> String {
           JobFields.distance(value, best) <= max(2, best.count / 3) else { return "" }
     return " (did you mean \"\(best)\"?)"
 }
+
+/// Runs a job of byte-level work (strip, transcode) here, file by file, as a pool worker
+/// runs its tasks: the inputs walked, every output claimed before anything is read (no
+/// output may replace an input, nor two share a file), then one record per file — its
+/// error warned, its JSON line printed with --json, else `describe`'s line.
+func runFileByFile(_ job: ExecutableJob, inputs: [String], strict: Bool, json: Bool,
+                   describe: (InputFile, TaskRecord) -> String?) throws -> (records: [TaskRecord], summary: RunSummary) {
+    let files: [InputFile]
+    let skipped = SkippedFiles(keepPaths: strict)
+    do {
+        files = try discoverInputs(inputs, outputRoot: job.outputRoot, skipped: skipped)
+    } catch {
+        warn("error: \(error)")
+        throw Exit.usage
+    }
+    try OutputRoot.prepare(job.outputRoot)
+    let collisions: [Int: JobError]
+    do { collisions = try OutputClaims.check(job, inputs: files) } catch {
+        warn("error: \(error)")
+        throw Exit.usage
+    }
+    let clock = Stopwatch()
+    var records: [TaskRecord] = []
+    for (i, file) in files.enumerated() {
+        let record = collisions[i].map { TaskRecord(failing: file, with: $0) } ?? TaskExecutor.run(job, input: file).record
+        records.append(record)
+        if let e = record.error { warn("error: \(e.message)") }
+        if json {
+            printJSONLine(record)
+        } else if let line = describe(file, record) {
+            print(line)
+        }
+    }
+    return (records, summarise(records, skipped: skipped, strict: strict, json: json, seconds: clock.seconds, outputRoot: job.outputRoot))
+}

@@ -50,15 +50,6 @@ struct Strip: ParsableCommand {
     }
 
     func run() throws {
-        let files: [InputFile]
-        let skipped = SkippedFiles(keepPaths: strict)
-        do {
-            files = try discoverInputs(inputs, outputRoot: output, skipped: skipped)
-        } catch {
-            warn("error: \(error)")
-            throw Exit.usage
-        }
-        try OutputRoot.prepare(output)
         // The same task a pool worker runs for a strip job.
         var options = JobOptions()
         options.incremental = false
@@ -67,39 +58,25 @@ struct Strip: ParsableCommand {
                                                     orientation: OrientationHandling(rawValue: orientation)!,
                                                     keepGainMap: !dropGainMap),
                                 options: options)
-        // Planned before anything is read: no output may replace an input, nor two share a file.
-        let collisions: [Int: JobError]
-        do { collisions = try OutputClaims.check(job, inputs: files) } catch {
-            warn("error: \(error)")
-            throw Exit.usage
-        }
-        let clock = Stopwatch()
-        var records: [TaskRecord] = []
         // Every file gets a record: one whose metadata cannot be removed (HEIF/AVIF: only a
         // re-encode could) fails with the reason, and the command exits 1.
-        for (i, file) in files.enumerated() {
-            let record = collisions[i].map { TaskRecord(failing: file, with: $0) } ?? TaskExecutor.run(job, input: file).record
-            records.append(record)
-            if let e = record.error { warn("error: \(e.message)") }
-            if json {
-                printJSONLine(record)
-            } else if let work = record.strip, let out = record.outputs.first {
-                let removed = work.removed.isEmpty ? "nothing" : work.removed.joined(separator: ", ")
-                let how = work.transformed ? ", rotated losslessly" : work.orientation != 1 ? ", orientation tag \(work.orientation) kept" : ""
-                print("ok   \(Paths.display(file.name)) -> \(out.path) \(formatBytes(record.bytesIn)) -> \(formatBytes(out.bytes)); removed \(removed)\(how)")
-            }
+        let (_, summary) = try runFileByFile(job, inputs: inputs, strict: strict, json: json) { file, record in
+            guard let work = record.strip, let out = record.outputs.first else { return nil }
+            let removed = work.removed.isEmpty ? "nothing" : work.removed.joined(separator: ", ")
+            let how = work.transformed ? ", rotated losslessly" : work.orientation != 1 ? ", orientation tag \(work.orientation) kept" : ""
+            return "ok   \(Paths.display(file.name)) -> \(out.path) \(formatBytes(record.bytesIn)) -> \(formatBytes(out.bytes)); removed \(removed)\(how)"
         }
-        let summary = summarise(records, skipped: skipped, strict: strict, json: json, seconds: clock.seconds, outputRoot: output)
-        if json { printJSONLine(summary) } else { summary.printStripSummary() }
+        if json { printJSONLine(summary) } else { summary.printFileSummary(done: "stripped") }
         if summary.failed > 0 { throw Exit.someFailed }
     }
 }
 
 extension RunSummary {
-    /// `tessera strip`'s last line: counts, bytes before and after, failures by reason.
-    func printStripSummary() {
-        print(String(format: "%@, %d stripped, %d failed in %.2f s; %@ in, %@ out",
-                     counted(tasks, "file"), succeeded, failed, elapsedSeconds, formatBytes(bytesIn), formatBytes(bytesOut)))
+    /// `tessera strip`'s and `transcode`'s last lines: counts (`done`: what a succeeded file
+    /// was), bytes before and after (then `extra`), skipped files, failures by reason.
+    func printFileSummary(done: String, extra: String = "") {
+        print(String(format: "%@, %d %@, %d failed in %.2f s; %@ in, %@ out",
+                     counted(tasks, "file"), succeeded, done, failed, elapsedSeconds, formatBytes(bytesIn), formatBytes(bytesOut)) + extra)
         if let line = SkippedFiles.line(skippedFiles ?? [:]) { print(line + " (--strict fails them)") }
         if !failures.isEmpty {
             print("failures: " + failures.map { "\($0.code) \($0.count)" }.joined(separator: ", "))

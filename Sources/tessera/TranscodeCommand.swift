@@ -47,56 +47,23 @@ struct Transcode: ParsableCommand {
     }
 
     func run() throws {
-        let files: [InputFile]
-        let skipped = SkippedFiles(keepPaths: strict)
-        do {
-            files = try discoverInputs(inputs, outputRoot: output, skipped: skipped)
-        } catch {
-            warn("error: \(error)")
-            throw Exit.usage
-        }
-        try OutputRoot.prepare(output)
         var options = JobOptions()
         options.incremental = false
         // The same task a pool worker runs for a transcode job.
         let job = ExecutableJob(kind: .transcode, outputs: [], outputRoot: output, options: options)
-        let collisions: [Int: JobError]
-        do { collisions = try OutputClaims.check(job, inputs: files) } catch {
-            warn("error: \(error)")
-            throw Exit.usage
-        }
-        let clock = Stopwatch()
-        var records: [TaskRecord] = []
-        for (i, file) in files.enumerated() {
-            let record = collisions[i].map { TaskRecord(failing: file, with: $0) } ?? TaskExecutor.run(job, input: file).record
-            records.append(record)
-            if let e = record.error { warn("error: \(e.message)") }
-            if json {
-                printJSONLine(record)
-            } else if let out = record.outputs.first {
-                print("ok   \(Paths.display(file.name)) -> \(out.path) \(formatBytes(record.bytesIn)) -> \(formatBytes(out.bytes)) "
-                      + "(\(Self.change(record.bytesIn, out.bytes)))")
+        let (records, summary) = try runFileByFile(job, inputs: inputs, strict: strict, json: json) { file, record in
+            record.outputs.first.map { out in
+                "ok   \(Paths.display(file.name)) -> \(out.path) \(formatBytes(record.bytesIn)) -> \(formatBytes(out.bytes)) "
+                    + "(\(Self.change(record.bytesIn, out.bytes)))"
             }
         }
-        let summary = summarise(records, skipped: skipped, strict: strict, json: json, seconds: clock.seconds, outputRoot: output)
         // The saving counts the files recompressed (a failed file has no output to compare).
         let done = records.filter { $0.status == .succeeded }
         if json { printJSONLine(summary) } else {
-            summary.printTranscodeSummary(recompressedIn: done.reduce(0) { $0 + $1.bytesIn }, out: done.reduce(0) { $0 + $1.bytesOut })
+            let before = done.reduce(0) { $0 + $1.bytesIn }, after = done.reduce(0) { $0 + $1.bytesOut }
+            summary.printFileSummary(done: "recompressed", extra: done.isEmpty ? ""
+                                     : "; recompressed \(formatBytes(before)) -> \(formatBytes(after)) (\(Self.change(before, after)))")
         }
         if summary.failed > 0 { throw Exit.someFailed }
-    }
-}
-
-extension RunSummary {
-    /// `tessera transcode`'s last line: counts, bytes before and after and the saving.
-    func printTranscodeSummary(recompressedIn: Int, out: Int) {
-        print(String(format: "%@, %d recompressed, %d failed in %.2f s; %@ in, %@ out",
-                     counted(tasks, "file"), succeeded, failed, elapsedSeconds, formatBytes(bytesIn), formatBytes(bytesOut))
-              + (succeeded > 0 ? "; recompressed \(formatBytes(recompressedIn)) -> \(formatBytes(out)) (\(Transcode.change(recompressedIn, out)))" : ""))
-        if let line = SkippedFiles.line(skippedFiles ?? [:]) { print(line + " (--strict fails them)") }
-        if !failures.isEmpty {
-            print("failures: " + failures.map { "\($0.code) \($0.count)" }.joined(separator: ", "))
-        }
     }
 }

@@ -19,7 +19,6 @@ final class JXLDecoder {
     /// As stored (before orientation).
     let size: Size
     let hasAlpha: Bool
-    let alphaPremultiplied: Bool
     let bitsPerSample: Int
     let orientation: Orientation
     let isAnimated: Bool
@@ -34,14 +33,12 @@ final class JXLDecoder {
     let xmp: [UInt8]?
     private let preferSRGB: Bool
     private let bytes: UnsafeRawBufferPointer
-    private let limits: Limits
 
     /// Metadata boxes larger than this are not read (left in the file).
     static let maxBoxBytes = 16 << 20
 
     init(bytes: UnsafeRawBufferPointer, limits: Limits) throws {
         self.bytes = bytes
-        self.limits = limits
         guard let dec = JxlDecoderCreate(nil) else { throw ImagingError(.outOfMemory, "libjxl: cannot create a decoder") }
         defer { JxlDecoderDestroy(dec) }
         let events = JXL_DEC_BASIC_INFO.rawValue | JXL_DEC_COLOR_ENCODING.rawValue | JXL_DEC_BOX.rawValue
@@ -122,7 +119,6 @@ final class JXLDecoder {
         guard gotInfo else { throw ImagingError(.corrupt, "corrupt JPEG XL (no image header)") }
         size = Size(width: Int(info.xsize), height: Int(info.ysize))
         hasAlpha = info.alpha_bits > 0
-        alphaPremultiplied = info.alpha_premultiplied != 0
         bitsPerSample = Int(info.bits_per_sample)
         orientation = Orientation(exif: Int(info.orientation.rawValue))
         isAnimated = info.have_animation != 0

@@ -465,16 +465,8 @@ final class SourceDecoder {
         if let deepWhole, let deep {
             let width = decodedSize.width
             for r in 0..<want {
-                var gain: UnsafeMutablePointer<UInt8>?
-                if hdrGain && deep.isHDR {
-                    if gainBatchRows < want {
-                        gainBatch?.deallocate()
-                        gainBatch = .allocate(capacity: width * max(want, 16))
-                        gainBatchRows = max(want, 16)
-                    }
-                    gain = gainBatch! + r * width
-                }
-                deep.convert(deepWhole.row(rowsRead + r), buffer + r * stride, count: width, channels: channels, gain: gain)
+                deep.convert(deepWhole.row(rowsRead + r), buffer + r * stride, count: width, channels: channels,
+                             gain: gainRow(r, of: want, deep: deep))
             }
         } else if let whole {
             for r in 0..<want {
@@ -500,16 +492,7 @@ final class SourceDecoder {
                     continue
                 }
                 if let deep {
-                    var gain: UnsafeMutablePointer<UInt8>?
-                    if hdrGain && deep.isHDR {
-                        if gainBatchRows < want {
-                            gainBatch?.deallocate()
-                            gainBatch = .allocate(capacity: width * max(want, 16))
-                            gainBatchRows = max(want, 16)
-                        }
-                        gain = gainBatch! + r * width
-                    }
-                    deep.convert(src, dst, count: width, channels: channels, gain: gain)
+                    deep.convert(src, dst, count: width, channels: channels, gain: gainRow(r, of: want, deep: deep))
                 } else {
                     dst.update(from: src, count: width * channels)
                 }
@@ -522,6 +505,19 @@ final class SourceDecoder {
         }
         rowsRead += n
         return n
+    }
+
+    /// Row `r` of this batch (`rows` rows) of the gain map, when an HDR source is read with
+    /// `hdrGain` (the batch buffer grows to hold the batch); nil otherwise.
+    private func gainRow(_ r: Int, of rows: Int, deep: DeepToEight) -> UnsafeMutablePointer<UInt8>? {
+        guard hdrGain && deep.isHDR else { return nil }
+        let width = decodedSize.width
+        if gainBatchRows < rows {
+            gainBatch?.deallocate()
+            gainBatch = .allocate(capacity: width * max(rows, 16))
+            gainBatchRows = max(rows, 16)
+        }
+        return gainBatch! + r * width
     }
 
     /// Premultiplied RGBA to straight alpha (the pipeline's convention), in place.
