@@ -10,10 +10,12 @@ Method (the same pixels for every encoder):
      result against the PNG;
   3. per photo, the bytes at SSIMULACRA2 70 and 80 interpolated (log-bytes, linear in score)
      between the two sweep points around it; the figure is the geometric mean over photos of
-     bytes relative to Tessera's JPEG (libjpeg-turbo, optimised Huffman tables, 4:2:0);
+     bytes relative to Tessera's JPEG at effort 0 (libjpeg-turbo as it comes: the standard's
+     tables, optimised Huffman tables, 4:2:0);
   4. encode time: the median per image, from Tessera's records (`encode` ms) for its encoders,
      timed in-process for pyjpegli and pyvips (VIPS_CONCURRENCY=1).
-Encoders: tessera jpeg; jpegli (PyPI pyjpegli); libvips 8.18 jpegsave with mozjpeg's options
+Encoders: tessera jpeg at efforts 0 (libjpeg-turbo), 1 (Tessera's tables), 2 (and its trellis
+quantiser; the default), 0 and 2 progressive; jpegli (PyPI pyjpegli); libvips 8.18 jpegsave with mozjpeg's options
 (trellis_quant, overshoot_deringing, optimize_scans, quant_table 3; PyPI pyvips-binary);
 tessera webp at methods 2/4/6; tessera avif at speeds 9/8/7/6; tessera jxl at efforts 3/5/7.
 Needs: pip install ssimulacra2 pyjpegli pyvips pyvips-binary pillow; a release build.
@@ -29,7 +31,7 @@ QUALITIES = {"jpeg": [50, 65, 75, 85, 92], "webp": [50, 65, 75, 85, 92], "avif":
 TARGETS = (70, 80)
 
 
-def tessera_sweep(refs, work, fmt, effort, label):
+def tessera_sweep(refs, work, fmt, effort, label, extra=()):
     """(photo, quality) -> (bytes, encode ms, path) for one Tessera encoder setting."""
     out = {}
     for q in QUALITIES[fmt]:
@@ -37,6 +39,7 @@ def tessera_sweep(refs, work, fmt, effort, label):
         cmd = [TESSERA, "render", refs, "--format", fmt, "-q", f"{q / 100:.2f}", "-t", "1", "-o", d, "--json"]
         if effort is not None:
             cmd += ["--effort", str(effort)]
+        cmd += list(extra)
         r = subprocess.run(cmd, capture_output=True, text=True)
         for line in r.stdout.splitlines():
             rec = json.loads(line)
@@ -118,7 +121,11 @@ def main():
         shutil.copy(p, src)
     refs = os.path.join(work, "refs")
     subprocess.run([TESSERA, "render", src, "-s", args.box, "--format", "png", "-o", refs, "--quiet"], check=True)
-    settings = [("tessera jpeg (libjpeg-turbo)", lambda: tessera_sweep(refs, work, "jpeg", None, "jpeg")),
+    settings = [("tessera jpeg (libjpeg-turbo)", lambda: tessera_sweep(refs, work, "jpeg", 0, "jpeg")),
+                ("tessera jpeg effort 0 progressive", lambda: tessera_sweep(refs, work, "jpeg", 0, "jpeg0p", ["--progressive"])),
+                ("tessera jpeg effort 1 (tables)", lambda: tessera_sweep(refs, work, "jpeg", 1, "jpeg1")),
+                ("tessera jpeg effort 2 (tables + trellis)", lambda: tessera_sweep(refs, work, "jpeg", 2, "jpeg2")),
+                ("tessera jpeg effort 2 progressive", lambda: tessera_sweep(refs, work, "jpeg", 2, "jpeg2p", ["--progressive"])),
                 ("jpegli (pyjpegli)", lambda: python_sweep(refs, work, "jpegli", jpegli)),
                 ("vips 8.18 mozjpeg options", lambda: python_sweep(refs, work, "moz", vips_mozjpeg))]
     for m in (2, 4, 6):

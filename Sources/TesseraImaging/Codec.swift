@@ -2,12 +2,13 @@ import TesseraModel
 /// Direct access to the encoders, for tools and tests that make images.
 public enum Codec {
     /// Encodes gray or RGB pixels as JPEG (libjpeg), with optional ICC profile and
-    /// EXIF payload ("Exif\0\0" + TIFF, as `Exif.build` makes).
+    /// EXIF payload ("Exif\0\0" + TIFF, as `Exif.build` makes). `effort` as
+    /// `OutputSettings.jpegEffort`; 0 here (libjpeg-turbo as it comes), so that test images stay put.
     public static func encodeJPEG(_ image: PixelBuffer, quality: Int = 90, subsampling: ChromaSubsampling = .auto,
                                   progressive: Bool = false, optimize: Bool = true, restartInterval: Int = 0,
-                                  icc: [UInt8]? = nil, exif: [UInt8]? = nil) throws -> [UInt8] {
+                                  effort: Int = 0, icc: [UInt8]? = nil, exif: [UInt8]? = nil) throws -> [UInt8] {
         try JPEGEncoder.encode(image, .init(quality: quality, progressive: progressive, optimize: optimize,
-                                            subsampling: subsampling, restartInterval: restartInterval),
+                                            subsampling: subsampling, restartInterval: restartInterval, effort: effort),
                                icc: icc, exif: exif)
     }
 

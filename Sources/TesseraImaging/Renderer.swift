@@ -703,7 +703,8 @@ public enum Renderer {
         }
         let jpegImage = image
         let settings = JPEGEncoder.Settings(quality: s.jpegQuality, progressive: s.progressive,
-                                            optimize: s.optimize, subsampling: s.subsampling, density: density)
+                                            optimize: s.optimize, subsampling: s.subsampling, density: density,
+                                            effort: s.jpegEffort ?? OutputSettings.defaultJPEGEffort)
         var mapBytes: [Int: Int] = [:]  // by quality: the budget search keeps one of its tries
         let result = try budgeted(s, name: gainMap == nil ? "JPEG" : "Ultra HDR JPEG", size: jpegImage) { q in
             var qs = settings
@@ -713,6 +714,7 @@ public enum Renderer {
             var ms = qs
             ms.quality = GainMapStep.quality(for: q, raised: gainMap.raised)
             ms.progressive = false
+            ms.effort = 0  // a map is data, not a picture: the perceptual tables and trellis are not for it
             ms.subsampling = .s420
             ms.density = nil
             let map = try JPEGEncoder.encode(gainMap.pixels, ms)

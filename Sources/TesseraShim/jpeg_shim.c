@@ -366,6 +366,10 @@ typedef struct {
     int created;
 } ts_jpeg_enc;
 
+// jpeg_frontend.c: Tessera's quantisation tables, and its quantiser.
+void ts_jpeg_tessera_tables(j_compress_ptr c, int quality);
+void ts_jpeg_frontend_write(j_compress_ptr c, const uint8_t *pixels, size_t stride, int components);
+
 int ts_jpeg_encode(const uint8_t *pixels, int width, int height, size_t stride,
                    int components, const ts_jpeg_enc_params *params,
                    const uint8_t *icc, unsigned icc_len,
@@ -408,6 +412,7 @@ int ts_jpeg_encode(const uint8_t *pixels, int width, int height, size_t stride,
     c->in_color_space = components == 1 ? JCS_GRAYSCALE : JCS_EXT_RGB;
     jpeg_set_defaults(c);
     jpeg_set_quality(c, params->quality, TRUE);
+    if (params->effort >= 1) ts_jpeg_tessera_tables(c, params->quality);
     c->dct_method = JDCT_ISLOW;
     if (components == 3) {
         int h = params->subsampling == 2 ? 1 : 2;
@@ -427,11 +432,19 @@ int ts_jpeg_encode(const uint8_t *pixels, int width, int height, size_t stride,
     }
     c->restart_interval = (unsigned int)(params->restart_interval > 0 ? params->restart_interval : 0);
     if (params->progressive) jpeg_simple_progression(c);
-    jpeg_start_compress(c, TRUE);
-    if (app1 && app1_len) jpeg_write_marker(c, JPEG_APP0 + 1, app1, app1_len);
-    if (icc && icc_len) jpeg_write_icc_profile(c, icc, icc_len);
+    if (params->effort >= 2) {
+        // Tessera's own quantiser (jpeg_frontend.c); libjpeg-turbo writes the coefficients.
+        c->optimize_coding = TRUE;
+        ts_jpeg_frontend_write(c, pixels, stride, components);
+        if (app1 && app1_len) jpeg_write_marker(c, JPEG_APP0 + 1, app1, app1_len);
+        if (icc && icc_len) jpeg_write_icc_profile(c, icc, icc_len);
+    } else {
+        jpeg_start_compress(c, TRUE);
+        if (app1 && app1_len) jpeg_write_marker(c, JPEG_APP0 + 1, app1, app1_len);
+        if (icc && icc_len) jpeg_write_icc_profile(c, icc, icc_len);
+    }
     JSAMPROW ptrs[16];
-    while (c->next_scanline < c->image_height) {
+    while (params->effort < 2 && c->next_scanline < c->image_height) {
         int n = 0;
         while (n < 16 && c->next_scanline + n < c->image_height) {
             ptrs[n] = (JSAMPROW)(pixels + (size_t)(c->next_scanline + n) * stride);

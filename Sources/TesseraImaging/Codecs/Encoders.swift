@@ -11,6 +11,9 @@ enum JPEGEncoder {
         var restartInterval = 0
         /// Written in the JFIF header (rounded dots per inch) when given.
         var density: PixelDensity? = nil
+        /// 0: libjpeg-turbo as it comes; 1: Tessera's quantisation tables; 2: and its trellis
+        /// quantiser (`OutputSettings.jpegEffort`).
+        var effort = OutputSettings.defaultJPEGEffort
     }
 
     /// Encodes gray or RGB pixels, attaching an ICC profile and an EXIF payload
@@ -37,7 +40,8 @@ enum JPEGEncoder {
                                         optimize: s.optimize ? 1 : 0, subsampling: sub,
                                         restart_interval: Int32(s.restartInterval),
                                         x_density: Int32(s.density.map { $0.x.rounded() } ?? 0),
-                                        y_density: Int32(s.density.map { $0.y.rounded() } ?? 0))
+                                        y_density: Int32(s.density.map { $0.y.rounded() } ?? 0),
+                                        effort: Int32(s.effort))
         var out: UnsafeMutablePointer<UInt8>?
         var outLen: UInt = 0
         var message = [CChar](repeating: 0, count: 256)

@@ -219,7 +219,7 @@ public struct TileRenderer {
                     data = try JPEGEncoder.encode(p, width: w, height: h, stride: s,
                                                   channels: outChannels,
                                                   .init(quality: settings.quality, progressive: false, optimize: false,
-                                                        subsampling: .s420))
+                                                        subsampling: .s420, effort: 0))  // tiles: speed first
                 } else {
                     data = try PNGEncoder.encode(p, width: w, height: h, stride: s,
                                                  channels: outChannels, compressionLevel: 6)

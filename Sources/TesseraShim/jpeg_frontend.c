@@ -1,0 +1,323 @@
+// Tessera's JPEG encoder front end: colour conversion, chroma downsampling, the forward DCT
+// and quantisation are done here, and libjpeg-turbo only writes the coefficients
+// (jpeg_write_coefficients: optimised Huffman tables, progressive scans when asked). What
+// this adds over libjpeg-turbo's own quantiser is rate-distortion optimised quantisation of
+// every block's AC coefficients (a trellis over the run-length code, after Ramchandran and
+// Vetterli, "Rate-distortion optimal fast thresholding with complete JPEG/MPEG decoder
+// compatibility", IEEE TIP 1994), and its own quantisation tables (ts_jpeg_tessera_tables,
+// also used without the trellis at effort 1). The output is an ordinary baseline (or
+// progressive) JPEG. docs/decisions/024-jpeg-front-end.md.
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tessera_shim.h"
+
+#include <jpeglib.h>
+
+// Natural index of the k-th coefficient in zig-zag order (the JPEG standard's Figure A.6).
+static const int ts_zigzag[64] = {
+    0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,
+    12, 19, 26, 33, 40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28,
+    35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51,
+    58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63};
+
+/// Eight floats as one value: on x86-64 two SSE registers, one AVX register.
+typedef float ts_v8 __attribute__((vector_size(32)));
+
+/// One 8-point DCT-II over eight columns at once (each ts_v8 is a row), by the factorisation
+/// of Arai, Agui and Nakajima (1988; Pennebaker & Mitchell, "JPEG", §4.3.5): 5 multiplies,
+/// 29 adds. Output k is the DCT coefficient times 2·sqrt(2)·s(k), s(0) = 1/sqrt(2),
+/// s(k) = cos(k·pi/16); ts_fdct divides the 2-D scale out.
+static inline void ts_aan(ts_v8 d[8]) {
+    ts_v8 t0 = d[0] + d[7], t7 = d[0] - d[7], t1 = d[1] + d[6], t6 = d[1] - d[6];
+    ts_v8 t2 = d[2] + d[5], t5 = d[2] - d[5], t3 = d[3] + d[4], t4 = d[3] - d[4];
+    ts_v8 e0 = t0 + t3, e3 = t0 - t3, e1 = t1 + t2, e2 = t1 - t2;
+    d[0] = e0 + e1;
+    d[4] = e0 - e1;
+    ts_v8 z1 = (e2 + e3) * 0.707106781f;
+    d[2] = e3 + z1;
+    d[6] = e3 - z1;
+    ts_v8 o0 = t4 + t5, o1 = t5 + t6, o2 = t6 + t7;
+    ts_v8 z5 = (o0 - o2) * 0.382683433f;
+    ts_v8 z2 = o0 * 0.541196100f + z5, z4 = o2 * 1.306562965f + z5, z3 = o1 * 0.707106781f;
+    ts_v8 z11 = t7 + z3, z13 = t7 - z3;
+    d[5] = z13 + z2;
+    d[3] = z13 - z2;
+    d[1] = z11 + z4;
+    d[7] = z11 - z4;
+}
+
+/// 1 / (8 · a(u) · a(v)) with a(0) = 1, a(k) = sqrt(2)·cos(k·pi/16): what turns the AAN
+/// output into the coefficients JPEG quantises (F(u,v) = 1/4 C(u) C(v) sum f cos cos).
+static float ts_aan_descale[64];
+static int ts_dct_ready;
+
+static void ts_dct_init(void) {
+    if (ts_dct_ready) return;
+    double a[8];
+    for (int k = 0; k < 8; k++) a[k] = k == 0 ? 1.0 : M_SQRT2 * cos(k * M_PI / 16.0);
+    for (int v = 0; v < 8; v++)
+        for (int u = 0; u < 8; u++) ts_aan_descale[v * 8 + u] = (float)(1.0 / (8.0 * a[u] * a[v]));
+    ts_dct_ready = 1;  // idempotent: racing first calls write the same values
+}
+
+static inline void ts_transpose(ts_v8 m[8]) {
+    float t[64];
+    memcpy(t, m, sizeof t);
+    float *o = (float *)m;
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 8; j++) o[i * 8 + j] = t[j * 8 + i];
+}
+
+/// The forward DCT of one 8×8 block (rows of `in`, stride 8) into `out` (natural order).
+static void ts_fdct(const float in[64], float out[64]) {
+    ts_v8 m[8];
+    memcpy(m, in, sizeof m);
+    ts_aan(m);       // down the columns: m[v] holds frequency v of every column
+    ts_transpose(m);
+    ts_aan(m);       // along the rows: m[u] holds (u, v) for every v
+    ts_transpose(m);
+    const float *r = (const float *)m;
+    for (int k = 0; k < 64; k++) out[k] = r[k] * ts_aan_descale[k];
+}
+
+/// Bits of a magnitude category (the JPEG "size" of a coefficient value).
+static inline int ts_nbits(int a) { return a ? 32 - __builtin_clz((unsigned)a) : 0; }
+
+/// lambda × code length (bits) of every AC symbol (run << 4 | size) of one table class,
+/// read from a Huffman table (symbols it lacks: 16 bits).
+typedef struct { float bits[256]; } ts_rate;
+
+static void ts_rate_from_table(ts_rate *r, const JHUFF_TBL *t, float lambda) {
+    for (int s = 0; s < 256; s++) r->bits[s] = 16 * lambda;
+    int k = 0;
+    for (int len = 1; len <= 16; len++)
+        for (int i = 0; i < t->bits[len]; i++, k++) r->bits[t->huffval[k]] = (float)len * lambda;
+}
+
+/// The rate weight: quantiser steps² of error one bit is worth (of 0.03, 0.05, 0.07, 0.1 and
+/// 0.18, 0.05 gave the fewest bytes at equal SSIMULACRA2 70 and 80: decision 024).
+#define TS_LAMBDA 0.05f
+
+/// Quantises one block's coefficients `f` (natural order, DCT domain) into `out`: the DC
+/// and, when `rate` is NULL, every coefficient to the nearest step; otherwise the AC
+/// coefficients minimise distortion (in quantiser steps²) + lambda × bits, over every
+/// choice of which coefficients stay non-zero and whether each rounds down a step.
+static void ts_quantize_block(const float f[64], const float rq[64], const ts_rate *rate, JCOEF out[64]) {
+    out[0] = (JCOEF)lrintf(f[0] * rq[0]);
+    memset(out + 1, 0, 63 * sizeof(JCOEF));
+    float qa[64], a[64];  // |coefficient| in quantiser steps: natural, then zig-zag order
+    for (int n = 0; n < 64; n++) qa[n] = fabsf(f[n] * rq[n]);
+    int near[64];
+    int last = 0;
+    for (int k = 1; k < 64; k++) {
+        a[k] = qa[ts_zigzag[k]];
+        int n = (int)(a[k] + 0.5f);
+        near[k] = n > 1023 ? 1023 : n;
+        last = n ? k : last;
+    }
+    if (!rate || last == 0) {
+        for (int k = 1; k <= last; k++)
+            if (near[k]) out[ts_zigzag[k]] = (JCOEF)(f[ts_zigzag[k]] < 0 ? -near[k] : near[k]);
+        return;
+    }
+    // zero[k]: the error of setting positions 1..k to zero. The path so far, by non-zero
+    // position: pos[s], and adj[s], the cost of the best coding of 1..pos[s] that ends
+    // with a non-zero there, minus zero[pos[s]] (s = 0: position 0, nothing coded).
+    float zero[64];
+    zero[0] = 0;
+    for (int k = 1; k < 64; k++) zero[k] = zero[k - 1] + a[k] * a[k];
+    float adj[64];
+    int pos[64], from[64], value[64], nsig = 0;
+    adj[0] = 0;
+    pos[nsig++] = 0;
+    const float zrl = rate->bits[0xF0];
+    for (int k = 1; k <= last; k++) {
+        if (!near[k]) continue;
+        int v1 = near[k], v2 = v1 - 1;  // v2 = 0: only v1 (zero is "not in the path")
+        int s1 = ts_nbits(v1), s2 = ts_nbits(v2);
+        float best1 = INFINITY, best2 = INFINITY;
+        int from1 = 0, from2 = 0;
+        if (v2 == 0) {
+            for (int s = 0; s < nsig; s++) {
+                int run = k - pos[s] - 1;
+                float c1 = adj[s] + (float)(run >> 4) * zrl + rate->bits[((run & 15) << 4) | s1];
+                from1 = c1 < best1 ? s : from1;
+                best1 = c1 < best1 ? c1 : best1;
+            }
+        } else {
+            for (int s = 0; s < nsig; s++) {
+                int run = k - pos[s] - 1;
+                float base = adj[s] + (float)(run >> 4) * zrl;
+                const float *rb = rate->bits + ((run & 15) << 4);
+                float c1 = base + rb[s1], c2 = base + rb[s2];
+                from1 = c1 < best1 ? s : from1;
+                best1 = c1 < best1 ? c1 : best1;
+                from2 = c2 < best2 ? s : from2;
+                best2 = c2 < best2 ? c2 : best2;
+            }
+        }
+        // Magnitude bits cost lambda each: the size symbol's extra bits.
+        best1 += (a[k] - v1) * (a[k] - v1) + (float)s1 * TS_LAMBDA;
+        best2 = v2 ? best2 + (a[k] - v2) * (a[k] - v2) + (float)s2 * TS_LAMBDA : INFINITY;
+        int second = best2 < best1;
+        adj[nsig] = (second ? best2 : best1) + zero[k - 1] - zero[k];
+        from[nsig] = second ? from2 : from1;
+        value[nsig] = second ? v2 : v1;
+        pos[nsig++] = k;
+    }
+    float endCost = INFINITY;
+    int end = 0;
+    for (int s = 0; s < nsig; s++) {
+        float cost = adj[s] + (pos[s] < 63 ? rate->bits[0x00] : 0);
+        end = cost < endCost ? s : end;
+        endCost = cost < endCost ? cost : endCost;
+    }
+    for (int s = end; s > 0; s = from[s]) {
+        int n = ts_zigzag[pos[s]];
+        out[n] = (JCOEF)(f[n] < 0 ? -value[s] : value[s]);
+    }
+}
+
+/// One component's samples for the current band of block rows: level-shifted floats,
+/// `rows` × `cols` with the edges replicated out to whole blocks.
+typedef struct {
+    float *plane;
+    int cols, rows;
+} ts_band;
+
+/// Tessera's quantisation tables at `quality` (libjpeg's scaling of a base table: 50 is the
+/// base, 100 all ones). The base tables rise smoothly with radial frequency
+/// d = sqrt(u² + v²) / sqrt(98): luma 12 + 68·d^1.5, chroma 10 + 40·d. Flatter than the
+/// JPEG standard's Annex K examples (luma 16…121, chroma 17…99): finer DC and high
+/// frequencies, coarser low-mid luma; fewer bytes at equal SSIMULACRA2 and at equal SSIM
+/// (the shape and constants chosen by Benchmarks/pareto.py: docs/decisions/024-jpeg-front-end.md).
+void ts_jpeg_tessera_tables(j_compress_ptr c, int quality) {
+    unsigned int luma[64], chroma[64];
+    for (int v = 0; v < 8; v++)
+        for (int u = 0; u < 8; u++) {
+            float d = sqrtf((float)(u * u + v * v) / 98.0f);
+            luma[v * 8 + u] = (unsigned)lrintf(12.0f + 68.0f * powf(d, 1.5f));
+            chroma[v * 8 + u] = (unsigned)lrintf(10.0f + 40.0f * d);
+        }
+    int scale = jpeg_quality_scaling(quality);
+    jpeg_add_quant_table(c, 0, luma, scale, TRUE);
+    jpeg_add_quant_table(c, 1, chroma, scale, TRUE);
+}
+
+/// Quantises `pixels` here (trellis quantisation of every block) and hands the coefficients
+/// to jpeg_write_coefficients. `c` is set up (size, components, sampling factors, tables,
+/// Huffman optimisation) and still at CSTATE_START; libjpeg errors longjmp to the caller's
+/// handler, and every buffer here comes from the image pool, which jpeg_destroy frees.
+void ts_jpeg_frontend_write(j_compress_ptr c, const uint8_t *pixels, size_t stride, int components) {
+    ts_dct_init();
+    ts_rate rate[2];
+    // Code lengths of the standard Huffman tables stand in for the optimised ones, which
+    // follow from the choices made here (a statistics pass first measured no fewer bytes).
+    for (int t = 0; t < 2; t++) ts_rate_from_table(&rate[t], c->ac_huff_tbl_ptrs[t], TS_LAMBDA);
+    int width = (int)c->image_width, height = (int)c->image_height;
+    int maxH = 1, maxV = 1;
+    for (int ci = 0; ci < c->num_components; ci++) {
+        if (c->comp_info[ci].h_samp_factor > maxH) maxH = c->comp_info[ci].h_samp_factor;
+        if (c->comp_info[ci].v_samp_factor > maxV) maxV = c->comp_info[ci].v_samp_factor;
+    }
+    // libjpeg keeps this pointer until jpeg_finish_compress: it lives in the image pool.
+    jvirt_barray_ptr *arrays = (jvirt_barray_ptr *)(*c->mem->alloc_small)((j_common_ptr)c, JPOOL_IMAGE,
+                                                                          sizeof(jvirt_barray_ptr) * 3);
+    int wBlocks[3], hBlocks[3];
+    for (int ci = 0; ci < c->num_components; ci++) {
+        jpeg_component_info *comp = &c->comp_info[ci];
+        int cw = (width * comp->h_samp_factor + maxH - 1) / maxH;
+        int ch = (height * comp->v_samp_factor + maxV - 1) / maxV;
+        wBlocks[ci] = (cw + 7) / 8;
+        hBlocks[ci] = (ch + 7) / 8;
+        int wAlloc = (wBlocks[ci] + comp->h_samp_factor - 1) / comp->h_samp_factor * comp->h_samp_factor;
+        int hAlloc = (hBlocks[ci] + comp->v_samp_factor - 1) / comp->v_samp_factor * comp->v_samp_factor;
+        arrays[ci] = (*c->mem->request_virt_barray)((j_common_ptr)c, JPOOL_IMAGE, TRUE, (JDIMENSION)wAlloc,
+                                                    (JDIMENSION)hAlloc, (JDIMENSION)comp->v_samp_factor);
+    }
+    (*c->mem->realize_virt_arrays)((j_common_ptr)c);
+
+    // Bands of one iMCU row of pixels (8 × maxV rows): converted, downsampled, transformed.
+    int bandRows = 8 * maxV;
+    int fullCols = (width + 8 * maxH - 1) / (8 * maxH) * 8 * maxH;
+    float *full[3];
+    for (int ci = 0; ci < components; ci++)
+        full[ci] = (float *)(*c->mem->alloc_large)((j_common_ptr)c, JPOOL_IMAGE, sizeof(float) * (size_t)fullCols * bandRows);
+    ts_band band[3];
+    float rq[3][64];
+    for (int ci = 0; ci < c->num_components; ci++) {
+        jpeg_component_info *comp = &c->comp_info[ci];
+        band[ci].cols = fullCols * comp->h_samp_factor / maxH;
+        band[ci].rows = bandRows * comp->v_samp_factor / maxV;
+        band[ci].plane = (float *)(*c->mem->alloc_large)((j_common_ptr)c, JPOOL_IMAGE,
+                                                         sizeof(float) * (size_t)band[ci].cols * band[ci].rows);
+        const UINT16 *q = c->quant_tbl_ptrs[comp->quant_tbl_no]->quantval;
+        for (int k = 0; k < 64; k++) rq[ci][k] = 1.0f / (float)q[k];
+    }
+    for (int y0 = 0; y0 < height; y0 += bandRows) {
+        // Colour conversion (JFIF YCbCr, full range, level-shifted), edges replicated.
+        for (int r = 0; r < bandRows; r++) {
+            int y = y0 + r < height ? y0 + r : height - 1;
+            const uint8_t *row = pixels + (size_t)y * stride;
+            float *Y = full[0] + (size_t)r * fullCols;
+            if (components == 1) {
+                for (int x = 0; x < width; x++) Y[x] = (float)row[x] - 128.0f;
+            } else {
+                float *Cb = full[1] + (size_t)r * fullCols, *Cr = full[2] + (size_t)r * fullCols;
+                for (int x = 0; x < width; x++) {
+                    float R = row[3 * x], G = row[3 * x + 1], B = row[3 * x + 2];
+                    Y[x] = 0.299f * R + 0.587f * G + 0.114f * B - 128.0f;
+                    Cb[x] = -0.168735892f * R - 0.331264108f * G + 0.5f * B;
+                    Cr[x] = 0.5f * R - 0.418687589f * G - 0.081312411f * B;
+                }
+                for (int x = width; x < fullCols; x++) {
+                    Cb[x] = Cb[width - 1];
+                    Cr[x] = Cr[width - 1];
+                }
+            }
+            for (int x = width; x < fullCols; x++) Y[x] = Y[width - 1];
+        }
+        for (int ci = 0; ci < c->num_components; ci++) {
+            jpeg_component_info *comp = &c->comp_info[ci];
+            int fx = maxH / comp->h_samp_factor, fy = maxV / comp->v_samp_factor;
+            float *dst = band[ci].plane;
+            if (fx == 1 && fy == 1) {
+                memcpy(dst, full[ci], sizeof(float) * (size_t)fullCols * bandRows);
+            } else if (fx == 2 && fy == 2) {
+                for (int r = 0; r < band[ci].rows; r++) {
+                    const float *a = full[ci] + (size_t)(2 * r) * fullCols, *b = a + fullCols;
+                    float *o = dst + (size_t)r * band[ci].cols;
+                    for (int x = 0; x < band[ci].cols; x++)
+                        o[x] = 0.25f * (a[2 * x] + a[2 * x + 1] + b[2 * x] + b[2 * x + 1]);
+                }
+            } else {
+                float norm = 1.0f / (float)(fx * fy);
+                for (int r = 0; r < band[ci].rows; r++)
+                    for (int x = 0; x < band[ci].cols; x++) {
+                        float s = 0;
+                        for (int dy = 0; dy < fy; dy++)
+                            for (int dx = 0; dx < fx; dx++) s += full[ci][(size_t)(r * fy + dy) * fullCols + x * fx + dx];
+                        dst[(size_t)r * band[ci].cols + x] = s * norm;
+                    }
+            }
+            int blockRow0 = y0 / 8 * comp->v_samp_factor / maxV;
+            JBLOCKARRAY rows = (*c->mem->access_virt_barray)((j_common_ptr)c, arrays[ci], (JDIMENSION)blockRow0,
+                                                             (JDIMENSION)comp->v_samp_factor, TRUE);
+            const ts_rate *r = &rate[ci == 0 ? 0 : 1];
+            for (int br = 0; br < comp->v_samp_factor && blockRow0 + br < hBlocks[ci]; br++) {
+                for (int bx = 0; bx < wBlocks[ci]; bx++) {
+                    float in[64], f[64];
+                    for (int yy = 0; yy < 8; yy++)
+                        memcpy(in + yy * 8, dst + (size_t)(br * 8 + yy) * band[ci].cols + bx * 8, 8 * sizeof(float));
+                    ts_fdct(in, f);
+                    ts_quantize_block(f, rq[ci], r, rows[br][bx]);
+                }
+            }
+        }
+    }
+    jpeg_write_coefficients(c, arrays);
+}
