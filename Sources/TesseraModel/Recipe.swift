@@ -828,7 +828,7 @@ public struct OutputSettings: Codable, Sendable, Equatable {
     /// written, so recipes without it keep their hash).
     public var jpegEffort: Int?
     /// Effort 2: about 0.85× libjpeg-turbo's bytes at equal SSIMULACRA2 70 and 80, a higher
-    /// SSIM and SSIMULACRA2 at the same quality, for 2–3× its encode time (decision 024).
+    /// SSIM and SSIMULACRA2 at the same quality, for 3× its encode time (decision 024).
     public static let defaultJPEGEffort = 2
     /// Effort 5: the same bytes as libjxl's default 7 at equal SSIMULACRA2 (0.655× against
     /// 0.663× Tessera's JPEG at 80, 1280×720) in 0.66× the time (decision 022).

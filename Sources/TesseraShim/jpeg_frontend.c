@@ -89,13 +89,20 @@ static inline int ts_nbits(int a) { return a ? 32 - __builtin_clz((unsigned)a) :
 
 /// lambda × code length (bits) of every AC symbol (run << 4 | size) of one table class,
 /// read from a Huffman table (symbols it lacks: 16 bits).
-typedef struct { float bits[256]; } ts_rate;
+typedef struct {
+    float bits[256];
+    float least[16];  ///< the cheapest symbol of each size, over every run
+} ts_rate;
 
 static void ts_rate_from_table(ts_rate *r, const JHUFF_TBL *t, float lambda) {
     for (int s = 0; s < 256; s++) r->bits[s] = 16 * lambda;
     int k = 0;
     for (int len = 1; len <= 16; len++)
         for (int i = 0; i < t->bits[len]; i++, k++) r->bits[t->huffval[k]] = (float)len * lambda;
+    for (int size = 0; size < 16; size++) {
+        r->least[size] = INFINITY;
+        for (int run = 0; run < 16; run++) r->least[size] = fminf(r->least[size], r->bits[(run << 4) | size]);
+    }
 }
 
 /// The rate weight: quantiser steps² of error one bit is worth (of 0.03, 0.05, 0.07, 0.1 and
@@ -130,9 +137,9 @@ static void ts_quantize_block(const float f[64], const float rq[64], const ts_ra
     float zero[64];
     zero[0] = 0;
     for (int k = 1; k < 64; k++) zero[k] = zero[k - 1] + a[k] * a[k];
-    float adj[64];
+    float adj[64], low[64];  // low[s]: the least adj[0...s], to stop a search early
     int pos[64], from[64], value[64], nsig = 0;
-    adj[0] = 0;
+    adj[0] = low[0] = 0;
     pos[nsig++] = 0;
     const float zrl = rate->bits[0xF0];
     for (int k = 1; k <= last; k++) {
@@ -141,15 +148,18 @@ static void ts_quantize_block(const float f[64], const float rq[64], const ts_ra
         int s1 = ts_nbits(v1), s2 = ts_nbits(v2);
         float best1 = INFINITY, best2 = INFINITY;
         int from1 = 0, from2 = 0;
+        // Newest first: no earlier position can beat the best once the least cost before it
+        // plus the cheapest code of this size (rate->least) cannot.
         if (v2 == 0) {
-            for (int s = 0; s < nsig; s++) {
+            for (int s = nsig - 1; s >= 0 && low[s] + rate->least[s1] < best1; s--) {
                 int run = k - pos[s] - 1;
                 float c1 = adj[s] + (float)(run >> 4) * zrl + rate->bits[((run & 15) << 4) | s1];
                 from1 = c1 < best1 ? s : from1;
                 best1 = c1 < best1 ? c1 : best1;
             }
         } else {
-            for (int s = 0; s < nsig; s++) {
+            float least = fminf(rate->least[s1], rate->least[s2]);
+            for (int s = nsig - 1; s >= 0 && low[s] + least < fmaxf(best1, best2); s--) {
                 int run = k - pos[s] - 1;
                 float base = adj[s] + (float)(run >> 4) * zrl;
                 const float *rb = rate->bits + ((run & 15) << 4);
@@ -165,6 +175,7 @@ static void ts_quantize_block(const float f[64], const float rq[64], const ts_ra
         best2 = v2 ? best2 + (a[k] - v2) * (a[k] - v2) + (float)s2 * TS_LAMBDA : INFINITY;
         int second = best2 < best1;
         adj[nsig] = (second ? best2 : best1) + zero[k - 1] - zero[k];
+        low[nsig] = fminf(low[nsig - 1], adj[nsig]);
         from[nsig] = second ? from2 : from1;
         value[nsig] = second ? v2 : v1;
         pos[nsig++] = k;
