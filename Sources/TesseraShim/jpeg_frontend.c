@@ -30,7 +30,7 @@ typedef float ts_v8 __attribute__((vector_size(32)));
 /// One 8-point DCT-II over eight columns at once (each ts_v8 is a row), by the factorisation
 /// of Arai, Agui and Nakajima (1988; Pennebaker & Mitchell, "JPEG", §4.3.5): 5 multiplies,
 /// 29 adds. Output k is the DCT coefficient times 2·sqrt(2)·s(k), s(0) = 1/sqrt(2),
-/// s(k) = cos(k·pi/16); ts_fdct divides the 2-D scale out.
+/// s(k) = cos(k·pi/16); see ts_fdct for the 2-D scale.
 static inline void ts_aan(ts_v8 d[8]) {
     ts_v8 t0 = d[0] + d[7], t7 = d[0] - d[7], t1 = d[1] + d[6], t6 = d[1] - d[6];
     ts_v8 t2 = d[2] + d[5], t5 = d[2] - d[5], t3 = d[3] + d[4], t4 = d[3] - d[4];
@@ -50,20 +50,6 @@ static inline void ts_aan(ts_v8 d[8]) {
     d[7] = z11 - z4;
 }
 
-/// 1 / (8 · a(u) · a(v)) with a(0) = 1, a(k) = sqrt(2)·cos(k·pi/16): what turns the AAN
-/// output into the coefficients JPEG quantises (F(u,v) = 1/4 C(u) C(v) sum f cos cos).
-static float ts_aan_descale[64];
-static int ts_dct_ready;
-
-static void ts_dct_init(void) {
-    if (ts_dct_ready) return;
-    double a[8];
-    for (int k = 0; k < 8; k++) a[k] = k == 0 ? 1.0 : M_SQRT2 * cos(k * M_PI / 16.0);
-    for (int v = 0; v < 8; v++)
-        for (int u = 0; u < 8; u++) ts_aan_descale[v * 8 + u] = (float)(1.0 / (8.0 * a[u] * a[v]));
-    ts_dct_ready = 1;  // idempotent: racing first calls write the same values
-}
-
 static inline void ts_transpose(ts_v8 m[8]) {
     float t[64];
     memcpy(t, m, sizeof t);
@@ -72,16 +58,17 @@ static inline void ts_transpose(ts_v8 m[8]) {
         for (int j = 0; j < 8; j++) o[i * 8 + j] = t[j * 8 + i];
 }
 
-/// The forward DCT of one 8×8 block (rows of `in`, stride 8) into `out` (natural order).
-static void ts_fdct(const float in[64], float out[64]) {
+/// The forward DCT of one 8×8 block (rows `stride` floats apart) into `out`, natural order,
+/// in the AAN scale: coefficient (u,v) times 8·a(u)·a(v), a(0) = 1, a(k) = sqrt(2)·cos(k·pi/16).
+/// The quantiser's reciprocal table takes that scale out (ts_jpeg_frontend_write).
+static void ts_fdct(const float *block, size_t stride, float out[64]) {
     ts_v8 m[8];
-    memcpy(m, in, sizeof m);
+    for (int y = 0; y < 8; y++) memcpy(&m[y], block + (size_t)y * stride, sizeof m[y]);
     ts_aan(m);       // down the columns: m[v] holds frequency v of every column
     ts_transpose(m);
     ts_aan(m);       // along the rows: m[u] holds (u, v) for every v
     ts_transpose(m);
-    const float *r = (const float *)m;
-    for (int k = 0; k < 64; k++) out[k] = r[k] * ts_aan_descale[k];
+    memcpy(out, m, sizeof m);
 }
 
 /// Bits of a magnitude category (the JPEG "size" of a coefficient value).
@@ -109,7 +96,7 @@ static void ts_rate_from_table(ts_rate *r, const JHUFF_TBL *t, float lambda) {
 /// 0.18, 0.05 gave the fewest bytes at equal SSIMULACRA2 70 and 80: decision 024).
 #define TS_LAMBDA 0.05f
 
-/// Quantises one block's coefficients `f` (natural order, DCT domain) into `out`: the DC
+/// Quantises one block's coefficients `f` (natural order; `rq`: 1 / (step × the DCT's scale)) into `out`: the DC
 /// and, when `rate` is NULL, every coefficient to the nearest step; otherwise the AC
 /// coefficients minimise distortion (in quantiser steps²) + lambda × bits, over every
 /// choice of which coefficients stay non-zero and whether each rounds down a step.
@@ -224,7 +211,6 @@ void ts_jpeg_tessera_tables(j_compress_ptr c, int quality) {
 /// Huffman optimisation) and still at CSTATE_START; libjpeg errors longjmp to the caller's
 /// handler, and every buffer here comes from the image pool, which jpeg_destroy frees.
 void ts_jpeg_frontend_write(j_compress_ptr c, const uint8_t *pixels, size_t stride, int components) {
-    ts_dct_init();
     ts_rate rate[2];
     // Code lengths of the standard Huffman tables stand in for the optimised ones, which
     // follow from the choices made here (a statistics pass first measured no fewer bytes).
@@ -258,16 +244,23 @@ void ts_jpeg_frontend_write(j_compress_ptr c, const uint8_t *pixels, size_t stri
     float *full[3];
     for (int ci = 0; ci < components; ci++)
         full[ci] = (float *)(*c->mem->alloc_large)((j_common_ptr)c, JPOOL_IMAGE, sizeof(float) * (size_t)fullCols * bandRows);
+    // Each component's samples for the band: the converted plane itself at full resolution,
+    // else a downsampled copy.
     ts_band band[3];
+    // 1 / (quantiser step × the AAN scale 8·a(u)·a(v)), a(0) = 1, a(k) = sqrt(2)·cos(k·pi/16).
+    double aan[8];
+    for (int k = 0; k < 8; k++) aan[k] = k == 0 ? 1.0 : M_SQRT2 * cos(k * M_PI / 16.0);
     float rq[3][64];
     for (int ci = 0; ci < c->num_components; ci++) {
         jpeg_component_info *comp = &c->comp_info[ci];
         band[ci].cols = fullCols * comp->h_samp_factor / maxH;
         band[ci].rows = bandRows * comp->v_samp_factor / maxV;
-        band[ci].plane = (float *)(*c->mem->alloc_large)((j_common_ptr)c, JPOOL_IMAGE,
-                                                         sizeof(float) * (size_t)band[ci].cols * band[ci].rows);
+        band[ci].plane = comp->h_samp_factor == maxH && comp->v_samp_factor == maxV
+            ? full[ci]
+            : (float *)(*c->mem->alloc_large)((j_common_ptr)c, JPOOL_IMAGE,
+                                              sizeof(float) * (size_t)band[ci].cols * band[ci].rows);
         const UINT16 *q = c->quant_tbl_ptrs[comp->quant_tbl_no]->quantval;
-        for (int k = 0; k < 64; k++) rq[ci][k] = 1.0f / (float)q[k];
+        for (int k = 0; k < 64; k++) rq[ci][k] = (float)(1.0 / (q[k] * 8.0 * aan[k % 8] * aan[k / 8]));
     }
     for (int y0 = 0; y0 < height; y0 += bandRows) {
         // Colour conversion (JFIF YCbCr, full range, level-shifted), edges replicated.
@@ -297,7 +290,7 @@ void ts_jpeg_frontend_write(j_compress_ptr c, const uint8_t *pixels, size_t stri
             int fx = maxH / comp->h_samp_factor, fy = maxV / comp->v_samp_factor;
             float *dst = band[ci].plane;
             if (fx == 1 && fy == 1) {
-                memcpy(dst, full[ci], sizeof(float) * (size_t)fullCols * bandRows);
+                // dst is the converted plane
             } else if (fx == 2 && fy == 2) {
                 for (int r = 0; r < band[ci].rows; r++) {
                     const float *a = full[ci] + (size_t)(2 * r) * fullCols, *b = a + fullCols;
@@ -321,10 +314,8 @@ void ts_jpeg_frontend_write(j_compress_ptr c, const uint8_t *pixels, size_t stri
             const ts_rate *r = &rate[ci == 0 ? 0 : 1];
             for (int br = 0; br < comp->v_samp_factor && blockRow0 + br < hBlocks[ci]; br++) {
                 for (int bx = 0; bx < wBlocks[ci]; bx++) {
-                    float in[64], f[64];
-                    for (int yy = 0; yy < 8; yy++)
-                        memcpy(in + yy * 8, dst + (size_t)(br * 8 + yy) * band[ci].cols + bx * 8, 8 * sizeof(float));
-                    ts_fdct(in, f);
+                    float f[64];
+                    ts_fdct(dst + (size_t)br * 8 * band[ci].cols + bx * 8, (size_t)band[ci].cols, f);
                     ts_quantize_block(f, rq[ci], r, rows[br][bx]);
                 }
             }

@@ -432,17 +432,15 @@ int ts_jpeg_encode(const uint8_t *pixels, int width, int height, size_t stride,
     }
     c->restart_interval = (unsigned int)(params->restart_interval > 0 ? params->restart_interval : 0);
     if (params->progressive) jpeg_simple_progression(c);
+    // Effort 2: Tessera's own quantiser (jpeg_frontend.c); libjpeg-turbo writes the coefficients.
     if (params->effort >= 2) {
-        // Tessera's own quantiser (jpeg_frontend.c); libjpeg-turbo writes the coefficients.
         c->optimize_coding = TRUE;
         ts_jpeg_frontend_write(c, pixels, stride, components);
-        if (app1 && app1_len) jpeg_write_marker(c, JPEG_APP0 + 1, app1, app1_len);
-        if (icc && icc_len) jpeg_write_icc_profile(c, icc, icc_len);
     } else {
         jpeg_start_compress(c, TRUE);
-        if (app1 && app1_len) jpeg_write_marker(c, JPEG_APP0 + 1, app1, app1_len);
-        if (icc && icc_len) jpeg_write_icc_profile(c, icc, icc_len);
     }
+    if (app1 && app1_len) jpeg_write_marker(c, JPEG_APP0 + 1, app1, app1_len);
+    if (icc && icc_len) jpeg_write_icc_profile(c, icc, icc_len);
     JSAMPROW ptrs[16];
     while (params->effort < 2 && c->next_scanline < c->image_height) {
         int n = 0;
