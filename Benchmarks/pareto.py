@@ -2,7 +2,7 @@
 """Bytes at equal SSIMULACRA2, and encode time, for every encoder and effort: where each
 format's defaults should sit, and how Tessera's JPEGs compare with the newest JPEG encoders.
 
-  Benchmarks/pareto.py [--photos DIR] [--count 6] [--box 1280x720] [--jobs 2]
+  Benchmarks/pareto.py [--photos DIR] [--count 6] [--box 1280x720] [--jobs 2] [--formats jpeg,webp,avif,jxl]
 
 Method (the same pixels for every encoder):
   1. each photo rendered once, losslessly, to the box (`tessera render -s BOX --format png`);
@@ -14,8 +14,8 @@ Method (the same pixels for every encoder):
      tables, optimised Huffman tables, 4:2:0);
   4. encode time: the median per image, from Tessera's records (`encode` ms) for its encoders,
      timed in-process for pyjpegli and pyvips (VIPS_CONCURRENCY=1).
-Encoders: tessera jpeg at efforts 0 (libjpeg-turbo), 1 (Tessera's tables), 2 (and its trellis
-quantiser; the default), 0 and 2 progressive; jpegli (PyPI pyjpegli); libvips 8.18 jpegsave with mozjpeg's options
+Encoders: tessera jpeg at efforts 0 (libjpeg-turbo), 1 (Tessera's tables), 2 (and its dead-zone
+quantiser and Huffman tables; the default), 3 (its trellis quantiser), 0 and 2 progressive; jpegli (PyPI pyjpegli); libvips 8.18 jpegsave with mozjpeg's options
 (trellis_quant, overshoot_deringing, optimize_scans, quant_table 3; PyPI pyvips-binary);
 tessera webp at methods 2/4/6; tessera avif at speeds 9/8/7/6; tessera jxl at efforts 3/5/7.
 Needs: pip install ssimulacra2 pyjpegli pyvips pyvips-binary pillow; a release build.
@@ -31,10 +31,10 @@ QUALITIES = {"jpeg": [50, 65, 75, 85, 92], "webp": [50, 65, 75, 85, 92], "avif":
 TARGETS = (70, 80)
 
 
-def tessera_sweep(refs, work, fmt, effort, label, extra=()):
+def tessera_sweep(refs, work, fmt, effort, label, extra=(), qualities=None):
     """(photo, quality) -> (bytes, encode ms, path) for one Tessera encoder setting."""
     out = {}
-    for q in QUALITIES[fmt]:
+    for q in qualities or QUALITIES[fmt]:
         d = os.path.join(work, f"{label}-{q}")
         cmd = [TESSERA, "render", refs, "--format", fmt, "-q", f"{q / 100:.2f}", "-t", "1", "-o", d, "--json"]
         if effort is not None:
@@ -110,6 +110,7 @@ def main():
     ap.add_argument("--count", type=int, default=6)
     ap.add_argument("--box", default="1280x720")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--formats", default="jpeg,webp,avif,jxl", help="comma-separated: which encoders to sweep")
     args = ap.parse_args()
     os.environ["VIPS_CONCURRENCY"] = "1"
     work = tempfile.mkdtemp(prefix="pareto-")
@@ -124,15 +125,19 @@ def main():
     settings = [("tessera jpeg (libjpeg-turbo)", lambda: tessera_sweep(refs, work, "jpeg", 0, "jpeg")),
                 ("tessera jpeg effort 0 progressive", lambda: tessera_sweep(refs, work, "jpeg", 0, "jpeg0p", ["--progressive"])),
                 ("tessera jpeg effort 1 (tables)", lambda: tessera_sweep(refs, work, "jpeg", 1, "jpeg1")),
-                ("tessera jpeg effort 2 (tables + trellis)", lambda: tessera_sweep(refs, work, "jpeg", 2, "jpeg2")),
+                ("tessera jpeg effort 2 (tables + dead zone; default)", lambda: tessera_sweep(refs, work, "jpeg", 2, "jpeg2")),
                 ("tessera jpeg effort 2 progressive", lambda: tessera_sweep(refs, work, "jpeg", 2, "jpeg2p", ["--progressive"])),
+                ("tessera jpeg effort 3 (tables + trellis)", lambda: tessera_sweep(refs, work, "jpeg", 3, "jpeg3")),
                 ("jpegli (pyjpegli)", lambda: python_sweep(refs, work, "jpegli", jpegli)),
                 ("vips 8.18 mozjpeg options", lambda: python_sweep(refs, work, "moz", vips_mozjpeg))]
-    for m in (2, 4, 6):
+    formats = set(args.formats.split(","))
+    if "jpeg" not in formats:
+        settings = []
+    for m in (2, 4, 6) if "webp" in formats else ():
         settings.append((f"tessera webp method {m}", lambda m=m: tessera_sweep(refs, work, "webp", m, f"webp{m}")))
-    for s in (9, 8, 7, 6):
+    for s in (9, 8, 7, 6) if "avif" in formats else ():
         settings.append((f"tessera avif speed {s}", lambda s=s: tessera_sweep(refs, work, "avif", 9 - s, f"avif{s}")))
-    for e in (3, 5, 7):
+    for e in (3, 5, 7) if "jxl" in formats else ():
         settings.append((f"tessera jxl effort {e}", lambda e=e: tessera_sweep(refs, work, "jxl", e, f"jxl{e}")))
     results = {}
     for label, sweep in settings:

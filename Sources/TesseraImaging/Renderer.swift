@@ -714,7 +714,7 @@ public enum Renderer {
             var ms = qs
             ms.quality = GainMapStep.quality(for: q, raised: gainMap.raised)
             ms.progressive = false
-            ms.effort = 0  // a map is data, not a picture: the perceptual tables and trellis are not for it
+            ms.effort = 0  // a map is data, not a picture: the perceptual tables and quantisers are not for it
             ms.subsampling = .s420
             ms.density = nil
             let map = try JPEGEncoder.encode(gainMap.pixels, ms)

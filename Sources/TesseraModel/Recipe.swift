@@ -155,7 +155,7 @@ public struct Recipe: Codable, Sendable, Equatable {
         guard (0...6).contains(o.webpMethod) else { throw bad("output.webpMethod", "0...6", o.webpMethod) }
         guard (0...9).contains(o.avifSpeed) else { throw bad("output.avifSpeed", "0...9", o.avifSpeed) }
         if let e = o.jxlEffort, !(1...9).contains(e) { throw bad("output.jxlEffort", "1...9", e) }
-        if let e = o.jpegEffort, !(0...2).contains(e) { throw bad("output.jpegEffort", "0...2", e) }
+        if let e = o.jpegEffort, !(0...3).contains(e) { throw bad("output.jpegEffort", "0...3", e) }
         var seen = Set<String>()
         for (i, f) in o.formats.enumerated() {
             guard [.jpeg, .png, .webp, .avif, .gif].contains(f.format) else {
@@ -824,11 +824,12 @@ public struct OutputSettings: Codable, Sendable, Equatable {
     /// written, so recipes without it keep their hash).
     public var jxlEffort: Int?
     /// JPEG: 0 libjpeg-turbo as it comes (the JPEG standard's example tables), 1 Tessera's
-    /// quantisation tables, 2 those and its trellis quantiser; nil: `defaultJPEGEffort` (not
-    /// written, so recipes without it keep their hash).
+    /// quantisation tables, 2 those with its dead-zone quantiser and Huffman tables, 3 its
+    /// trellis quantiser instead; nil: `defaultJPEGEffort` (not written, so recipes without it
+    /// keep their hash).
     public var jpegEffort: Int?
     /// Effort 2: about 0.85× libjpeg-turbo's bytes at equal SSIMULACRA2 70 and 80, a higher
-    /// SSIM and SSIMULACRA2 at the same quality, for 3× its encode time (decision 024).
+    /// SSIM and SSIMULACRA2 at the same quality, in libjpeg-turbo's encode time (decision 024).
     public static let defaultJPEGEffort = 2
     /// Effort 5: the same bytes as libjxl's default 7 at equal SSIMULACRA2 (0.655× against
     /// 0.663× Tessera's JPEG at 80, 1280×720) in 0.66× the time (decision 022).

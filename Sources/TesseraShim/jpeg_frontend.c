@@ -1,11 +1,12 @@
-// Tessera's JPEG encoder front end: colour conversion, chroma downsampling, the forward DCT
-// and quantisation are done here, and libjpeg-turbo only writes the coefficients
-// (jpeg_write_coefficients: optimised Huffman tables, progressive scans when asked). What
-// this adds over libjpeg-turbo's own quantiser is rate-distortion optimised quantisation of
-// every block's AC coefficients (a trellis over the run-length code, after Ramchandran and
-// Vetterli, "Rate-distortion optimal fast thresholding with complete JPEG/MPEG decoder
-// compatibility", IEEE TIP 1994), and its own quantisation tables (ts_jpeg_tessera_tables,
-// also used without the trellis at effort 1). The output is an ordinary baseline (or
+// Tessera's JPEG encoder front end: colour conversion, chroma downsampling, the forward DCT,
+// quantisation and (for sequential JPEGs) the Huffman statistics and tables are done here, and
+// libjpeg-turbo only writes the coefficients (jpeg_write_coefficients; progressive scans, when
+// asked, with its own optimised tables). Over libjpeg-turbo's own pipeline this adds its own
+// quantisation tables (ts_jpeg_tessera_tables, used alone at effort 1), a dead-zone quantiser
+// that drops the trailing ±1s whose code costs more than their error (effort 2, the default),
+// and a rate-distortion optimal quantiser (effort 3: a trellis over the run-length code, after
+// Ramchandran and Vetterli, "Rate-distortion optimal fast thresholding with complete
+// JPEG/MPEG decoder compatibility", IEEE TIP 1994). The output is an ordinary baseline (or
 // progressive) JPEG. docs/decisions/024-jpeg-front-end.md.
 #include <math.h>
 #include <stdint.h>
@@ -96,6 +97,68 @@ static void ts_rate_from_table(ts_rate *r, const JHUFF_TBL *t, float lambda) {
 /// 0.18, 0.05 gave the fewest bytes at equal SSIMULACRA2 70 and 80: decision 024).
 #define TS_LAMBDA 0.05f
 
+/// Zig-zag position of each coefficient in natural order (the inverse of ts_zigzag).
+static const int32_t ts_rank[64] = {
+    0,  1,  5,  6,  14, 15, 27, 28, 2,  4,  7,  13, 16, 26, 29, 42,
+    3,  8,  12, 17, 25, 30, 41, 43, 9,  11, 18, 24, 31, 40, 44, 53,
+    10, 19, 23, 32, 39, 45, 52, 54, 20, 22, 33, 38, 46, 51, 55, 60,
+    21, 34, 37, 47, 50, 56, 59, 61, 35, 36, 48, 49, 57, 58, 62, 63};
+
+/// Eight ints and eight shorts as one value, for the fast quantiser.
+typedef int32_t ts_i8 __attribute__((vector_size(32)));
+typedef int16_t ts_s8 __attribute__((vector_size(16)));
+
+/// The fast quantiser's rounding offsets: |coefficient| / step + offset, truncated. 0.5 would
+/// round to nearest; less biases towards zero (a dead zone), more so at high frequencies:
+/// linear in zig-zag position from TS_ROUND_LOW to TS_ROUND_HIGH. Chosen with the trimming
+/// below on Benchmarks/pareto.py's photos (decision 024): with it, the bytes of the trellis.
+#define TS_ROUND_LOW 0.45f
+#define TS_ROUND_HIGH 0.35f
+
+/// Quantises one block (effort 2): every coefficient with the dead-zone rounding of `offset`
+/// (natural order), eight at a time; then, from the end of the block in zig-zag order, each
+/// trailing ±1 is dropped while its code (run/size symbol, its magnitude bit, any ZRLs) costs
+/// more, at the trellis's lambda, than the error its dropping adds (a² against (a − 1)²).
+static void ts_quantize_fast(const float f[64], const float rq[64], const float offset[64], const ts_rate *rate,
+                             JCOEF out[64]) {
+    ts_i8 lastRank = {0};  // per lane, the greatest zig-zag position holding a non-zero
+    for (int i = 0; i < 64; i += 8) {
+        ts_v8 x, r, o;
+        memcpy(&x, f + i, sizeof x);
+        memcpy(&r, rq + i, sizeof r);
+        memcpy(&o, offset + i, sizeof o);
+        x *= r;
+        ts_i8 bits = (ts_i8)x;
+        ts_i8 negative = bits >> 31;                      // −1 where x < 0
+        ts_v8 a = (ts_v8)(bits & 0x7fffffff);             // |x|
+        ts_i8 q = __builtin_convertvector(a + o, ts_i8);  // truncates: a + offset ≥ 0
+        ts_i8 over = q > 1023;
+        q = (q & ~over) | (over & 1023);
+        ts_s8 v = __builtin_convertvector((q ^ negative) - negative, ts_s8);
+        memcpy(out + i, &v, sizeof v);
+        ts_i8 rank;
+        memcpy(&rank, ts_rank + i, sizeof rank);
+        rank &= q != 0;
+        ts_i8 more = rank > lastRank;
+        lastRank = (rank & more) | (lastRank & ~more);
+    }
+    out[0] = (JCOEF)lrintf(f[0] * rq[0]);
+    int k = 0;
+    for (int l = 0; l < 8; l++) k = lastRank[l] > k ? lastRank[l] : k;
+    while (k > 0) {
+        int n = ts_zigzag[k];
+        if (out[n] != 1 && out[n] != -1) break;
+        int p = k - 1;
+        while (p > 0 && !out[ts_zigzag[p]]) p--;
+        int run = k - p - 1;
+        float a = fabsf(f[n] * rq[n]);
+        float code = (float)(run >> 4) * rate->bits[0xF0] + rate->bits[((run & 15) << 4) | 1] + TS_LAMBDA;
+        if (2 * a - 1 >= code) break;
+        out[n] = 0;
+        k = p;
+    }
+}
+
 /// Quantises one block's coefficients `f` (natural order; `rq`: 1 / (step × the DCT's scale)) into `out`: the DC
 /// and, when `rate` is NULL, every coefficient to the nearest step; otherwise the AC
 /// coefficients minimise distortion (in quantiser steps²) + lambda × bits, over every
@@ -180,6 +243,150 @@ static void ts_quantize_block(const float f[64], const float rq[64], const ts_ra
     }
 }
 
+/// Counts the AC symbols of one quantised block (natural order) as the sequential Huffman
+/// coder will code them (JPEG F.1.2.2): a run/size symbol per non-zero coefficient, a ZRL
+/// (0xF0) per 16 zeros before it beyond 15, and an EOB (0x00) unless position 63 is non-zero.
+static void ts_count_ac(const JCOEF b[64], uint32_t ac[256]) {
+    uint64_t nonzero = 0;  // bit k: zig-zag position k
+    for (int k = 1; k < 64; k++) nonzero |= (uint64_t)(b[ts_zigzag[k]] != 0) << k;
+    int prev = 0;
+    while (nonzero) {
+        int k = __builtin_ctzll(nonzero);
+        nonzero &= nonzero - 1;
+        int run = k - prev - 1, v = b[ts_zigzag[k]];
+        ac[0xF0] += (uint32_t)(run >> 4);
+        ac[((run & 15) << 4) | ts_nbits(v < 0 ? -v : v)]++;
+        prev = k;
+    }
+    if (prev < 63) ac[0x00]++;
+}
+
+/// Fills `t` with an optimal length-limited Huffman code for the symbols 0..n-1 with
+/// `count[s]` occurrences (those with none get no code). Code lengths by Huffman's
+/// construction over two queues (leaves in ascending count, then merged nodes, which are made
+/// in ascending weight); a reserved extra symbol of count 1 is coded too and then dropped, so
+/// that no code is all ones (JPEG K.2), and lengths over 16 bits are shortened by the
+/// standard's procedure (JPEG Figure K.3). Symbols are listed most frequent first.
+static void ts_huffman_table(const uint32_t *count, int n, JHUFF_TBL *t) {
+    int sym[257], m = 0;
+    for (int s = 0; s < n; s++) {
+        if (!count[s]) continue;
+        // Insertion by count, descending; equal counts keep symbol order.
+        int i = m++;
+        while (i > 0 && count[sym[i - 1]] < count[s]) {
+            sym[i] = sym[i - 1];
+            i--;
+        }
+        sym[i] = s;
+    }
+    // Leaves in ascending weight: the reserved symbol (weight 1, listed last) first.
+    int leaves = m + 1;
+    uint64_t weight[2 * 257];
+    int parent[2 * 257];
+    weight[0] = 1;
+    for (int i = 1; i < leaves; i++) weight[i] = count[sym[m - i]];
+    int nextLeaf = 0, nextNode = leaves, made = leaves;
+    while (made < 2 * leaves - 1) {
+        int pick[2];
+        for (int j = 0; j < 2; j++) {
+            if (nextLeaf < leaves && (nextNode == made || weight[nextLeaf] <= weight[nextNode]))
+                pick[j] = nextLeaf++;
+            else
+                pick[j] = nextNode++;
+        }
+        weight[made] = weight[pick[0]] + weight[pick[1]];
+        parent[pick[0]] = parent[pick[1]] = made;
+        made++;
+    }
+    int depth[2 * 257], lengths[2 * 257 + 1] = {0}, longest = 0;
+    depth[made - 1] = 0;
+    for (int i = made - 2; i >= 0; i--) depth[i] = depth[parent[i]] + 1;
+    for (int i = 0; i < leaves; i++) {
+        lengths[depth[i]]++;
+        longest = depth[i] > longest ? depth[i] : longest;
+    }
+    for (int i = longest; i > 16; i--)
+        while (lengths[i] > 0) {
+            int j = i - 2;
+            while (lengths[j] == 0) j--;
+            lengths[i] -= 2;
+            lengths[i - 1]++;
+            lengths[j + 1] += 2;
+            lengths[j]--;
+        }
+    int i = 16;
+    while (lengths[i] == 0) i--;
+    lengths[i]--;  // the reserved symbol's code: one of the longest
+    memset(t->bits, 0, sizeof t->bits);
+    for (int len = 1; len <= 16; len++) t->bits[len] = (UINT8)lengths[len];
+    for (int k = 0; k < m; k++) t->huffval[k] = (UINT8)sym[k];
+    t->sent_table = FALSE;
+}
+
+/// Counts the DC symbols (the size of each difference from the previous block's DC, JPEG
+/// F.1.2.1) in the order jpeg_write_coefficients codes the blocks: MCU by MCU, each
+/// component's blocks in the MCU row by row, the prediction restarting at each restart
+/// interval; the dummy blocks at the right and bottom edges of an MCU repeat the previous
+/// block's DC and code an EOB, so each adds a size-0 DC symbol and an EOB.
+static void ts_count_dc(j_compress_ptr c, jvirt_barray_ptr *arrays, const int *wBlocks, const int *hBlocks,
+                        int maxH, int maxV, uint32_t dc[2][17], uint32_t ac[2][256]) {
+    int n = c->num_components, interleaved = n > 1;
+    int mcuCols = interleaved ? ((int)c->image_width + 8 * maxH - 1) / (8 * maxH) : wBlocks[0];
+    int mcuRows = interleaved ? ((int)c->image_height + 8 * maxV - 1) / (8 * maxV) : hBlocks[0];
+    int last[3] = {0, 0, 0};
+    unsigned int toGo = c->restart_interval;
+    for (int my = 0; my < mcuRows; my++) {
+        JBLOCKARRAY rows[3];
+        for (int ci = 0; ci < n; ci++) {
+            int v = interleaved ? c->comp_info[ci].v_samp_factor : 1;
+            rows[ci] = (*c->mem->access_virt_barray)((j_common_ptr)c, arrays[ci], (JDIMENSION)(my * v), (JDIMENSION)v, FALSE);
+        }
+        for (int mx = 0; mx < mcuCols; mx++) {
+            if (c->restart_interval) {
+                if (toGo == 0) {
+                    last[0] = last[1] = last[2] = 0;
+                    toGo = c->restart_interval;
+                }
+                toGo--;
+            }
+            for (int ci = 0; ci < n; ci++) {
+                jpeg_component_info *comp = &c->comp_info[ci];
+                int h = interleaved ? comp->h_samp_factor : 1, v = interleaved ? comp->v_samp_factor : 1;
+                for (int yi = 0; yi < v; yi++)
+                    for (int xi = 0; xi < h; xi++) {
+                        int by = my * v + yi, bx = mx * h + xi, diff = 0;
+                        if (by < hBlocks[ci] && bx < wBlocks[ci]) {
+                            int value = rows[ci][yi][bx][0];
+                            diff = value - last[ci];
+                            last[ci] = value;
+                        } else {
+                            ac[comp->ac_tbl_no][0x00]++;
+                        }
+                        dc[comp->dc_tbl_no][ts_nbits(diff < 0 ? -diff : diff)]++;
+                    }
+            }
+        }
+    }
+}
+
+typedef uint8_t ts_b32 __attribute__((vector_size(32)));
+
+/// Eight RGB pixels to JFIF YCbCr (full range; Y level-shifted), eight at a time: the same
+/// arithmetic, in the same order, as the scalar loop for the last pixels of a row.
+static inline void ts_ycc8(const uint8_t *rgb, float *Y, float *Cb, float *Cr) {
+    ts_b32 v = {0};
+    memcpy(&v, rgb, 24);
+    ts_v8 R = __builtin_convertvector(__builtin_shufflevector(v, v, 0, 3, 6, 9, 12, 15, 18, 21), ts_v8);
+    ts_v8 G = __builtin_convertvector(__builtin_shufflevector(v, v, 1, 4, 7, 10, 13, 16, 19, 22), ts_v8);
+    ts_v8 B = __builtin_convertvector(__builtin_shufflevector(v, v, 2, 5, 8, 11, 14, 17, 20, 23), ts_v8);
+    ts_v8 y = 0.299f * R + 0.587f * G + 0.114f * B - 128.0f;
+    ts_v8 cb = -0.168735892f * R - 0.331264108f * G + 0.5f * B;
+    ts_v8 cr = 0.5f * R - 0.418687589f * G - 0.081312411f * B;
+    memcpy(Y, &y, sizeof y);
+    memcpy(Cb, &cb, sizeof cb);
+    memcpy(Cr, &cr, sizeof cr);
+}
+
 /// One component's samples for the current band of block rows: level-shifted floats,
 /// `rows` × `cols` with the edges replicated out to whole blocks.
 typedef struct {
@@ -206,11 +413,18 @@ void ts_jpeg_tessera_tables(j_compress_ptr c, int quality) {
     jpeg_add_quant_table(c, 1, chroma, scale, TRUE);
 }
 
-/// Quantises `pixels` here (trellis quantisation of every block) and hands the coefficients
-/// to jpeg_write_coefficients. `c` is set up (size, components, sampling factors, tables,
-/// Huffman optimisation) and still at CSTATE_START; libjpeg errors longjmp to the caller's
-/// handler, and every buffer here comes from the image pool, which jpeg_destroy frees.
-void ts_jpeg_frontend_write(j_compress_ptr c, const uint8_t *pixels, size_t stride, int components) {
+/// Quantises `pixels` here (dead-zone quantisation of every block, or with `trellis` the
+/// trellis) and hands the coefficients to jpeg_write_coefficients; with `own_tables` (a
+/// sequential JPEG) it also counts the symbols and builds optimal Huffman tables, so that
+/// libjpeg-turbo codes in one pass instead of gathering statistics in a second. `c` is set up
+/// (size, components, sampling factors, tables, Huffman optimisation) and still at
+/// CSTATE_START; libjpeg errors longjmp to the caller's handler, and every buffer here comes
+/// from the image pool, which jpeg_destroy frees.
+void ts_jpeg_frontend_write(j_compress_ptr c, const uint8_t *pixels, size_t stride, int components, int trellis,
+                            int own_tables) {
+    uint32_t dcCount[2][17], acCount[2][256];
+    memset(dcCount, 0, sizeof dcCount);
+    memset(acCount, 0, sizeof acCount);
     ts_rate rate[2];
     // Code lengths of the standard Huffman tables stand in for the optimised ones, which
     // follow from the choices made here (a statistics pass first measured no fewer bytes).
@@ -250,7 +464,9 @@ void ts_jpeg_frontend_write(j_compress_ptr c, const uint8_t *pixels, size_t stri
     // 1 / (quantiser step × the AAN scale 8·a(u)·a(v)), a(0) = 1, a(k) = sqrt(2)·cos(k·pi/16).
     double aan[8];
     for (int k = 0; k < 8; k++) aan[k] = k == 0 ? 1.0 : M_SQRT2 * cos(k * M_PI / 16.0);
-    float rq[3][64];
+    float rq[3][64], offset[64];
+    for (int k = 0; k < 64; k++)
+        offset[ts_zigzag[k]] = TS_ROUND_LOW + (TS_ROUND_HIGH - TS_ROUND_LOW) * (float)k / 63.0f;
     for (int ci = 0; ci < c->num_components; ci++) {
         jpeg_component_info *comp = &c->comp_info[ci];
         band[ci].cols = fullCols * comp->h_samp_factor / maxH;
@@ -272,7 +488,9 @@ void ts_jpeg_frontend_write(j_compress_ptr c, const uint8_t *pixels, size_t stri
                 for (int x = 0; x < width; x++) Y[x] = (float)row[x] - 128.0f;
             } else {
                 float *Cb = full[1] + (size_t)r * fullCols, *Cr = full[2] + (size_t)r * fullCols;
-                for (int x = 0; x < width; x++) {
+                int x = 0;
+                for (; x + 8 <= width; x += 8) ts_ycc8(row + 3 * x, Y + x, Cb + x, Cr + x);
+                for (; x < width; x++) {
                     float R = row[3 * x], G = row[3 * x + 1], B = row[3 * x + 2];
                     Y[x] = 0.299f * R + 0.587f * G + 0.114f * B - 128.0f;
                     Cb[x] = -0.168735892f * R - 0.331264108f * G + 0.5f * B;
@@ -316,10 +534,28 @@ void ts_jpeg_frontend_write(j_compress_ptr c, const uint8_t *pixels, size_t stri
                 for (int bx = 0; bx < wBlocks[ci]; bx++) {
                     float f[64];
                     ts_fdct(dst + (size_t)br * 8 * band[ci].cols + bx * 8, (size_t)band[ci].cols, f);
-                    ts_quantize_block(f, rq[ci], r, rows[br][bx]);
+                    if (trellis)
+                        ts_quantize_block(f, rq[ci], r, rows[br][bx]);
+                    else
+                        ts_quantize_fast(f, rq[ci], offset, r, rows[br][bx]);
+                    if (own_tables) ts_count_ac(rows[br][bx], acCount[comp->ac_tbl_no]);
                 }
             }
         }
+    }
+    if (own_tables) {
+        // The statistics pass libjpeg-turbo would make over the coefficients is made here, and
+        // the tables built from them: jpeg_write_coefficients then codes in one pass.
+        ts_count_dc(c, arrays, wBlocks, hBlocks, maxH, maxV, dcCount, acCount);
+        for (int t = 0; t < 2; t++) {
+            int used = 0;
+            for (int ci = 0; ci < c->num_components; ci++) used |= c->comp_info[ci].dc_tbl_no == t;
+            if (used) ts_huffman_table(dcCount[t], 17, c->dc_huff_tbl_ptrs[t]);
+            used = 0;
+            for (int ci = 0; ci < c->num_components; ci++) used |= c->comp_info[ci].ac_tbl_no == t;
+            if (used) ts_huffman_table(acCount[t], 256, c->ac_huff_tbl_ptrs[t]);
+        }
+        c->optimize_coding = FALSE;
     }
     jpeg_write_coefficients(c, arrays);
 }

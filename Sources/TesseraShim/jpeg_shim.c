@@ -368,7 +368,8 @@ typedef struct {
 
 // jpeg_frontend.c: Tessera's quantisation tables, and its quantiser.
 void ts_jpeg_tessera_tables(j_compress_ptr c, int quality);
-void ts_jpeg_frontend_write(j_compress_ptr c, const uint8_t *pixels, size_t stride, int components);
+void ts_jpeg_frontend_write(j_compress_ptr c, const uint8_t *pixels, size_t stride, int components, int trellis,
+                            int own_tables);
 
 int ts_jpeg_encode(const uint8_t *pixels, int width, int height, size_t stride,
                    int components, const ts_jpeg_enc_params *params,
@@ -432,10 +433,12 @@ int ts_jpeg_encode(const uint8_t *pixels, int width, int height, size_t stride,
     }
     c->restart_interval = (unsigned int)(params->restart_interval > 0 ? params->restart_interval : 0);
     if (params->progressive) jpeg_simple_progression(c);
-    // Effort 2: Tessera's own quantiser (jpeg_frontend.c); libjpeg-turbo writes the coefficients.
+    // Efforts 2 and 3: Tessera's own quantisers (jpeg_frontend.c), and for sequential JPEGs its
+    // Huffman tables; libjpeg-turbo writes the coefficients.
     if (params->effort >= 2) {
         c->optimize_coding = TRUE;
-        ts_jpeg_frontend_write(c, pixels, stride, components);
+        ts_jpeg_frontend_write(c, pixels, stride, components, params->effort >= 3,
+                               !params->progressive && !params->libjpeg_huffman);
     } else {
         jpeg_start_compress(c, TRUE);
     }

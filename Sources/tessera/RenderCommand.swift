@@ -87,7 +87,7 @@ struct Render: ParsableCommand {
     @Flag(help: "Lossless WebP output.")
     var lossless = false
 
-    @Option(parsing: .unconditional, help: "Encoder effort 0...9: more is smaller and slower (JPEG 0...2, WebP method 0...6, AVIF speed 9 - effort, JPEG XL effort 1...9). Default: JPEG 2, WebP 4, AVIF 2, JPEG XL 5.")
+    @Option(parsing: .unconditional, help: "Encoder effort 0...9: more is smaller and slower (JPEG 0...3, WebP method 0...6, AVIF speed 9 - effort, JPEG XL effort 1...9). Default: JPEG 2, WebP 4, AVIF 2, JPEG XL 5.")
     var effort: Int?
 
     @Option(help: "Metadata to keep, comma-separated: icc, copyright, resolution (the source's dots per inch, in JPEG and PNG outputs) (default: none; everything else is always removed).",
@@ -286,7 +286,7 @@ struct Render: ParsableCommand {
                 r.output.webpMethod = min(6, effort)
                 r.output.avifSpeed = 9 - effort
                 r.output.jxlEffort = max(1, effort)
-                r.output.jpegEffort = min(2, effort)
+                r.output.jpegEffort = min(3, effort)
             }
             if let blur { r.operations.append(.blur(sigma: blur)) }
             if let sharpen { r.operations.append(.sharpen(UnsharpMask(sigma: sharpen))) }

@@ -1,14 +1,15 @@
-import TesseraImaging
+@testable import TesseraImaging
 import TesseraModel
 import XCTest
 
-/// Tessera's JPEG front end (jpeg_frontend.c): its tables (effort 1) and its trellis quantiser
-/// (effort 2, the default) write ordinary JPEGs that every decoder reads, smaller than
-/// libjpeg-turbo's (effort 0) at no lower quality for the same setting.
+/// Tessera's JPEG front end (jpeg_frontend.c): its tables (effort 1), its dead-zone quantiser
+/// and Huffman tables (effort 2, the default) and its trellis quantiser (effort 3) write
+/// ordinary JPEGs that every decoder reads, smaller than libjpeg-turbo's (effort 0) at no
+/// lower quality for the same setting.
 final class JPEGFrontEndTests: XCTestCase {
     /// Every size, sampling, layout and scan mode decodes to its size and near its source;
     /// no effort is further from the source than libjpeg-turbo's at the same quality by more
-    /// than the trellis trades away.
+    /// than its quantiser trades away.
     func testEveryEffortDecodesAtItsSizeAndNearItsSource() throws {
         let sizes = [(1, 1), (17, 9), (8, 8), (333, 217), (16, 40)]
         for (w, h) in sizes {
@@ -16,7 +17,7 @@ final class JPEGFrontEndTests: XCTestCase {
                 let source = Fixtures.noise(width: w, height: h, layout: layout, seed: UInt64(w * 31 + h))
                 for sub in [ChromaSubsampling.s420, .s422, .s444] where layout == .rgb || sub == .s420 {
                     var errors: [Double] = []
-                    for effort in 0...2 {
+                    for effort in 0...3 {
                         for progressive in [false, true] {
                             let label = "\(w)x\(h) \(layout) \(sub) effort \(effort) progressive \(progressive)"
                             let jpeg = try Codec.encodeJPEG(source, quality: 80, subsampling: sub,
@@ -43,19 +44,56 @@ final class JPEGFrontEndTests: XCTestCase {
         let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
             "../../examples/images/mei_Canon_EOS_1000D.jpg").standardized
         let photo = try Codec.decodeJPEG(try bytes(of: url), scaleEighths: 2)
-        func encode(_ q: Int, _ effort: Int) throws -> (bytes: Int, ssim: Double) {
-            let jpeg = try Codec.encodeJPEG(photo, quality: q, subsampling: .s420, effort: effort)
-            return (jpeg.count, ssim(try Codec.decodeJPEG(jpeg), photo))
+        func encode(_ q: Int, _ effort: Int) throws -> [UInt8] {
+            try Codec.encodeJPEG(photo, quality: q, subsampling: .s420, effort: effort)
         }
-        let mine = try encode(80, 2), theirs = try encode(80, 0)
-        XCTAssertLessThan(Double(mine.bytes), Double(theirs.bytes) * 0.9, "bytes at quality 80: \(mine) \(theirs)")
-        XCTAssertGreaterThan(mine.ssim, theirs.ssim - 0.01, "SSIM at quality 80: \(mine) \(theirs)")
-        var q = 80, same = theirs
-        while same.bytes > mine.bytes, q > 1 {
-            q -= 2
-            same = try encode(q, 0)
+        func score(_ jpeg: [UInt8]) throws -> Double { ssim(try Codec.decodeJPEG(jpeg), photo) }
+        let theirs = try encode(80, 0), theirSSIM = try score(theirs)
+        for effort in [2, 3] {
+            let mine = try encode(80, effort), mySSIM = try score(mine)
+            XCTAssertLessThan(Double(mine.count), Double(theirs.count) * 0.9, "effort \(effort), bytes at quality 80: \(mine.count) \(theirs.count)")
+            XCTAssertGreaterThan(mySSIM, theirSSIM - 0.01, "effort \(effort), SSIM at quality 80: \(mySSIM) \(theirSSIM)")
+            var q = 80, same = theirs
+            while same.count > mine.count, q > 1 {
+                q -= 2
+                same = try encode(q, 0)
+            }
+            let sameSSIM = try score(same)
+            XCTAssertGreaterThan(mySSIM, sameSSIM, "effort \(effort) at 80 (\(mine.count) B, SSIM \(mySSIM)) against effort 0 at \(q) (\(same.count) B, \(sameSSIM))")
         }
-        XCTAssertGreaterThan(mine.ssim, same.ssim, "effort 2 at 80 \(mine) against effort 0 at \(q) \(same)")
+    }
+
+    /// The front end's own Huffman statistics and tables (sequential JPEGs at effort 2 and 3)
+    /// code every block: the same coefficients with libjpeg-turbo's tables decode to the same
+    /// pixels, for every size (partial MCUs, dummy blocks), sampling, restart interval and
+    /// quality (DC differences of 11 bits at 100), and the tables cost no more bytes than
+    /// libjpeg-turbo's optimal ones.
+    func testOwnHuffmanTablesCodeExactlyWhatLibjpegsWould() throws {
+        var ours = 0, libjpegs = 0, differed = 0
+        for (w, h) in [(1, 1), (7, 9), (17, 33), (100, 40), (333, 217), (64, 8)] {
+            for layout in [PixelLayout.rgb, .gray] {
+                let source = Fixtures.noise(width: w, height: h, layout: layout, seed: UInt64(w * 7 + h))
+                for sub in [ChromaSubsampling.s420, .s422, .s444] where layout == .rgb || sub == .s420 {
+                    for (restart, quality, effort) in [(0, 80, 2), (3, 100, 2), (1, 20, 3), (0, 95, 3)] {
+                        let label = "\(w)x\(h) \(layout) \(sub) restart \(restart) q\(quality) effort \(effort)"
+                        var s = JPEGEncoder.Settings(quality: quality, progressive: false, optimize: true, subsampling: sub,
+                                                     restartInterval: restart, effort: effort)
+                        let own = try JPEGEncoder.encode(source, s)
+                        s.libjpegHuffman = true
+                        let reference = try JPEGEncoder.encode(source, s)
+                        XCTAssertEqual(try Codec.decodeJPEG(own).bytes, try Codec.decodeJPEG(reference).bytes, label)
+                        // Equally optimal codes can differ in how many 0xFF bytes need stuffing.
+                        XCTAssertLessThanOrEqual(Double(own.count), Double(reference.count) * 1.002 + 8, label)
+                        differed += own == reference ? 0 : 1
+                        ours += own.count
+                        libjpegs += reference.count
+                    }
+                }
+            }
+        }
+        XCTAssertLessThanOrEqual(Double(ours), Double(libjpegs) * 1.001, "all bytes: \(ours) against \(libjpegs)")
+        // The tables list symbols most frequent first, libjpeg-turbo by value: the files differ.
+        XCTAssertGreaterThan(differed, 0, "the front end's tables were used")
     }
 
     /// The DC-scan decoder reads the front end's progressive JPEGs exactly as libjpeg does.
@@ -76,7 +114,7 @@ final class JPEGFrontEndTests: XCTestCase {
     /// A recipe's JPEG effort is checked, and renders follow it.
     func testTheRecipeChoosesTheEffort() throws {
         var r = recipe([fit(200, 200)], quality: 0.8)
-        r.output.jpegEffort = 3
+        r.output.jpegEffort = 4
         XCTAssertThrowsError(try r.validate()) { XCTAssertTrue("\($0)".contains("output.jpegEffort"), "\($0)") }
         let source = try Codec.encodeJPEG(Fixtures.noise(width: 400, height: 300), quality: 95)
         var sizes: [Int] = []

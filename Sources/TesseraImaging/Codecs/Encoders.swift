@@ -11,9 +11,12 @@ enum JPEGEncoder {
         var restartInterval = 0
         /// Written in the JFIF header (rounded dots per inch) when given.
         var density: PixelDensity? = nil
-        /// 0: libjpeg-turbo as it comes; 1: Tessera's quantisation tables; 2: and its trellis
-        /// quantiser (`OutputSettings.jpegEffort`).
+        /// 0: libjpeg-turbo as it comes; 1: Tessera's quantisation tables; 2: and its dead-zone
+        /// quantiser and Huffman tables; 3: its trellis quantiser (`OutputSettings.jpegEffort`).
         var effort = OutputSettings.defaultJPEGEffort
+        /// Effort ≥ 2, for tests: libjpeg-turbo gathers the statistics and builds the Huffman
+        /// tables, as at effort 0 and 1, instead of the front end.
+        var libjpegHuffman = false
     }
 
     /// Encodes gray or RGB pixels, attaching an ICC profile and an EXIF payload
@@ -41,7 +44,7 @@ enum JPEGEncoder {
                                         restart_interval: Int32(s.restartInterval),
                                         x_density: Int32(s.density.map { $0.x.rounded() } ?? 0),
                                         y_density: Int32(s.density.map { $0.y.rounded() } ?? 0),
-                                        effort: Int32(s.effort))
+                                        effort: Int32(s.effort), libjpeg_huffman: s.libjpegHuffman ? 1 : 0)
         var out: UnsafeMutablePointer<UInt8>?
         var outLen: UInt = 0
         var message = [CChar](repeating: 0, count: 256)

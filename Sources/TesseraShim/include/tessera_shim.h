@@ -81,7 +81,9 @@ typedef struct {
     int subsampling;   ///< 0 = 4:2:0, 1 = 4:2:2, 2 = 4:4:4
     int restart_interval; ///< MCUs between restart markers (0: none)
     int x_density, y_density; ///< dots per inch written in the JFIF header (0: none said)
-    int effort;        ///< 0: libjpeg-turbo as it comes; 1: Tessera's tables; 2: and its trellis quantiser
+    int effort;        ///< 0: libjpeg-turbo as it comes; 1: Tessera's tables; 2: and its dead-zone
+                       ///< quantiser and Huffman tables; 3: its trellis quantiser instead
+    int libjpeg_huffman; ///< effort ≥ 2, for tests: libjpeg-turbo gathers the statistics and builds the tables
 } ts_jpeg_enc_params;
 
 /// One-shot encode of 1 (gray) or 3 (RGB) channel 8-bit pixels to memory.
