@@ -17,7 +17,68 @@ public struct Fence: Sendable {
     }
 }
 
-/// The staging area of one attempt: `ROOT/.tessera/staging/TASK/ATTEMPT/RELATIVE`.
+/// The staged files of one attempt of a task with a few outputs (a thumbnail, recompress,
+/// strip or transcode task): `ROOT/.tessera/staging/TASK.ATTEMPT.N`, the task's N-th file, in one
+/// directory every task shares, so that a task creates and removes no directory (a directory
+/// per task made the file system's inode allocator a tenth of a pool worker's time on ext4).
+///
+/// On creation, what earlier attempts of the task left (a worker killed mid-task) is removed.
+/// Staged files are written in place, not through a temporary: only `publish()` makes them
+/// visible (a rename each), and it runs after the whole file is written; a killed attempt's
+/// partial file is removed by the next attempt. `discard()` removes this attempt's files.
+final class FileStaging {
+    let root: String
+    let directory: String
+    private let prefix: String
+    private var staged: [(path: String, relative: String)] = []
+
+    init(root: String, fence: Fence) throws {
+        self.root = root
+        directory = root + "/.tessera/staging"
+        let task = "\(fence.task).", mine = task + "\(fence.attempt)."
+        try FileIO.makeDirectories(directory, file: root)
+        // Only tasks in flight have files here: listing it is cheap.
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        where name.hasPrefix(task) && !name.hasPrefix(mine) {
+            Paths.withCString(directory + "/" + name) { _ = unlink($0) }
+        }
+        prefix = mine
+    }
+
+    /// Writes `bytes`, to be published as `relative` under the root.
+    func stage(_ relative: String, _ bytes: [UInt8]) throws {
+        let path = directory + "/" + prefix + "\(staged.count)"
+        let fd = Paths.withCString(path) { open($0, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
+        guard fd >= 0 else { throw JobError(.writeFailed, "staging: \(String(cString: strerror(errno)))", file: path) }
+        staged.append((path, relative))
+        defer { close(fd) }
+        try bytes.withUnsafeBytes { try FileIO.writeAll(fd, $0, file: path) }
+    }
+
+    /// Renames every staged file into place under the root (all, or none left behind in
+    /// place: a failure removes what this call already published, and what is still staged).
+    func publish() throws {
+        do {
+            _ = try renameAllOrNone(staged.count) { i in
+                let target = try OutputNaming.confine(staged[i].relative, under: root)
+                try FileIO.makeDirectories(Paths.directory(of: target), file: target)
+                return (staged[i].path, target)
+            }
+        } catch {
+            discard()
+            throw error
+        }
+        staged = []
+    }
+
+    /// Removes this attempt's staged files.
+    func discard() {
+        for (path, _) in staged { Paths.withCString(path) { _ = unlink($0) } }
+        staged = []
+    }
+}
+
+/// The staging area of one attempt of a tiles part: `ROOT/.tessera/staging/TASK/ATTEMPT/RELATIVE`.
 ///
 /// On creation, what earlier attempts of the task left (a worker killed mid-task) is
 /// removed — or, with `adopt`, moved into this attempt's area first (tile parts keep the
@@ -76,11 +137,12 @@ final class Staging {
     /// with what it still held); returns the paths.
     @discardableResult
     func publish() throws -> [String] {
-        var published: [String] = []
         // Directories already found to stay inside the root (a pyramid's tiles share a few).
         var confined: Set<Substring> = []
+        let published: [String]
         do {
-            for relative in files {
+            published = try renameAllOrNone(files.count) { i in
+                let relative = files[i]
                 let slash = relative.lastIndex(of: "/")
                 let dir = slash.map { relative[..<$0] } ?? ""
                 let target: String
@@ -91,13 +153,9 @@ final class Staging {
                     confined.insert(dir)
                 }
                 try ensureDirectory(Paths.directory(of: target))
-                guard Paths.withCString(directory + "/" + relative, { s in Paths.withCString(target) { rename(s, $0) } }) == 0 else {
-                    throw JobError(.writeFailed, "publishing: \(String(cString: strerror(errno)))", file: target)
-                }
-                published.append(target)
+                return (directory + "/" + relative, target)
             }
         } catch {
-            for p in published { Paths.withCString(p) { _ = unlink($0) } }
             discard()
             throw error
         }
@@ -117,4 +175,24 @@ final class Staging {
         try FileIO.makeDirectories(dir, file: dir)
         made.insert(dir)
     }
+}
+
+/// Renames `count` staged files into place, all or none: `move(i)` names the i-th and its
+/// target (whose directory it makes); on a failure the files this call already renamed are
+/// removed and the error is thrown. Returns the targets.
+private func renameAllOrNone(_ count: Int, _ move: (Int) throws -> (from: String, to: String)) throws -> [String] {
+    var published: [String] = []
+    do {
+        for i in 0..<count {
+            let (from, to) = try move(i)
+            guard Paths.withCString(from, { s in Paths.withCString(to) { rename(s, $0) } }) == 0 else {
+                throw JobError(.writeFailed, "publishing: \(String(cString: strerror(errno)))", file: to)
+            }
+            published.append(to)
+        }
+    } catch {
+        for p in published { Paths.withCString(p) { _ = unlink($0) } }
+        throw error
+    }
+    return published
 }

@@ -284,7 +284,7 @@ public enum TaskExecutor {
                 task.record.transfer?.storedBytes += f.bytes.count
             }
         case .fencedStaging:
-            let staging = try Staging(root: job.outputRoot, fence: fence!)
+            let staging = try FileStaging(root: job.outputRoot, fence: fence!)
             do {
                 for f in files { try staging.stage(f.record.path, f.bytes) }
             } catch {

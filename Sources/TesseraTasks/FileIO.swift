@@ -92,6 +92,17 @@ public enum FileIO {
         }
     }
 
+    /// Writes all of `buf` to `fd` (a failure names `file`).
+    public static func writeAll(_ fd: Int32, _ buf: UnsafeRawBufferPointer, file: String) throws {
+        var done = 0
+        while done < buf.count {
+            let n = write(fd, buf.baseAddress! + done, buf.count - done)
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw JobError(.writeFailed, String(cString: strerror(errno)), file: file) }
+            done += n
+        }
+    }
+
     /// Writes `bytes` to `path` atomically, creating parent directories.
     public static func writeAtomically(_ bytes: [UInt8], to path: String, directoryExists: Bool = false) throws {
         try bytes.withUnsafeBytes { try writeAtomically($0, to: path, directoryExists: directoryExists) }
@@ -110,13 +121,7 @@ public enum FileIO {
             close(fd)
             if !ok { Paths.withCString(tmp) { _ = unlink($0) } }
         }
-        var done = 0
-        while done < buf.count {
-            let n = write(fd, buf.baseAddress! + done, buf.count - done)
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { throw JobError(.writeFailed, String(cString: strerror(errno)), file: path) }
-            done += n
-        }
+        try writeAll(fd, buf, file: path)
         guard Paths.withCString(tmp, { t in Paths.withCString(path) { rename(t, $0) } }) == 0 else { throw JobError(.writeFailed, String(cString: strerror(errno)), file: path) }
         ok = true
     }

@@ -19,9 +19,9 @@ final class StagingTests: XCTestCase {
         let tmp = TemporaryDirectory()
         let input = tmp.write("in/a.jpg", try jpeg(200, 150))
         let root = tmp.path + "/out"
-        // Attempt 1 was killed while writing: a half-written temporary and a staged file.
-        _ = tmp.write("out/.tessera/staging/42/65537/.a.jpg.tmp-999-1", [1, 2, 3])
-        _ = tmp.write("out/.tessera/staging/42/65537/a.jpg", [4, 5, 6])
+        // Attempt 65537 was killed while writing its file; task 420 is another task in flight.
+        _ = tmp.write("out/.tessera/staging/42.65537.0", [1, 2, 3])
+        _ = tmp.write("out/.tessera/staging/420.1.0", [4, 5, 6])
         let asked = NSLock()
         nonisolated(unsafe) var commits = 0
         let fence = Fence(task: 42, attempt: 65538) {
@@ -32,10 +32,10 @@ final class StagingTests: XCTestCase {
         XCTAssertEqual(outcome.record.status, .succeeded, outcome.record.error?.message ?? "")
         XCTAssertFalse(outcome.superseded)
         XCTAssertEqual(commits, 1)
-        XCTAssertEqual(tmp.files(under: "out"), ["a.jpg"], "the output, and nothing of either attempt's staging")
+        XCTAssertEqual(tmp.files(under: "out"), [".tessera/staging/420.1.0", "a.jpg"],
+                       "the output, nothing of either attempt's staging, the other task's untouched")
         let info = try ImageInfo.inspect([UInt8](try Data(contentsOf: URL(fileURLWithPath: root + "/a.jpg"))))
         XCTAssertEqual(info.width, 64)
-        XCTAssertFalse(FileManager.default.fileExists(atPath: root + "/.tessera/staging/42"))
     }
 
     func testRefusedAttemptPublishesNothing() throws {
