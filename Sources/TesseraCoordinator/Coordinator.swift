@@ -645,6 +645,7 @@ public final class Coordinator: @unchecked Sendable {
             w.running.remove(r.ref)
             w.revoked.remove(r.ref)
             w.held.removeValue(forKey: r.ref)  // reported: not this worker's to revoke any more
+            w.committed.remove(r.ref)
             w.completed += 1
             w.peakMemory = r.peakMemory?.max(w.peakMemory) ?? w.peakMemory
             let i = r.ref.task

@@ -217,6 +217,10 @@ package final class WorkerConn {
     package var held: [TaskRef: ActiveJob] = [:]
     /// Tasks it said were running at its last heartbeat (only these are charged if it dies).
     package var running: Set<TaskRef> = []
+    /// Held tasks whose commit was granted: their work is done (what is left is renaming the
+    /// staged files and the report), so they hold no executor and no credit. The next task
+    /// goes out with the grant instead of a round trip after the report.
+    package var committed: Set<TaskRef> = []
     package var announced: Set<String> = []
     /// Tasks taken back after their lease expired that may still occupy an executor:
     /// they count against its capacity until a heartbeat shows them gone.
@@ -249,7 +253,8 @@ package final class WorkerConn {
 
     package var freeCredit: Int {
         if draining || revoked.count >= concurrency { return 0 }  // every executor may be stuck
-        return max(0, capacity - held.count - revoked.count)
+        let publishing = committed.isEmpty ? 0 : committed.lazy.filter { self.held[$0] != nil }.count
+        return max(0, capacity - (held.count - publishing) - revoked.count)
     }
 }
 
@@ -339,6 +344,7 @@ package final class Scheduler {
                 let ref = TaskRef(task: id, attempt: slot.attempt)
                 revokes[w.identity, default: []].append(ref)
                 w.held.removeValue(forKey: ref)
+                w.committed.remove(ref)
             }
         }
         let n = try journal.cancelUnfinished(job: job.id, from: job.firstTask, end: job.end) { input in
@@ -456,6 +462,7 @@ package final class Scheduler {
     /// Fencing: may this attempt publish its outputs?
     package func grantCommit(_ ref: TaskRef, of w: WorkerConn) -> Bool {
         guard current(ref, of: w) != nil, !w.revoked.contains(ref) else { return false }
+        w.committed.insert(ref)
         return true
     }
 
@@ -467,6 +474,7 @@ package final class Scheduler {
         if slot.state == .dispatched {
             job.running -= 1
             slot.worker?.held.removeValue(forKey: TaskRef(task: id, attempt: slot.attempt))
+            slot.worker?.committed.remove(TaskRef(task: id, attempt: slot.attempt))
         }
         slot.worker = nil
         job.live[id] = slot
@@ -579,17 +587,21 @@ package final class Scheduler {
         // started), so a task that kills its worker on arrival still meets the poison rule.
         // Tasks it had already mentioned as queued are not charged (one queued behind the
         // killer is innocent); a heartbeat in flight when a task was sent can leave a death
-        // charged to nobody (the rule then needs one death more).
-        var charged = w.running
+        // charged to nobody (the rule then needs one death more). A task whose commit was
+        // granted had finished its work: never charged, and it holds no executor.
+        let busy = w.running.subtracting(w.committed)
+        var charged = busy
         func sentAt(_ ref: TaskRef, _ job: ActiveJob) -> Double { job.live[ref.task]?.dispatchedAt ?? 0 }
-        let silent = w.held.filter { ref, job in !w.running.contains(ref) && sentAt(ref, job) >= w.lastSeen }
-            .sorted { (sentAt($0.key, $0.value), $0.key.task) < (sentAt($1.key, $1.value), $1.key.task) }
-        for (ref, _) in silent.prefix(max(0, w.concurrency - w.running.count)) { charged.insert(ref) }
+        let silent = w.held.filter { ref, job in
+            !w.running.contains(ref) && !w.committed.contains(ref) && sentAt(ref, job) >= w.lastSeen
+        }.sorted { (sentAt($0.key, $0.value), $0.key.task) < (sentAt($1.key, $1.value), $1.key.task) }
+        for (ref, _) in silent.prefix(max(0, w.concurrency - busy.count)) { charged.insert(ref) }
         for (ref, job) in w.held where !keep.contains(ref) {
             guard let slot = job.live[ref.task], slot.state == .dispatched, slot.attempt == ref.attempt else { continue }
             crashed(job, ref.task, charge: charge && charged.contains(ref), reason: "worker \(reason)")
         }
         w.held = [:]
+        w.committed = []
         if charge { metrics.workersLost.increment() }
     }
 

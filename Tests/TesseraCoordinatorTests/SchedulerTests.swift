@@ -191,6 +191,30 @@ final class SchedulerTests: XCTestCase {
         XCTAssertNotEqual(again[0].attempt, refs[0].attempt)
     }
 
+    /// A granted commit frees the worker's credit (its executor is done: renaming and the
+    /// report are left), so its next task goes out with the grant; a refused one does not.
+    func testAGrantedCommitFreesItsCreditARefusedOneDoesNot() throws {
+        let s = makeScheduler()
+        let job = try submit(s, ["/in/a.jpg", "/in/b.jpg", "/in/c.jpg"], timeout: 10)
+        let w = worker("w", credit: 1, concurrency: 1)
+        let first = take(s, w, w.freeCredit).map(\.1)
+        XCTAssertEqual(first.count, 1)
+        XCTAssertEqual(w.freeCredit, 0)
+        XCTAssertFalse(s.grantCommit(TaskRef(task: first[0].task, attempt: first[0].attempt + 1), of: w))
+        XCTAssertEqual(w.freeCredit, 0, "a refused commit frees nothing")
+        XCTAssertTrue(s.grantCommit(first[0], of: w))
+        XCTAssertEqual(w.freeCredit, 1, "the granted attempt holds no executor")
+        let second = take(s, w, w.freeCredit).map(\.1)
+        XCTAssertEqual(second.count, 1)
+        XCTAssertEqual(w.freeCredit, 0)
+        XCTAssertEqual(w.held.count, 2, "both are this worker's until reported")
+        // It dies on receiving the second: that one is charged, not the finished first.
+        w.running = [first[0]]
+        s.lose(w, reason: "died")
+        XCTAssertEqual(job.live[first[0].task]?.crashes, 0, "its work was done")
+        XCTAssertEqual(job.live[second[0].task]?.crashes, 1, "what its executor had started")
+    }
+
     func testCancelGivesEveryUnfinishedTaskOneCancelledResult() throws {
         let s = makeScheduler(pageSize: 32)
         let job = try submit(s, (0..<3000).map { "/in/\($0).jpg" })
