@@ -449,6 +449,10 @@ public final class Worker: @unchecked Sendable {
         var next = Next.carryOn
         for effect in try session.receive(e, now: now, draining: leaving) {
             switch effect {
+            case .accept(let t, _) where leaving:
+                // Sent before the coordinator heard this worker's goodbye (the next task goes out
+                // with a commit's grant): handed straight back, never queued behind the drain.
+                send(dealer, Envelope(MessageType.bye, json: WorkerBye(returned: [t.ref])), now: now)
             case .accept(let t, let job):
                 accept(t, job, dealer, now: now)
             case .forgetQueued:
