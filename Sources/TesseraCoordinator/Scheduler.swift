@@ -253,8 +253,8 @@ package final class WorkerConn {
 
     package var freeCredit: Int {
         if draining || revoked.count >= concurrency { return 0 }  // every executor may be stuck
-        let publishing = committed.isEmpty ? 0 : committed.lazy.filter { self.held[$0] != nil }.count
-        return max(0, capacity - (held.count - publishing) - revoked.count)
+        // Every committed task is held (granted only while held; dropped wherever held drops it).
+        return max(0, capacity - (held.count - committed.count) - revoked.count)
     }
 }
 
