@@ -367,7 +367,7 @@ public enum TaskExecutor {
         renderer.limits = limits
         renderer.strict = job.options.strict
         renderer.inputIsFileMap = task.inputIsFileMap
-        if !returnInline && !Location.isRemote(job.outputRoot) && info.format != .jpeg {
+        if !returnInline && !Location.isRemote(job.outputRoot) {
             renderer.stripes = stripeStore(root: job.outputRoot, name: name, info: info, settings: settings,
                                            job: job.createdAt.map { String($0) } ?? "", bytes: bytes)
         }

@@ -227,12 +227,14 @@ public struct PyramidGeometry: Sendable, Equatable {
 /// writes `.dzi` or `info.json` (and the viewer) once every other part has succeeded, so a
 /// descriptor always describes a whole pyramid.
 public enum PyramidPart: Sendable, Hashable, CustomStringConvertible {
-    /// Tile rows `rows` of the level at shrink k (level = source / 2^k).
+    /// Tile rows `rows` of the level at shrink k (level = source / 2^k; a JPEG's at its DCT
+    /// scale). Planned only for a JPEG whose stacks would not fit the memory budget (and
+    /// found in journals of earlier versions).
     case band(shrink: Int, rows: Range<Int>)
     /// Levels 0..<`levels` over the stripe of tile rows `rows` of the deepest one (shrink
     /// `levels - 1`): level k's tile rows `rows` scaled by 2^(levels-1-k). Each level is the
     /// 2×2 box mean of the one above, as the tail makes its levels, so the source is read once
-    /// for all of them (formats without a scaled decode).
+    /// for all of them.
     case stack(levels: Int, rows: Range<Int>)
     /// Every level from shrink k down.
     case tail(from: Int)
@@ -358,53 +360,55 @@ extension PyramidGeometry {
         }
     }
 
-    /// Splits the pyramid into parts: bands of tile rows for the large levels, one tail
-    /// for the small ones. A band's memory does not grow with its height (it streams), so
-    /// bands are sized by work: about 12 megapixels when the decoder can start at a
-    /// restart marker; otherwise fewer, larger bands, because each one entropy-decodes
-    /// (JPEG) or inflates (PNG) everything above it. Largest first, so that the longest
-    /// tasks start first.
-    ///
-    /// A JPEG decodes each band's level at its DCT scale (1/2, 1/4, 1/8), so its levels are
-    /// bands of their own. Other formats decode at full size whatever the level: their large
-    /// levels are stacks, stripes of the source read once for every level down to the tail.
+    /// Splits the pyramid into parts: stacks for the large levels, one tail for the small
+    /// ones, the descriptor last. A stack is a stripe of whole tile rows of the deepest
+    /// stacked level (shrink kt - 1), read once at full size and halved level by level (2×2
+    /// box means, vips' way) into every stacked level's tile rows; it leaves its rows of the
+    /// tail's first level for the tail, which the coordinator holds until its stacks end. So
+    /// the source is decoded once in all: a JPEG band per level at its DCT scale entropy-
+    /// decoded the whole file once per level, which cost more than the scaled IDCT saved.
+    /// A stack's memory does not grow with its height (it streams), so stripes are sized by
+    /// work: about 12 megapixels when the decoder can start at a restart marker or a strip;
+    /// otherwise fewer, larger stripes, because each one entropy-decodes (JPEG) or inflates
+    /// (PNG) everything above it. Largest first, so that the longest tasks start first.
+    /// A JPEG whose stacks would not fit the memory budget (a very wide one under a small
+    /// budget: a stack holds a window per level) is cut into bands instead, one level's tile
+    /// rows each, decoded at the level's DCT scale (1/2, 1/4, 1/8): half the window, but the
+    /// whole file entropy-decoded once per level.
     public func plan(info: TileSourceInfo, settings: TileSettings) -> [PyramidPart] {
         let kt = tailShrink(info: info, settings: settings)
+        guard kt > 0 else { return [.tail(from: 0), .descriptor] }
         let full = Double(width * height)
         let target: Double = info.restartSeekable ? 12e6 : info.progressive ? 48e6 : 32e6
-        let maxBands = info.restartSeekable ? Int.max : 8
-        // Relative cost of reading past a pixel (entropy decoding or inflating) vs making one.
-        let passCost = info.format == .jpeg ? 0.17 : 0.3
+        let maxStripes = info.restartSeekable ? Int.max : 8
+        // Relative cost of reading past a pixel (entropy decoding or inflating) vs making one
+        // (measured on a 108 MP q90 JPEG: skipping a row costs 0.45 of decoding it).
+        let passCost = info.format == .jpeg ? 0.45 : 0.3
+        // Stripes of whole tile rows of the deepest stacked level (shrink kt - 1).
+        let units = rows(kt - 1), unitRows = tileSize << (kt - 1)
+        let n = max(1, min(units, maxStripes, Int((full / target).rounded(.up))))
         var parts: [(PyramidPart, Double)] = []
-        if info.format != .jpeg && kt > 0 {
-            // Stripes of whole tile rows of the deepest stacked level (shrink kt - 1).
-            let units = rows(kt - 1), unitRows = tileSize << (kt - 1)
-            let n = max(1, min(units, maxBands, Int((full / target).rounded(.up))))
-            for i in 0..<n {
-                let r = (i * units / n)..<((i + 1) * units / n)
-                let top = min(height, r.lowerBound * unitRows), bottom = min(height, r.upperBound * unitRows)
-                let made = Double((bottom - top) * width) * 4 / 3
-                let passed = full * Double(bottom - (info.restartSeekable ? top : 0)) / Double(height)
-                parts.append((.stack(levels: kt, rows: r), made + passCost * passed))
-            }
-            // The tail comes after its stacks (the coordinator holds it until they end: it reads
-            // the stripes of its first level they leave).
-            return parts.sorted { $0.1 > $1.1 }.map(\.0) + [.tail(from: kt), .descriptor]
+        for i in 0..<n {
+            let r = (i * units / n)..<((i + 1) * units / n)
+            let top = min(height, r.lowerBound * unitRows), bottom = min(height, r.upperBound * unitRows)
+            let made = Double((bottom - top) * width) * 4 / 3
+            let passed = full * Double(bottom - (info.restartSeekable ? top : 0)) / Double(height)
+            parts.append((.stack(levels: kt, rows: r), made + passCost * passed))
         }
-        for k in 0..<kt {
-            let s = levelSize(k)
-            let pixels = Double(s.width * s.height)
-            let n = max(1, min(rows(k), maxBands, Int((pixels / target).rounded(.up))))
-            for i in 0..<n {
-                let r = (i * rows(k) / n)..<((i + 1) * rows(k) / n)
-                let span = rowSpan(k, tileRows: r)
-                let made = Double(span.count * s.width)
-                let readFrom = info.restartSeekable ? Double(span.lowerBound) / Double(s.height) : 0
-                let passed = full * (Double(span.upperBound) / Double(s.height) - readFrom)
-                parts.append((.band(shrink: k, rows: r), made + passCost * passed))
+        if info.format == .jpeg, memoryEstimate(parts[0].0, info: info, settings: settings) > settings.memoryBudgetMB << 20 {
+            parts = []
+            for k in 0..<kt {
+                let s = levelSize(k)
+                let m = max(1, min(rows(k), maxStripes, Int((Double(s.width * s.height) / target).rounded(.up))))
+                for i in 0..<m {
+                    let r = (i * rows(k) / m)..<((i + 1) * rows(k) / m)
+                    let span = rowSpan(k, tileRows: r)
+                    let readFrom = info.restartSeekable ? Double(span.lowerBound) / Double(s.height) : 0
+                    let passed = full * (Double(span.upperBound) / Double(s.height) - readFrom)
+                    parts.append((.band(shrink: k, rows: r), Double(span.count * s.width) + passCost * passed))
+                }
             }
         }
-        parts.append((.tail(from: kt), passCost * full + Double(levelBytes(kt, channels: 1)) * 4 / 3))
-        return parts.sorted { $0.1 > $1.1 }.map(\.0) + [.descriptor]
+        return parts.sorted { $0.1 > $1.1 }.map(\.0) + [.tail(from: kt), .descriptor]
     }
 }

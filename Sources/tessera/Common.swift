@@ -181,7 +181,7 @@ enum OutputRoot {
                 throw Exit.usage
             }
         }
-        for dir in [root].filter({ !Location.isRemote($0) }) + (journal.map { [Paths.directory(of: $0)] } ?? []) {
+        for dir in [root].filter({ !Location.isRemote($0) }) + (journal.map { [Paths.directory(of: $0).isEmpty ? "." : Paths.directory(of: $0)] } ?? []) {
             var isDirectory: ObjCBool = false
             if FileManager.default.fileExists(atPath: dir, isDirectory: &isDirectory), !isDirectory.boolValue {
                 warn("error: \(dir): the output root is not a directory [output-root]")

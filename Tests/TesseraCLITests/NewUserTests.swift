@@ -69,6 +69,17 @@ final class NewUserTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/in/jobthumbs/jobthumbs"))
     }
 
+    /// `run job.yaml --journal j.sqlite` (a journal in the current folder) stopped with
+    /// "cannot create the output root" naming an empty path.
+    func testAJournalNamedWithoutAFolderLivesInTheCurrentOne() throws {
+        try Data("name: t\ninputs: [in]\noutput: out\noutputs: [{preset: thumbnail}]\n".utf8)
+            .write(to: URL(fileURLWithPath: dir + "/job.yaml"))
+        let r = try tessera(["run", "job.yaml", "-w", "1", "--journal", "j.sqlite"], in: dir)
+        XCTAssertEqual(r.status, 0, r.stdout + r.stderr)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: dir + "/j.sqlite"))
+        XCTAssertNotNil(bytes("out/a.jpg"))
+    }
+
     /// `x.jpg` and `x.png` to WebP reported "2 ok" and left one `x.webp`.
     func testInputsThatMapToOneOutputFailNamingEachOther() throws {
         try write("coll/x.jpg", try XCTUnwrap(bytes("in/a.jpg")).map { $0 })

@@ -80,7 +80,7 @@ final class TilePoolTests: XCTestCase {
             XCTAssertTrue(failed.error?.message.contains("bad.jpg") == true)
             let ok = records.filter { $0.status == .succeeded }
             XCTAssertEqual(Set(ok.compactMap(\.worker)).count, 2, "both workers made tiles")
-            XCTAssertTrue(ok.contains { $0.tiles?.decode.seek == .restartMarker }, "bands of a.jpg start at restart markers")
+            XCTAssertTrue(ok.contains { $0.tiles?.decode.seek == .restartMarker }, "stripes of a.jpg start at restart markers")
             XCTAssertTrue(ok.allSatisfy { ($0.peakMemory?.bytes ?? 0) > 0 && $0.timings.total > 0 })
 
             let out = c.dir + "/out"

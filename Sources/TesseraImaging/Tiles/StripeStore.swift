@@ -32,7 +32,6 @@ public struct StripeStore {
     /// (those of `k` levels), or nil when one is missing or not what the plan says.
     func level(_ k: Int, geometry: PyramidGeometry, info: TileSourceInfo, settings: TileSettings,
                layout: PixelLayout) throws -> PixelBuffer? {
-        guard info.format != .jpeg else { return nil }
         let stacks = geometry.plan(info: info, settings: settings).filter {
             if case .stack(k, _) = $0 { return true } else { return false }
         }
