@@ -512,12 +512,93 @@ public struct ResultsReply: Sendable {
 
     /// Reads a `results` body back, keeping each record's bytes (keys sorted) undecoded.
     public init(body: [UInt8]) throws {
+        if let (records, next) = ResultsReply.split(body) {
+            self.records = records
+            self.next = next
+            return
+        }
         guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
               let list = object["records"] as? [Any] else {
             throw WireError("results: not a results page")
         }
         next = (object["next"] as? NSNumber)?.uint64Value
-        records = try list.map { Array(try JSONSerialization.data(withJSONObject: $0, options: [.sortedKeys])) }
+        // (`data(withJSONObject:)` traps on anything but an array or a dictionary.)
+        records = try list.map {
+            guard let record = $0 as? [String: Any], JSONSerialization.isValidJSONObject(record) else {
+                throw WireError("results: a record is not a JSON object")
+            }
+            return Array(try JSONSerialization.data(withJSONObject: record, options: [.sortedKeys]))
+        }
+    }
+}
+
+extension ResultsReply {
+    /// The records of a body laid out as `envelope` writes it, cut apart by one pass over the
+    /// bytes (strings and nesting followed), each kept verbatim; nil for anything else (the
+    /// caller parses that the slow way, with its errors). Parsing a page with
+    /// `JSONSerialization` and writing every record back out took 0.15 s of `tessera run`'s
+    /// summary for a 2,320-tile pyramid.
+    static func split(_ body: [UInt8]) -> (records: [[UInt8]], next: UInt64?)? {
+        let head = Array("{\"next\":".utf8), list = Array(",\"records\":[".utf8)
+        guard body.count >= head.count + list.count + 3, body.starts(with: head) else { return nil }
+        var i = head.count
+        var next: UInt64?
+        if body[i...].starts(with: Array("null".utf8)) {
+            i += 4
+        } else {
+            var n: UInt64 = 0, digits = 0
+            while i < body.count, body[i] >= 0x30, body[i] <= 0x39, digits < 19 {
+                n = n * 10 + UInt64(body[i] - 0x30)
+                i += 1
+                digits += 1
+            }
+            guard digits > 0 else { return nil }
+            next = n
+        }
+        guard body[i...].starts(with: list) else { return nil }
+        i += list.count
+        var records: [[UInt8]] = []
+        let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
+        let open = UInt8(ascii: "{"), close = UInt8(ascii: "}"), openList = UInt8(ascii: "["), closeList = UInt8(ascii: "]")
+        if i < body.count, body[i] == closeList {
+            i += 1
+        } else {
+            while true {
+                // One object: braces and brackets balanced outside strings.
+                guard i < body.count, body[i] == open else { return nil }
+                let start = i
+                var depth = 0
+                var inString = false
+                while i < body.count {
+                    let c = body[i]
+                    if inString {
+                        if c == backslash { i += 1 } else if c == quote { inString = false }
+                    } else if c == quote {
+                        inString = true
+                    } else if c == open || c == openList {
+                        depth += 1
+                    } else if c == close || c == closeList {
+                        depth -= 1
+                        if depth == 0 { break }
+                        if depth < 0 { return nil }
+                    }
+                    i += 1
+                }
+                guard i < body.count, body[i] == close else { return nil }
+                i += 1
+                records.append(Array(body[start..<i]))
+                guard i < body.count else { return nil }
+                if body[i] == UInt8(ascii: ",") {
+                    i += 1
+                    continue
+                }
+                guard body[i] == closeList else { return nil }
+                i += 1
+                break
+            }
+        }
+        guard i + 1 == body.count, body[i] == close else { return nil }
+        return (records, next)
     }
 }
 

@@ -70,6 +70,18 @@ final class WireCodecTests: XCTestCase {
         XCTAssertEqual(page.records.map { String(decoding: $0, as: UTF8.self) }, ["{\"a\":1}", "{\"b\":\"é\"}"])
         XCTAssertNil(try ResultsReply(body: ResultsReply(records: [], next: nil).envelope.body).next)
         XCTAssertThrowsError(try ResultsReply(body: Array("[1]".utf8))) { XCTAssertTrue($0 is WireError) }
+        // Records are cut apart verbatim, whatever their strings hold; anything not laid out as
+        // a coordinator writes it is parsed in full, and fails as a wire error when broken.
+        let tricky = [#"{"a":"}],\"{[","b":[{"c":{}}],"d":-1.5e3}"#, #"{"e":"\\"}"#, "{}"].map { Array($0.utf8) }
+        let cut = try ResultsReply(body: ResultsReply(records: tricky, next: 9).envelope.body)
+        XCTAssertEqual(cut.records, tricky)
+        XCTAssertEqual(cut.next, 9)
+        let reordered = try ResultsReply(body: Array(#"{"records":[{"b":1,"a":2}],"next":3}"#.utf8))
+        XCTAssertEqual(reordered.records.map { String(decoding: $0, as: UTF8.self) }, [#"{"a":2,"b":1}"#])
+        XCTAssertEqual(reordered.next, 3)
+        for broken in [#"{"next":null,"records":[{"a":1}"#, #"{"next":null,"records":[{"a":"}]}"#, #"{"next":null,"records":[1]}"#, #"{"next":,"records":[]}"#] {
+            XCTAssertThrowsError(try ResultsReply(body: Array(broken.utf8)), broken) { XCTAssertTrue($0 is WireError, "\($0)") }
+        }
         let spec = JobSpec(name: "n", inputs: [.path("/in", patterns: ["*.jpg"], recursive: false)], output: "/out")
         XCTAssertEqual(try roundTrip(Envelope(MessageType.submit, json: SubmitRequest(job: spec))).decode(SubmitRequest.self).job, spec)
     }
