@@ -42,6 +42,8 @@ public struct CoordinatorConfig: Sendable {
     /// The dashboard's actions (cancel, retry failed, requeue) need this bearer token;
     /// without one the dashboard is read-only.
     public var dashboardToken: String?
+    /// Serve the HTTP JSON API (`/api/v1/`) on the HTTP port (nil: off).
+    public var api: APIConfig?
     /// Where metrics are recorded and exported from (default with a metrics port: a
     /// Prometheus exporter of `CoordinatorMetrics.catalog`; without one: nowhere).
     public var metrics: MetricsExporter?
@@ -95,6 +97,8 @@ public final class Coordinator: @unchecked Sendable {
     var pendingReads: [TaskRef: Double] = [:]
     var allow: AllowList?
     private var http: HTTPService?
+    /// The HTTP API's side of the loop (nil: API off).
+    let api: APIGate?
     /// The dashboard's published state (nil: dashboard off).
     let dashboard: DashboardBoard?
     /// Output roots of finished jobs the dashboard still shows (previews).
@@ -124,6 +128,7 @@ public final class Coordinator: @unchecked Sendable {
                                             maxBackoff: config.maxBackoff),
                               epoch: epoch, metrics: metrics, logger: logger)
         dashboard = config.dashboard ? DashboardBoard() : nil
+        api = config.api.map { APIGate(config: $0) }
         if let board = dashboard {
             scheduler.resultObserver = { job, record in Coordinator.observe(board, job, record: record) }
         }
@@ -147,7 +152,9 @@ public final class Coordinator: @unchecked Sendable {
                     let p = self.probe()
                     return p.serving && p.age < 10 ? .text("ok\n") : .text("not serving\n", status: 503)
                 },
-            ]) { $1 }, events: pages?.events ?? [:], actions: pages?.actions ?? [:])
+            ]) { $1 }, events: pages?.events ?? [:], actions: pages?.actions ?? [:],
+               prefixes: api.map { ["/api/v1/": Coordinator.apiRoute($0)] } ?? [:],
+               maxBody: config.api?.maxJobBytes ?? 64 << 10)
             http = h
             metricsPort = h.port
         }
@@ -268,6 +275,9 @@ public final class Coordinator: @unchecked Sendable {
         let wake = try ZMQSocket(context, .pull)
         try wake.bind(readerEndpoint)
         readerWake = wake
+        // API requests wake the loop as finished inline reads do.
+        let apiPoke = try api.map { _ in try WakeSender(context: context, endpoint: readerEndpoint) }
+        api?.poke = apiPoke.map { p in { p.poke() } }
         var bound: [String] = []
         for e in config.endpoints {
             do { try router.bind(e) } catch { throw CoordinatorStartError(endpoint: e, reason: "\(error)") }
@@ -291,6 +301,8 @@ public final class Coordinator: @unchecked Sendable {
             router.close()
             control.close()
             readerWake?.close()
+            api?.poke = nil
+            apiPoke?.close()
             zap?.close()
             http?.stop()
         }
@@ -322,6 +334,7 @@ public final class Coordinator: @unchecked Sendable {
             }
             let now = Monotonic.seconds()
             runDashboardActions(now: now)
+            runAPIRequests(now: now)
             if now - lastTimers >= 0.05 {
                 timers(now: now)
                 lastTimers = now

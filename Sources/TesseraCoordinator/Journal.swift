@@ -380,11 +380,13 @@ package final class Journal {
 
     // MARK: Results
 
-    /// Result records of a job in task order, after `after`, at most `limit`.
-    package func results(job: String, after: UInt64, limit: Int) throws -> [(task: UInt64, record: [UInt8])] {
+    /// Result records of a job in task order, after `after`, at most `limit` (only those
+    /// with `status`, when given).
+    package func results(job: String, after: UInt64, limit: Int, status: Outcome? = nil) throws -> [(task: UInt64, record: [UInt8])] {
         try db.read { db in
-            try Row.fetchAll(db, sql: "SELECT task, record FROM results WHERE job = ? AND task > ? ORDER BY task LIMIT ?",
-                             arguments: [job, Int64(after), limit]).map { r in
+            let filter = status == nil ? "" : " AND status = \(status!.rawValue)"
+            return try Row.fetchAll(db, sql: "SELECT task, record FROM results WHERE job = ? AND task > ?\(filter) ORDER BY task LIMIT ?",
+                                    arguments: [job, Int64(after), limit]).map { r in
                 let d: Data = r["record"]
                 return (UInt64(r["task"] as Int64), [UInt8](d))
             }

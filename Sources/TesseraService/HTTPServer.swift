@@ -11,12 +11,14 @@ struct HTTPRequestHead: Sendable {
     /// Header names lowercased; a repeated header keeps its last value.
     var headers: [String: String]
     var keepAlive: Bool
+    /// The request's body (`Content-Length` bytes, at most `HTTPLimits.maxBody`).
+    var body: [UInt8] = []
 }
 
 /// What a handler gives back: a whole reply, or a stream of Server-Sent Events.
 enum HTTPAnswer: Sendable {
     case reply(HTTPReply, extraHeaders: [(String, String)] = [], omitBody: Bool = false)
-    case events(@Sendable () async -> String?)
+    case events(@Sendable () async -> String?, extraHeaders: [(String, String)] = [])
 }
 
 /// The limits that keep one client from starving the others (probes above all).
@@ -24,7 +26,7 @@ struct HTTPLimits: Sendable {
     /// Request line and headers together (nginx: 1 k + 4 × 8 k; Go: 1 MB).
     var maxHead = 16 << 10
     var maxHeaders = 100
-    /// A request body is read and dropped (actions take their arguments in the query).
+    /// A request body (routes that take none drop it).
     var maxBody = 64 << 10
     /// From a request's first byte to its last.
     var requestSeconds = 10.0
@@ -423,6 +425,7 @@ final class PollHTTPServer: @unchecked Sendable {
             bodyLength = n
         }
         guard c.input.count >= end.body + bodyLength else { return }  // the body is still coming
+        let body = Array(c.input[end.body..<(end.body + bodyLength)])
         c.input.removeFirst(end.body + bodyLength)
 
         let version11 = request[2] == "HTTP/1.1"
@@ -433,15 +436,17 @@ final class PollHTTPServer: @unchecked Sendable {
             target = target[scheme.upperBound...].firstIndex(of: "/").map { String(target[$0...]) } ?? "/"
         }
         let (path, query) = Self.split(target)
-        let head = HTTPRequestHead(method: String(request[0]), path: path, query: query, headers: headers, keepAlive: keepAlive)
+        let head = HTTPRequestHead(method: String(request[0]), path: path, query: query, headers: headers, keepAlive: keepAlive,
+                                   body: body)
         c.state = .handling
         let id = c.id, dispatch = self.dispatch
         Task.detached { [self] in
             switch await dispatch(head) {
             case let .reply(reply, extra, omitBody):
                 post(.reply(id, Self.encode(reply, extra: extra, omitBody: omitBody, close: !keepAlive), close: !keepAlive))
-            case let .events(next):
-                post(.append(id, Array("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n".utf8)))
+            case let .events(next, extra):
+                let headers = extra.map { "\($0.0): \($0.1)\r\n" }.joined()
+                post(.append(id, Array("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n\(headers)Connection: close\r\n\r\n".utf8)))
                 while isOpen(id), let event = await next() {
                     post(.append(id, Array("data: \(event)\n\n".utf8)))
                 }

@@ -18,6 +18,32 @@ public struct HTTPReply: Sendable {
     }
 }
 
+/// A whole request, for routes that take any method and a body (the JSON API).
+public struct HTTPRequest: Sendable {
+    public var method: String
+    public var path: String
+    public var query: [String: String]
+    /// Header names lowercased.
+    public var headers: [String: String]
+    public var body: [UInt8]
+
+    public init(method: String, path: String, query: [String: String] = [:], headers: [String: String] = [:],
+                body: [UInt8] = []) {
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// What a prefix route answers: a reply with extra headers (`Location`, `Retry-After`,
+/// CORS), or a stream of Server-Sent Events (each string one event's data line).
+public enum HTTPResponse: Sendable {
+    case reply(HTTPReply, headers: [(String, String)] = [])
+    case events(@Sendable () async -> String?, headers: [(String, String)] = [])
+}
+
 /// An error starting the HTTP service (bad address, port in use).
 public struct HTTPServiceError: Error, CustomStringConvertible {
     public let description: String
@@ -36,6 +62,8 @@ public final class HTTPService: @unchecked Sendable {
     public typealias EventSource = @Sendable (_ query: [String: String]) -> (@Sendable () async -> String?)
     /// A POST route (a dashboard action): the query and the request's headers (names lowercased).
     public typealias Action = @Sendable (_ query: [String: String], _ headers: [String: String]) async -> HTTPReply
+    /// Every request whose path starts with a prefix, whatever its method (the JSON API).
+    public typealias PrefixRoute = @Sendable (HTTPRequest) async -> HTTPResponse
 
     /// The port served (the one chosen when asked for port 0).
     public let port: Int
@@ -44,11 +72,26 @@ public final class HTTPService: @unchecked Sendable {
 
     /// Binds `address:port` (IPv4 or IPv6 literal; port 0: any free port) and serves
     /// `routes` (exact paths, GET and HEAD), `events` (GET) and `actions` (POST) until `stop()`.
+    /// `prefixes` take every request under them (`/api/v1/` and below), with bodies of up to
+    /// `maxBody` bytes (other routes drop theirs).
     public init(address: String, port: Int, routes: [String: Handler], events: [String: EventSource] = [:],
-                actions: [String: Action] = [:]) throws {
+                actions: [String: Action] = [:], prefixes: [String: PrefixRoute] = [:], maxBody: Int = 64 << 10) throws {
         guard (0...65535).contains(port) else { throw HTTPServiceError(description: "HTTP port \(port) is not in 0...65535") }
-        let paths = (Array(routes.keys) + Array(events.keys)).sorted().joined(separator: ", ")
-        server = try PollHTTPServer(address: address, port: port) { request in
+        let paths = (Array(routes.keys) + Array(events.keys) + Array(prefixes.keys)).sorted().joined(separator: ", ")
+        var limits = HTTPLimits()
+        limits.maxBody = max(limits.maxBody, maxBody)
+        let prefixList = prefixes.sorted { $0.key.count > $1.key.count }
+        server = try PollHTTPServer(address: address, port: port, limits: limits) { request in
+            if let (_, route) = prefixList.first(where: { request.path.hasPrefix($0.key) }) {
+                let whole = HTTPRequest(method: request.method, path: request.path, query: request.query,
+                                        headers: request.headers, body: request.body)
+                switch await route(whole) {
+                case let .reply(reply, headers):
+                    return .reply(reply, extraHeaders: headers, omitBody: request.method == "HEAD")
+                case let .events(next, headers):
+                    return .events(next, extraHeaders: headers)
+                }
+            }
             if request.method == "POST", let action = actions[request.path] {
                 return .reply(await action(request.query, request.headers))
             }
@@ -73,8 +116,10 @@ public final class HTTPService: @unchecked Sendable {
     }
 
     static func phrase(_ status: Int) -> String {
-        [200: "OK", 204: "No Content", 400: "Bad Request", 403: "Forbidden", 404: "Not Found",
-         405: "Method Not Allowed", 408: "Request Timeout", 411: "Length Required", 413: "Content Too Large",
-         431: "Request Header Fields Too Large", 500: "Internal Server Error", 503: "Service Unavailable"][status] ?? "Status"
+        [200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 400: "Bad Request", 401: "Unauthorized",
+         403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout", 409: "Conflict",
+         411: "Length Required", 413: "Content Too Large", 415: "Unsupported Media Type", 422: "Unprocessable Content",
+         429: "Too Many Requests", 431: "Request Header Fields Too Large", 500: "Internal Server Error",
+         503: "Service Unavailable"][status] ?? "Status"
     }
 }

@@ -159,8 +159,9 @@ public final class AllowList: @unchecked Sendable {
             }
             files += PeerRole.allCases.flatMap { role -> [(String, PeerRole?)] in
                 let dir = path + "/" + role.directory
+                // `NAME.token` files are the HTTP API's bearer tokens (`APITokens`), not keys.
                 return ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [])
-                    .filter { !$0.hasPrefix(".") }.sorted().map { (dir + "/" + $0, role) }
+                    .filter { !$0.hasPrefix(".") && !$0.hasSuffix(".token") }.sorted().map { (dir + "/" + $0, role) }
             }
         }
         let sig = files.map { f -> String in

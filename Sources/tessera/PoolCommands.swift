@@ -168,10 +168,29 @@ struct CoordinatorCommand: ParsableCommand {
     @Option(help: "A file holding the token the dashboard's actions (cancel, retry failed, requeue) need; without it the dashboard is read-only.")
     var dashboardTokenFile: String?
 
+    @Option(help: "Serve the HTTP JSON API (/api/v1/) on the --metrics-port for holders of the tokens in DIR/clients/ and DIR/admins/ (`tessera token create`; default: the --allow folder).")
+    var apiTokens: String?
+
+    @Flag(help: "Serve the HTTP JSON API without tokens, every caller trusted (only on a loopback --metrics-address).")
+    var apiInsecure = false
+
+    @Option(help: "Let browser pages from ORIGIN call the API (CORS).")
+    var apiCors: String?
+
     @OptionGroup var log: LogOptions
 
     func validate() throws {
         if dashboard && metricsPort == nil { throw ValidationError("--dashboard is served on the HTTP port: give --metrics-port") }
+        if (apiTokens != nil || apiInsecure) && metricsPort == nil {
+            throw ValidationError("the API is served on the HTTP port: give --metrics-port")
+        }
+        if apiInsecure && !EndpointPolicy.isLocal("tcp://\(metricsAddress.contains(":") ? "[\(metricsAddress)]" : metricsAddress):1") {
+            throw ValidationError("--api-insecure serves the API to anyone: only on a loopback --metrics-address, not \(metricsAddress)")
+        }
+        if apiInsecure && apiTokens != nil { throw ValidationError("--api-insecure and --api-tokens: choose one") }
+        if apiCors != nil && apiTokens == nil && !apiInsecure && allow == nil {
+            throw ValidationError("--api-cors needs the API (--api-tokens DIR or --api-insecure)")
+        }
     }
 
     func run() throws {
@@ -189,6 +208,20 @@ struct CoordinatorCommand: ParsableCommand {
         config.poisonThreshold = poison
         config.metricsPort = metricsPort
         config.metricsAddress = metricsAddress
+        var isDirectory: ObjCBool = false
+        let allowFolder = allow.flatMap { FileManager.default.fileExists(atPath: $0, isDirectory: &isDirectory) && isDirectory.boolValue ? $0 : nil }
+        if apiInsecure || apiTokens != nil || (allowFolder != nil && metricsPort != nil) {
+            var api = APIConfig(tokens: apiTokens ?? allowFolder, insecure: apiInsecure)
+            api.corsOrigin = apiCors
+            config.api = api
+            if let dir = api.tokens {
+                let (tokens, problems) = APITokens.load(dir)
+                for p in problems { warn("warning: \(p)") }
+                if tokens.isEmpty {
+                    warn("note: no API tokens in \(dir)/clients/ or \(dir)/admins/ yet: every API call is refused until `tessera token create NAME --dir \(dir)` makes one")
+                }
+            }
+        }
         do {
             if let curveSecret {
                 config.curve = try CurveKeyPair.load(secretFile: curveSecret)
@@ -345,5 +378,45 @@ struct Keygen: ParsableCommand {
         try pair.write(name: name, directory: output)
         print("\(pub)  public key \(pair.publicKey)")
         print("\(sec)  secret (mode 0600)")
+    }
+}
+
+struct Token: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Bearer tokens of the coordinator's HTTP API.",
+        subcommands: [Create.self])
+
+    struct Create: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Make a token: writes DIR/clients/NAME.token (or admins/) holding its SHA-256 and prints the token once.",
+            discussion: """
+                A client token submits jobs and sees, follows and cancels its own; an admin token \
+                every job. The coordinator re-reads DIR every few seconds: removing the file \
+                revokes the token.
+                """)
+
+        @Argument(help: "The token's name (the owner of the jobs it submits).")
+        var name: String
+
+        @Option(help: "client or admin.")
+        var role: String = "client"
+
+        @Option(help: "The folder the coordinator reads tokens from (its --api-tokens or --allow folder).")
+        var dir: String
+
+        func run() throws {
+            guard let r = PeerRole(rawValue: role), r != .worker else {
+                warn("error: --role: expected client or admin, got \(role)")
+                throw Exit.usage
+            }
+            do {
+                let token = try APITokens.create(in: dir, name: name, role: r)
+                warn("wrote \(dir)/\(r.directory)/\(name).token (its hash); the token, shown once:")
+                print(token)
+            } catch {
+                warn("error: \(error)")
+                throw Exit.usage
+            }
+        }
     }
 }

@@ -14,7 +14,7 @@ struct Tessera: ParsableCommand {
         version: TesseraVersion.string,
         subcommands: [Render.self, Run.self, Tiles.self, Strip.self, Transcode.self, Inspect.self, Presets.self,
                       Submit.self, Status.self, Wait.self, Cancel.self, Results.self, Report.self,
-                      CoordinatorCommand.self, WorkerCommand.self, Keygen.self]
+                      CoordinatorCommand.self, WorkerCommand.self, Keygen.self, Token.self]
     )
 
     /// A usage error (parsing or an option combination found in `run()`): the reason, where

@@ -1,0 +1,187 @@
+import Foundation
+import TesseraTestSupport
+import XCTest
+
+/// The HTTP JSON API with curl, against a real coordinator and real workers: tokens by
+/// role, submission in JSON and YAML with the job file's errors, listing, progress as
+/// Server-Sent Events until the job ends, results paged through `Link`, cancel, retry.
+final class APITests: XCTestCase {
+    struct Reply {
+        var status: Int
+        var body: String
+        var headers: [String: String]
+        var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any]) ?? [:] }
+    }
+
+    var base = ""
+
+    /// One request: `curl -s -D headers`, the status, the body and the headers (lowercased names).
+    func call(_ method: String, _ path: String, token: String? = nil, body: String? = nil,
+              type: String = "application/json", extra: [String] = []) throws -> Reply {
+        let headerFile = NSTemporaryDirectory() + "api-headers-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: headerFile) }
+        var args = ["-s", "-X", method, "-D", headerFile, "-w", "\n%{http_code}", base + path] + extra
+        if let token { args += ["-H", "Authorization: Bearer \(token)"] }
+        if let body { args += ["-H", "Content-Type: \(type)", "--data-binary", "@-"] }
+        let r = try runProcess("curl", args, input: body.map { Data($0.utf8) })
+        let lines = r.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+        var headers: [String: String] = [:]
+        for line in (try? String(contentsOfFile: headerFile, encoding: .utf8))?.split(separator: "\r\n") ?? [] {
+            if let colon = line.firstIndex(of: ":") {
+                headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            }
+        }
+        return Reply(status: Int(lines.last ?? "") ?? 0, body: lines.dropLast().joined(separator: "\n"), headers: headers)
+    }
+
+    func token(_ cluster: Cluster, _ name: String, role: String = "client") throws -> String {
+        let r = try runProcess(Cluster.binary.path, ["token", "create", name, "--role", role, "--dir", cluster.dir + "/tokens"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let token = r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        XCTAssertTrue(token.hasPrefix("tsr_") && token.count == 68, token)
+        let file = try String(contentsOfFile: cluster.dir + "/tokens/\(role)s/\(name).token", encoding: .utf8)
+        XCTAssertFalse(file.contains(token), "the file holds the token's hash, not the token")
+        return token
+    }
+
+    func waitReady(_ port: Int) throws {
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline {
+            if (try? runProcess("curl", ["-sf", "http://127.0.0.1:\(port)/readyz"]))?.status == 0 { return }
+            usleep(100_000)
+        }
+        throw TestTimeout()
+    }
+
+    func testClientsSubmitFollowPageAndCancelTheirOwnJobsOnly() throws {
+        let port = freePort()
+        base = "http://127.0.0.1:\(port)"
+        let cluster = try Cluster()
+        try FileManager.default.createDirectory(atPath: cluster.dir + "/tokens", withIntermediateDirectories: true)
+        let alice = try token(cluster, "alice"), bob = try token(cluster, "bob"), root = try token(cluster, "root", role: "admin")
+        cluster.coordinatorArguments = ["--metrics-port", String(port), "--api-tokens", cluster.dir + "/tokens"]
+        _ = try cluster.makeImages(5)
+        try Data("not an image".utf8).write(to: URL(fileURLWithPath: cluster.dir + "/in/broken.jpg"))
+        try cluster.startCoordinator()
+        try waitReady(port)
+
+        // Who may call.
+        XCTAssertEqual(try call("GET", "/api/v1/jobs").status, 401)
+        XCTAssertEqual(try call("GET", "/api/v1/jobs").headers["www-authenticate"], "Bearer")
+        XCTAssertEqual(try call("GET", "/api/v1/jobs", token: "tsr_" + String(repeating: "0", count: 64)).status, 401)
+        XCTAssertEqual(try call("GET", "/api/v1/nothing", token: alice).status, 404)
+        XCTAssertEqual(try call("PUT", "/api/v1/jobs", token: alice).status, 405)
+
+        // Submitting: YAML and JSON bodies, the job file's validation with a line number.
+        let yaml = "name: api-yaml\ninputs: [\(cluster.dir)/in]\noutput: \(cluster.dir)/out-yaml\noutputs: [{preset: favicon}]\n"
+        let created = try call("POST", "/api/v1/jobs", token: alice, body: yaml, type: "application/yaml")
+        XCTAssertEqual(created.status, 201, created.body)
+        let job = try XCTUnwrap(created.json["job"] as? String)
+        XCTAssertEqual(created.headers["location"], "/api/v1/jobs/\(job)")
+        XCTAssertEqual(created.json["tasks"] as? Int, 6)
+        let json = #"{"name": "api-json", "inputs": ["\#(cluster.dir)/in"], "output": "\#(cluster.dir)/out-json", "outputs": [{"preset": "favicon"}]}"#
+        let other = try call("POST", "/api/v1/jobs", token: bob, body: json)
+        XCTAssertEqual(other.status, 201, other.body)
+        let bobsJob = try XCTUnwrap(other.json["job"] as? String)
+        let bad = try call("POST", "/api/v1/jobs", token: alice, body: "name: x\ninputs: [/in]\noutput: /tmp/o\nqualty: 3\n",
+                           type: "application/yaml")
+        XCTAssertEqual(bad.status, 422, bad.body)
+        let error = try XCTUnwrap(bad.json["error"] as? [String: Any])
+        XCTAssertEqual(error["code"] as? String, "invalid-job")
+        XCTAssertTrue((error["message"] as? String ?? "").contains("request body:4"), "\(error)")
+        XCTAssertEqual(try call("POST", "/api/v1/jobs", token: alice, body: "x", type: "text/plain").status, 415)
+
+        // Each client sees its own jobs; an admin sees all.
+        func ids(_ r: Reply) -> Set<String> { Set(((r.json["jobs"] as? [[String: Any]]) ?? []).compactMap { $0["id"] as? String }) }
+        XCTAssertEqual(ids(try call("GET", "/api/v1/jobs", token: alice)), [job])
+        XCTAssertEqual(ids(try call("GET", "/api/v1/jobs", token: bob)), [bobsJob])
+        XCTAssertEqual(ids(try call("GET", "/api/v1/jobs", token: root)), [job, bobsJob])
+        XCTAssertEqual(try call("GET", "/api/v1/jobs/\(job)", token: bob).status, 403)
+        XCTAssertEqual(try call("DELETE", "/api/v1/jobs/\(job)", token: bob).status, 403)
+        XCTAssertEqual(try call("GET", "/api/v1/jobs/j-nosuchjob", token: root).status, 404)
+        XCTAssertEqual(try call("GET", "/api/v1/jobs?state=bogus", token: alice).status, 400)
+
+        // Bob cancels his job before any worker runs it.
+        let cancelled = try call("DELETE", "/api/v1/jobs/\(bobsJob)", token: bob)
+        XCTAssertEqual(cancelled.status, 200, cancelled.body)
+        XCTAssertEqual(cancelled.json["state"] as? String, "cancelled")
+        XCTAssertEqual(cancelled.json["cancelled"] as? Int, 6)
+
+        // A worker runs Alice's job; its progress comes as events until it ends.
+        try cluster.startWorker()
+        let events = try call("GET", "/api/v1/jobs/\(job)/events", token: alice, extra: ["-N", "--max-time", "60"])
+        XCTAssertEqual(events.status, 200)
+        XCTAssertEqual(events.headers["content-type"], "text/event-stream")
+        let statuses = events.body.split(separator: "\n").filter { $0.hasPrefix("data: ") }
+            .compactMap { try? JSONSerialization.jsonObject(with: Data($0.dropFirst(6).utf8)) as? [String: Any] }
+        XCTAssertGreaterThanOrEqual(statuses.count, 1)
+        XCTAssertEqual(statuses.last?["state"] as? String, "failed", "the stream ends with the job: \(events.body)")
+        XCTAssertEqual(statuses.last?["succeeded"] as? Int, 5)
+        XCTAssertEqual(statuses.last?["progress"] as? Double, 1)
+
+        // Results, two to a page, followed through Link; only the failed one with status=failed.
+        var seen: [String] = []
+        var next: String? = "/api/v1/jobs/\(job)/results?limit=2"
+        var pages = 0
+        while let path = next {
+            let page = try call("GET", path, token: alice)
+            XCTAssertEqual(page.status, 200, page.body)
+            XCTAssertEqual(page.headers["content-type"], "application/x-ndjson")
+            for line in page.body.split(separator: "\n") {
+                let record = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+                seen.append(try XCTUnwrap(record["input"] as? String))
+            }
+            next = page.headers["link"].flatMap { link in
+                link.hasSuffix("rel=\"next\"") ? String(link.dropFirst().prefix { $0 != ">" }) : nil
+            }
+            pages += 1
+        }
+        XCTAssertEqual(seen.count, 6)
+        XCTAssertEqual(Set(seen).count, 6, "every task once")
+        XCTAssertEqual(pages, 3 + 1, "pages of 2, the last one empty: \(seen)")
+        let failed = try call("GET", "/api/v1/jobs/\(job)/results?status=failed", token: alice)
+        XCTAssertEqual(failed.body.split(separator: "\n").count, 1)
+        XCTAssertTrue(failed.body.contains("broken.jpg"), failed.body)
+
+        // The broken input fixed, its task runs again.
+        try FileManager.default.copyItem(atPath: cluster.dir + "/in/img0001.jpg", toPath: cluster.dir + "/in/fixed.jpg")
+        try FileManager.default.removeItem(atPath: cluster.dir + "/in/broken.jpg")
+        try FileManager.default.copyItem(atPath: cluster.dir + "/in/fixed.jpg", toPath: cluster.dir + "/in/broken.jpg")
+        let retried = try call("POST", "/api/v1/jobs/\(job)/retry-failed", token: alice)
+        XCTAssertEqual(retried.status, 200, retried.body)
+        XCTAssertEqual(retried.json["retried"] as? Int, 1)
+        let done = try cluster.waitFor(job) { $0.finished != nil && $0.state != .running }
+        XCTAssertEqual(done.succeeded, 6)
+        XCTAssertEqual(done.failed, 0)
+
+        // A revoked token is refused at once (the folder is re-read every 2 s).
+        try FileManager.default.removeItem(atPath: cluster.dir + "/tokens/clients/bob.token")
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline, try call("GET", "/api/v1/jobs", token: bob).status != 401 { usleep(200_000) }
+        XCTAssertEqual(try call("GET", "/api/v1/jobs", token: bob).status, 401)
+    }
+
+    /// Submissions per token are bounded (429 with Retry-After); bodies are bounded (413).
+    func testSubmissionsAndBodiesAreBounded() throws {
+        let port = freePort()
+        base = "http://127.0.0.1:\(port)"
+        let cluster = try Cluster()
+        cluster.coordinatorArguments = ["--metrics-port", String(port), "--api-insecure"]
+        _ = try cluster.makeImages(1)
+        try cluster.startCoordinator()
+        try waitReady(port)
+        let job = #"{"name": "n", "inputs": ["\#(cluster.dir)/in"], "output": "\#(cluster.dir)/out", "outputs": [{"preset": "favicon"}]}"#
+        var statuses: [Int] = []
+        var retryAfter: String?
+        for _ in 0..<62 {
+            let r = try call("POST", "/api/v1/jobs", body: job)
+            statuses.append(r.status)
+            if r.status == 429 { retryAfter = r.headers["retry-after"] }
+        }
+        XCTAssertEqual(statuses.filter { $0 == 201 }.count, 60, "\(statuses)")
+        XCTAssertEqual(statuses.suffix(2), [429, 429])
+        XCTAssertNotNil(retryAfter.flatMap(Int.init))
+        let huge = "name: n\n# " + String(repeating: "x", count: 1 << 20) + "\n"
+        XCTAssertEqual(try call("POST", "/api/v1/jobs", body: huge, type: "application/yaml").status, 413)
+    }
+}
