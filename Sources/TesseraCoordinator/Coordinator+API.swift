@@ -330,6 +330,10 @@ struct APIRouter: Sendable {
         func reply(_ a: APIAnswer) -> HTTPResponse {
             .reply(HTTPReply(status: a.status, contentType: a.contentType, body: a.body), headers: cors + a.headers)
         }
+        // The document is public: it holds nothing a caller could not read in docs/.
+        if request.path == "/api/v1/openapi.json" && (request.method == "GET" || request.method == "HEAD") {
+            return reply(APIAnswer(status: 200, body: Array(APIDocument.json.utf8)))
+        }
         // Who is calling.
         let caller: APICaller
         if gate.config.insecure {

@@ -161,6 +161,70 @@ final class APITests: XCTestCase {
         XCTAssertEqual(try call("GET", "/api/v1/jobs", token: bob).status, 401)
     }
 
+    /// The OpenAPI document: served as kept in docs/api/, and true to the server: every
+    /// documented route answers with a documented status, and every status the API answered
+    /// in these requests is documented for its route.
+    func testTheOpenAPIDocumentIsServedAndTrue() throws {
+        let port = freePort()
+        base = "http://127.0.0.1:\(port)"
+        let cluster = try Cluster()
+        try FileManager.default.createDirectory(atPath: cluster.dir + "/tokens", withIntermediateDirectories: true)
+        let alice = try token(cluster, "alice"), bob = try token(cluster, "bob")
+        cluster.coordinatorArguments = ["--metrics-port", String(port), "--api-tokens", cluster.dir + "/tokens"]
+        _ = try cluster.makeImages(2)
+        try cluster.startCoordinator()
+        try waitReady(port)
+        let served = try call("GET", "/api/v1/openapi.json")
+        XCTAssertEqual(served.status, 200)
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let kept = try String(contentsOf: root.appendingPathComponent("docs/api/openapi.json"), encoding: .utf8)
+        XCTAssertEqual(served.body + "\n", kept, "docs/api/openapi.json is what the server serves")
+        let doc = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(kept.utf8)) as? [String: Any])
+        XCTAssertEqual(doc["openapi"] as? String, "3.1.0")
+        let paths = try XCTUnwrap(doc["paths"] as? [String: [String: Any]])
+
+        let job = #"{"name": "n", "inputs": ["\#(cluster.dir)/in"], "output": "\#(cluster.dir)/out", "outputs": [{"preset": "favicon"}]}"#
+        let id = try XCTUnwrap(try call("POST", "/api/v1/jobs", token: alice, body: job).json["job"] as? String)
+        try cluster.startWorker()
+        _ = try cluster.waitFor(id) { $0.finished != nil }
+        // (route template, method, path, token, body, type)
+        var requests: [(String, String, String, String?, String?, String)] = [
+            ("/api/v1/openapi.json", "GET", "/api/v1/openapi.json", nil, nil, ""),
+            ("/api/v1/jobs", "POST", "/api/v1/jobs", alice, job, "application/json"),
+            ("/api/v1/jobs", "POST", "/api/v1/jobs", alice, "name: [", "application/yaml"),
+            ("/api/v1/jobs", "POST", "/api/v1/jobs", alice, "x", "text/plain"),
+            ("/api/v1/jobs", "POST", "/api/v1/jobs", nil, job, "application/json"),
+            ("/api/v1/jobs", "GET", "/api/v1/jobs", alice, nil, ""),
+            ("/api/v1/jobs", "GET", "/api/v1/jobs?limit=0", alice, nil, ""),
+            ("/api/v1/jobs", "GET", "/api/v1/jobs", nil, nil, ""),
+        ]
+        for (template, sub) in [("/api/v1/jobs/{id}", ""), ("/api/v1/jobs/{id}/results", "/results"),
+                                ("/api/v1/jobs/{id}/events", "/events"), ("/api/v1/jobs/{id}/retry-failed", "/retry-failed")] {
+            let method = sub == "/retry-failed" ? "POST" : "GET"
+            requests += [(template, method, "/api/v1/jobs/\(id)\(sub)", alice, nil, ""),
+                         (template, method, "/api/v1/jobs/\(id)\(sub)", bob, nil, ""),
+                         (template, method, "/api/v1/jobs/j-none\(sub)", alice, nil, ""),
+                         (template, method, "/api/v1/jobs/\(id)\(sub)", nil, nil, "")]
+        }
+        requests += [("/api/v1/jobs/{id}/results", "GET", "/api/v1/jobs/\(id)/results?status=nope", alice, nil, ""),
+                     ("/api/v1/jobs/{id}", "DELETE", "/api/v1/jobs/\(id)", alice, nil, ""),
+                     ("/api/v1/jobs/{id}", "DELETE", "/api/v1/jobs/\(id)", bob, nil, "")]
+        var answered: [String: Set<String>] = [:]
+        for (template, method, path, token, body, type) in requests {
+            let r = try call(method, path, token: token, body: body, type: type, extra: ["--max-time", "30"])
+            let operation = try XCTUnwrap(paths[template]?[method.lowercased()] as? [String: Any], "\(method) \(template) is documented")
+            let statuses = try XCTUnwrap(operation["responses"] as? [String: Any]).keys
+            XCTAssertTrue(statuses.contains(String(r.status)), "\(method) \(path) answered \(r.status), documented: \(statuses.sorted())")
+            answered["\(method) \(template)", default: []].insert(String(r.status))
+        }
+        // Every documented operation was called.
+        for (template, item) in paths {
+            for method in item.keys where method != "parameters" {
+                XCTAssertNotNil(answered["\(method.uppercased()) \(template)"], "\(method) \(template) was not tried")
+            }
+        }
+    }
+
     /// Submissions per token are bounded (429 with Retry-After); bodies are bounded (413).
     func testSubmissionsAndBodiesAreBounded() throws {
         let port = freePort()
