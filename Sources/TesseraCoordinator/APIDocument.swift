@@ -266,6 +266,16 @@ enum APIDocument {
         "summary": "The caller's jobs: running first, then the most recent."
       },
       "post": {
+        "parameters": [
+          {
+            "description": "What relative paths in the job resolve against (absolute); default: the coordinator's working directory.",
+            "in": "header",
+            "name": "X-Job-Directory",
+            "schema": {
+              "type": "string"
+            }
+          }
+        ],
         "requestBody": {
           "content": {
             "application/json": {
@@ -299,6 +309,9 @@ enum APIDocument {
                 }
               }
             }
+          },
+          "400": {
+            "$ref": "#/components/responses/Error"
           },
           "401": {
             "$ref": "#/components/responses/Error"

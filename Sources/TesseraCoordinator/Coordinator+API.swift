@@ -419,11 +419,20 @@ struct APIRouter: Sendable {
             return .error(429, "too-many-requests", "at most \(gate.config.submissionsPerMinute) submissions a minute per token",
                           headers: [("Retry-After", String(Int(wait.rounded(.up))))])
         }
+        // Relative paths resolve against the folder the client's job file is in, when it says
+        // (X-Job-Directory, absolute), else against the coordinator's working directory.
+        var base = gate.config.baseDirectory
+        if let dir = request.headers["x-job-directory"] {
+            guard dir.hasPrefix("/") else {
+                return .error(400, "invalid-request", "X-Job-Directory: an absolute path, got \"\(dir)\"")
+            }
+            base = dir
+        }
         // JSON is YAML: one parser and one validation, with line numbers into the body.
         let spec: JobSpec
         do {
             spec = try JobFile.parse(yaml: String(decoding: request.body, as: UTF8.self), file: "request body",
-                                     baseDirectory: gate.config.baseDirectory)
+                                     baseDirectory: base)
         } catch let e as JobError {
             return .error(422, e.code.rawValue, (e.file.map { $0 + ": " } ?? "") + e.reason)
         } catch {
