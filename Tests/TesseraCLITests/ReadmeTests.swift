@@ -4,7 +4,7 @@ import XCTest
 
 /// The README's commands run as written: every fenced `sh` block that follows a
 /// `<!-- runnable -->` line is run with bash (`set -euo pipefail`) in a directory laid
-/// out like a fresh clone (examples/, jobs/, scripts/, .build/release/tessera), where
+/// out like a fresh clone (examples/, jobs/, scripts/, docs/, clients/, .build/release/tessera), where
 /// `../shared` does not exist.
 final class ReadmeTests: XCTestCase {
     static var repository: URL {
@@ -55,7 +55,7 @@ final class ReadmeTests: XCTestCase {
         let fm = FileManager.default
         try fm.createDirectory(atPath: clone + "/.build/release", withIntermediateDirectories: true)
         defer { try? fm.removeItem(atPath: clone) }
-        for dir in ["examples", "jobs", "scripts", "docs"] {
+        for dir in ["examples", "jobs", "scripts", "docs", "clients"] {
             try fm.copyItem(atPath: repo.appendingPathComponent(dir).path, toPath: clone + "/" + dir)
         }
         try fm.createSymbolicLink(atPath: clone + "/.build/release/tessera", withDestinationPath: tesseraBinary.path)
