@@ -225,6 +225,55 @@ final class APITests: XCTestCase {
         }
     }
 
+    /// A 50,000-task job cancelled while it runs keeps what finished and cancels the rest;
+    /// the 10,000 results of another come page by page (never all in one answer), each once.
+    func testCancelMidJobAndPageTenThousandResults() throws {
+        let port = freePort()
+        base = "http://127.0.0.1:\(port)"
+        let cluster = try Cluster()
+        cluster.coordinatorArguments = ["--metrics-port", String(port), "--api-insecure"]
+        try cluster.startCoordinator()
+        try waitReady(port)
+        func noop(_ n: Int, _ name: String) throws -> String {
+            let manifest = cluster.dir + "/\(name).txt"
+            try (0..<n).map { "/nonexistent/d\($0 / 1000)/f\($0).jpg" }.joined(separator: "\n").write(toFile: manifest, atomically: true, encoding: .utf8)
+            let r = try call("POST", "/api/v1/jobs", body: #"{"name": "\#(name)", "kind": "noop", "inputs": [{"manifest": "\#(manifest)"}], "output": "\#(cluster.dir)/\#(name)"}"#)
+            XCTAssertEqual(r.status, 201, r.body)
+            return try XCTUnwrap(r.json["job"] as? String)
+        }
+        let long = try noop(50_000, "long")
+        try cluster.startWorker()
+        let started = try cluster.waitFor(long, timeout: 60) { $0.succeeded > 0 }
+        XCTAssertLessThan(started.succeeded, 50_000)
+        let cancelled = try call("DELETE", "/api/v1/jobs/\(long)")
+        XCTAssertEqual(cancelled.status, 200, cancelled.body)
+        let end = try cluster.waitFor(long, timeout: 60) { $0.finished != nil }
+        XCTAssertEqual(end.state, .cancelled)
+        XCTAssertGreaterThan(end.succeeded, 0)
+        XCTAssertGreaterThan(end.cancelled, 0)
+        XCTAssertEqual(end.succeeded + end.cancelled, 50_000)
+
+        let job = try noop(10_000, "paged")
+        XCTAssertEqual(try cluster.waitFor(job, timeout: 120) { $0.finished != nil }.succeeded, 10_000)
+        var inputs = Set<String>()
+        var next: String? = "/api/v1/jobs/\(job)/results?limit=1000"
+        var pages = 0
+        while let path = next {
+            let page = try call("GET", path)
+            XCTAssertEqual(page.status, 200)
+            let lines = page.body.split(separator: "\n")
+            XCTAssertLessThanOrEqual(lines.count, 1000)
+            for line in lines {
+                let record = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+                XCTAssertTrue(inputs.insert(try XCTUnwrap(record["input"] as? String)).inserted)
+            }
+            next = page.headers["link"].map { String($0.dropFirst().prefix { $0 != ">" }) }
+            pages += 1
+        }
+        XCTAssertEqual(inputs.count, 10_000)
+        XCTAssertEqual(pages, 11)
+    }
+
     /// Submissions per token are bounded (429 with Retry-After); bodies are bounded (413).
     func testSubmissionsAndBodiesAreBounded() throws {
         let port = freePort()
