@@ -261,6 +261,9 @@ enum APIDocument {
           },
           "500": {
             "$ref": "#/components/responses/Error"
+          },
+          "503": {
+            "$ref": "#/components/responses/Error"
           }
         },
         "summary": "The caller's jobs: running first, then the most recent."
@@ -336,6 +339,9 @@ enum APIDocument {
           },
           "500": {
             "$ref": "#/components/responses/Error"
+          },
+          "503": {
+            "$ref": "#/components/responses/Error"
           }
         },
         "summary": "Submit a job."
@@ -365,6 +371,9 @@ enum APIDocument {
           },
           "500": {
             "$ref": "#/components/responses/Error"
+          },
+          "503": {
+            "$ref": "#/components/responses/Error"
           }
         },
         "summary": "Cancel the job."
@@ -391,6 +400,9 @@ enum APIDocument {
             "$ref": "#/components/responses/Error"
           },
           "500": {
+            "$ref": "#/components/responses/Error"
+          },
+          "503": {
             "$ref": "#/components/responses/Error"
           }
         },
@@ -434,6 +446,9 @@ enum APIDocument {
             "$ref": "#/components/responses/Error"
           },
           "500": {
+            "$ref": "#/components/responses/Error"
+          },
+          "503": {
             "$ref": "#/components/responses/Error"
           }
         },
@@ -529,6 +544,9 @@ enum APIDocument {
           },
           "500": {
             "$ref": "#/components/responses/Error"
+          },
+          "503": {
+            "$ref": "#/components/responses/Error"
           }
         },
         "summary": "The job's task records in task order, as JSON lines."
@@ -585,6 +603,9 @@ enum APIDocument {
             "$ref": "#/components/responses/Error"
           },
           "500": {
+            "$ref": "#/components/responses/Error"
+          },
+          "503": {
             "$ref": "#/components/responses/Error"
           }
         },

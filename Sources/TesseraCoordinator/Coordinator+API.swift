@@ -107,8 +107,15 @@ final class APIGate: @unchecked Sendable {
     private var tokensRead = -1e9
     private var submissions: [String: [Double]] = [:]
     private var calls: [(APICall, APICaller, CheckedContinuation<APIAnswer, Never>)] = []
-    /// Pokes the loop's wake socket (set by the loop when it starts).
-    var poke: (@Sendable () -> Void)?
+    private var pokeLoop: (@Sendable () -> Void)?
+    /// Once the loop has stopped, calls are answered 503 at once.
+    private var closed = false
+
+    /// Pokes the loop's wake socket (set by the loop when it starts, cleared when it stops).
+    var poke: (@Sendable () -> Void)? {
+        get { lock.withLock { pokeLoop } }
+        set { lock.withLock { pokeLoop = newValue } }
+    }
 
     init(config: APIConfig) { self.config = config }
 
@@ -143,9 +150,15 @@ final class APIGate: @unchecked Sendable {
     func perform(_ call: APICall, _ caller: APICaller) async -> APIAnswer {
         let answer = await withCheckedContinuation { continuation in
             lock.lock()
+            guard !closed else {
+                lock.unlock()
+                continuation.resume(returning: APIAnswer.error(503, "stopping", "the coordinator is stopping"))
+                return
+            }
             calls.append((call, caller, continuation))
+            let wake = pokeLoop
             lock.unlock()
-            poke?()
+            wake?()
         }
         return answer
     }
@@ -156,6 +169,17 @@ final class APIGate: @unchecked Sendable {
         let all = calls
         calls = []
         return all
+    }
+
+    /// The loop has stopped: what waits, and what comes, is answered 503.
+    func close() {
+        lock.lock()
+        closed = true
+        pokeLoop = nil
+        let waiting = calls
+        calls = []
+        lock.unlock()
+        for (_, _, answer) in waiting { answer.resume(returning: APIAnswer.error(503, "stopping", "the coordinator is stopping")) }
     }
 }
 

@@ -301,7 +301,7 @@ public final class Coordinator: @unchecked Sendable {
             router.close()
             control.close()
             readerWake?.close()
-            api?.poke = nil
+            api?.close()
             apiPoke?.close()
             zap?.close()
             http?.stop()

@@ -296,5 +296,23 @@ final class APITests: XCTestCase {
         XCTAssertNotNil(retryAfter.flatMap(Int.init))
         let huge = "name: n\n# " + String(repeating: "x", count: 1 << 20) + "\n"
         XCTAssertEqual(try call("POST", "/api/v1/jobs", body: huge, type: "application/yaml").status, 413)
+
+        // A stream that follows a queued job ends when the coordinator stops (no worker: it
+        // never runs), and the coordinator exits.
+        let queued = try XCTUnwrap(try call("GET", "/api/v1/jobs?state=queued").json["jobs"] as? [[String: Any]]).first?["id"] as? String
+        let stream = Process()
+        stream.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        stream.arguments = ["-sN", "--max-time", "60", "\(base)/api/v1/jobs/\(try XCTUnwrap(queued))/events"]
+        stream.standardOutput = FileHandle.nullDevice
+        try stream.run()
+        usleep(700_000)
+        XCTAssertTrue(stream.isRunning, "the stream waits for the job")
+        let coordinator = try XCTUnwrap(cluster.coordinator)
+        kill(coordinator.processIdentifier, SIGTERM)
+        let deadline = Date().addingTimeInterval(15)
+        while (stream.isRunning || coordinator.isRunning) && Date() < deadline { usleep(50_000) }
+        XCTAssertFalse(stream.isRunning, "the event stream ended with the coordinator")
+        XCTAssertFalse(coordinator.isRunning, "the coordinator exited with a stream open")
+        if stream.isRunning { stream.terminate() }
     }
 }
