@@ -237,6 +237,16 @@ enum APIDocument {
               "minimum": 1,
               "type": "integer"
             }
+          },
+          {
+            "description": "Jobs to pass over (the next page's Link says how many).",
+            "in": "query",
+            "name": "offset",
+            "schema": {
+              "default": 0,
+              "minimum": 0,
+              "type": "integer"
+            }
           }
         ],
         "responses": {
@@ -248,7 +258,15 @@ enum APIDocument {
                 }
               }
             },
-            "description": "The jobs."
+            "description": "The jobs.",
+            "headers": {
+              "Link": {
+                "description": "<…offset=…>; rel=\"next\" when the page is full",
+                "schema": {
+                  "type": "string"
+                }
+              }
+            }
           },
           "400": {
             "$ref": "#/components/responses/Error"
@@ -266,7 +284,7 @@ enum APIDocument {
             "$ref": "#/components/responses/Error"
           }
         },
-        "summary": "The caller's jobs: running first, then the most recent."
+        "summary": "The caller's jobs (an admin's: all), the most recent first."
       },
       "post": {
         "parameters": [

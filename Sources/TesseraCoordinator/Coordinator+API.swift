@@ -42,7 +42,7 @@ struct APICaller: Sendable {
 /// What the event loop does for an API request.
 enum APICall: Sendable {
     case submit(JobSpec)
-    case list(state: JobStatus.State?, limit: Int)
+    case list(state: JobStatus.State?, limit: Int, offset: Int)
     case get(String)
     case results(String, after: UInt64, limit: Int, status: Outcome?)
     case cancel(String)
@@ -236,17 +236,19 @@ extension Coordinator {
             let reply = pendingReplies.remove(at: i).1
             let submitted = try reply.decode(SubmitReply.self)
             return .json(submitted, status: 201, headers: [("Location", "/api/v1/jobs/\(submitted.job)")])
-        case .list(let state, let limit):
-            var list: [JobStatus] = []
-            for job in jobs where caller.seesAll || job.owner == caller.owner {
-                list.append(job.status())
+        case .list(let state, let limit, let offset):
+            try journal.flush()  // jobs this iteration changed
+            let live: Set<JobStatus.State> = [.queued, .running]
+            let stored = state.map { live.contains($0) ? ["queued", "running"] : [$0.rawValue] }
+            let rows = try journal.jobs(owner: caller.seesAll ? nil : caller.owner, states: stored, limit: limit, offset: offset)
+            let list = try rows.compactMap { try jobStatus($0.id) }.filter { state == nil || $0.state == state }
+            var headers: [(String, String)] = []
+            if rows.count == limit {
+                var next = "/api/v1/jobs?limit=\(limit)&offset=\(offset + limit)"
+                if let state { next += "&state=\(state.rawValue)" }
+                headers = [("Link", "<\(next)>; rel=\"next\"")]
             }
-            for row in try journal.recentJobs(limit: max(limit * 4, 200)) where scheduler.jobsByID[row.id] == nil {
-                guard caller.seesAll || row.owner == caller.owner, let s = try jobStatus(row.id) else { continue }
-                list.append(s)
-            }
-            if let state { list = list.filter { $0.state == state } }
-            return .json(["jobs": Array(list.prefix(limit))])
+            return .json(["jobs": list], headers: headers)
         case .get(let id):
             try checkAccess(id, caller)
             guard let s = try jobStatus(id) else { throw ErrorReply(code: "no-such-job", message: "no job \(id)") }
@@ -395,7 +397,10 @@ struct APIRouter: Sendable {
             guard let limit = Self.number(request.query["limit"], default: 50, range: 1...1000) else {
                 return reply(.error(400, "invalid-request", "limit: expected 1...1000"))
             }
-            return reply(await gate.perform(.list(state: state, limit: limit), caller))
+            guard let offset = Self.number(request.query["offset"], default: 0, range: 0...Int.max) else {
+                return reply(.error(400, "invalid-request", "offset: expected a count of jobs"))
+            }
+            return reply(await gate.perform(.list(state: state, limit: limit, offset: offset), caller))
         case (2, "jobs"?):
             if let refused = methods(["GET", "DELETE"]) { return refused }
             return reply(await gate.perform(request.method == "DELETE" ? .cancel(path[1]) : .get(path[1]), caller))

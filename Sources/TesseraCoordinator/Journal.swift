@@ -264,6 +264,27 @@ package final class Journal {
         try db.read { db in try Row.fetchOne(db, sql: "SELECT * FROM jobs WHERE id = ?", arguments: [id]).map(jobRow) }
     }
 
+    /// A page of jobs, the most recent first: only `owner`'s and in one of `states` when given
+    /// (the journal says `queued` of a job until it ends; the scheduler knows it runs).
+    package func jobs(owner: String?, states: [String]?, limit: Int, offset: Int) throws -> [JobRow] {
+        var clauses: [String] = []
+        var arguments: [(any DatabaseValueConvertible)?] = []
+        if let owner {
+            clauses.append("owner = ?")
+            arguments.append(owner)
+        }
+        if let states, !states.isEmpty {
+            clauses.append("state IN (" + states.map { _ in "?" }.joined(separator: ", ") + ")")
+            arguments += states.map { $0 }
+        }
+        let filter = clauses.isEmpty ? "" : " WHERE " + clauses.joined(separator: " AND ")
+        arguments += [limit, offset]
+        return try db.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM jobs\(filter) ORDER BY seq DESC LIMIT ? OFFSET ?",
+                             arguments: StatementArguments(arguments)).map(jobRow)
+        }
+    }
+
     package func recentJobs(limit: Int) throws -> [JobRow] {
         try db.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM jobs ORDER BY seq DESC LIMIT ?", arguments: [limit]).map(jobRow)

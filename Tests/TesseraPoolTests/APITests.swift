@@ -96,6 +96,10 @@ final class APITests: XCTestCase {
         XCTAssertEqual(ids(try call("GET", "/api/v1/jobs", token: alice)), [job])
         XCTAssertEqual(ids(try call("GET", "/api/v1/jobs", token: bob)), [bobsJob])
         XCTAssertEqual(ids(try call("GET", "/api/v1/jobs", token: root)), [job, bobsJob])
+        let first = try call("GET", "/api/v1/jobs?limit=1", token: root)
+        XCTAssertEqual(ids(first), [bobsJob], "the most recent first")
+        XCTAssertEqual(first.headers["link"], "</api/v1/jobs?limit=1&offset=1>; rel=\"next\"")
+        XCTAssertEqual(ids(try call("GET", "/api/v1/jobs?limit=1&offset=1", token: root)), [job])
         XCTAssertEqual(try call("GET", "/api/v1/jobs/\(job)", token: bob).status, 403)
         XCTAssertEqual(try call("DELETE", "/api/v1/jobs/\(job)", token: bob).status, 403)
         XCTAssertEqual(try call("GET", "/api/v1/jobs/j-nosuchjob", token: root).status, 404)
@@ -279,10 +283,17 @@ final class APITests: XCTestCase {
         let port = freePort()
         base = "http://127.0.0.1:\(port)"
         let cluster = try Cluster()
-        cluster.coordinatorArguments = ["--metrics-port", String(port), "--api-insecure"]
+        cluster.coordinatorArguments = ["--metrics-port", String(port), "--api-insecure", "--api-cors", "https://app.example"]
         _ = try cluster.makeImages(1)
         try cluster.startCoordinator()
         try waitReady(port)
+        // Browsers from the one origin allowed: the preflight and the answers say so.
+        let preflight = try call("OPTIONS", "/api/v1/jobs", extra: ["-H", "Origin: https://app.example",
+                                                                   "-H", "Access-Control-Request-Method: POST"])
+        XCTAssertEqual(preflight.status, 204)
+        XCTAssertEqual(preflight.headers["access-control-allow-origin"], "https://app.example")
+        XCTAssertTrue(preflight.headers["access-control-allow-headers"]?.contains("Authorization") == true)
+        XCTAssertEqual(try call("GET", "/api/v1/jobs").headers["access-control-allow-origin"], "https://app.example")
         let job = #"{"name": "n", "inputs": ["\#(cluster.dir)/in"], "output": "\#(cluster.dir)/out", "outputs": [{"preset": "favicon"}]}"#
         var statuses: [Int] = []
         var retryAfter: String?

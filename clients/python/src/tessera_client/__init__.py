@@ -131,9 +131,9 @@ class Client:
         """The job's status, with ``progress`` (0…1) and, while it runs, ``etaSeconds``."""
         return self._json("GET", "/api/v1/jobs/" + _quote(job_id))
 
-    def jobs(self, state: Optional[str] = None, limit: int = 50) -> List[JobStatus]:
-        """The caller's jobs (every job for an admin token), running first."""
-        query = {"limit": str(limit)}
+    def jobs(self, state: Optional[str] = None, limit: int = 50, offset: int = 0) -> List[JobStatus]:
+        """A page of the caller's jobs (every job for an admin token), the most recent first."""
+        query = {"limit": str(limit), "offset": str(offset)}
         if state:
             query["state"] = state
         return self._json("GET", "/api/v1/jobs?" + urllib.parse.urlencode(query))["jobs"]
