@@ -344,11 +344,12 @@ struct APIRouter: Sendable {
     func answer(_ request: HTTPRequest) async -> HTTPResponse {
         var cors: [(String, String)] = []
         if let origin = gate.config.corsOrigin {
-            cors = [("Access-Control-Allow-Origin", origin), ("Vary", "Origin")]
+            cors = [("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),
+                    ("Access-Control-Expose-Headers", "Link, Location, X-Next-After, Retry-After")]
             if request.method == "OPTIONS" {
                 return .reply(HTTPReply(status: 204, contentType: "text/plain", body: []), headers: cors + [
                     ("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS"),
-                    ("Access-Control-Allow-Headers", "Authorization, Content-Type"),
+                    ("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Job-Directory"),
                     ("Access-Control-Max-Age", "600"),
                 ])
             }
@@ -477,16 +478,20 @@ struct APIRouter: Sendable {
     }
 }
 
-/// A job's progress as Server-Sent Events: its status whenever it changes (checked twice a
-/// second), the last one when it ends.
+/// A job's progress as Server-Sent Events: its status whenever its counts or state change
+/// (checked twice a second), the last one when it ends. A comment line every 15 s keeps
+/// proxies from closing a quiet stream and lets the server find a reader that left; a
+/// token revoked meanwhile ends the stream.
 final class JobEvents: @unchecked Sendable {
     private let gate: APIGate
     private let caller: APICaller
     private let job: String
     private let lock = NSLock()
     private var pending: [UInt8]?
-    private var last: [UInt8] = []
+    private var last: JobStatus?
     private var ended = false
+    private var sent = Monotonic.seconds()
+    static let keepAlive = 15.0
 
     init(gate: APIGate, caller: APICaller, job: String, first: APIAnswer) {
         self.gate = gate
@@ -503,9 +508,13 @@ final class JobEvents: @unchecked Sendable {
             case .wait: break
             }
             try? await Task.sleep(nanoseconds: 500_000_000)
+            if let name = caller.name, let role = caller.role,
+               !gate.currentTokens().values.contains(APIToken(name: name, role: role)) {
+                return nil
+            }
             let a = await gate.perform(.get(job), caller)
             guard a.status == 200 else { return nil }
-            offer(a.body)
+            if let ping = offer(a.body) { return ping }
         }
     }
 
@@ -517,22 +526,27 @@ final class JobEvents: @unchecked Sendable {
         defer { lock.unlock() }
         if let p = pending {
             pending = nil
-            last = p
-            ended = Self.isTerminal(p)
+            let status = try? JSONDecoder().decode(JobStatus.self, from: Data(p))
+            last = status
+            ended = status?.isTerminal ?? true
+            sent = Monotonic.seconds()
             return .emit(String(decoding: p, as: UTF8.self))
         }
         return ended ? .end : .wait
     }
 
-    /// A status just read: sent when it differs from the last one.
-    private func offer(_ body: [UInt8]) {
+    /// A status just read: sent when its counts or state differ from the last one sent (not
+    /// its rate); else a keep-alive comment when the stream has been quiet for a while.
+    private func offer(_ body: [UInt8]) -> String? {
         lock.lock()
         defer { lock.unlock() }
-        if body != last { pending = body }
-    }
-
-    private static func isTerminal(_ body: [UInt8]) -> Bool {
-        guard let s = try? JSONDecoder().decode(JobStatus.self, from: Data(body)) else { return true }
-        return s.isTerminal
+        let status = try? JSONDecoder().decode(JobStatus.self, from: Data(body))
+        if status == nil || status != last {
+            pending = body
+            return nil
+        }
+        guard Monotonic.seconds() - sent >= Self.keepAlive else { return nil }
+        sent = Monotonic.seconds()
+        return ": keep-alive"
     }
 }

@@ -252,6 +252,8 @@ public final class Coordinator: @unchecked Sendable {
 
     /// Runs until `stop()` or a `shutdown` request.
     public func run() throws {
+        // However run ends (a bind that fails included), API calls waiting for the loop are answered.
+        defer { api?.close() }
         if let curve = config.curve {
             // The ZAP handler must exist, in this context, before any CURVE handshake.
             let z = try ZMQSocket(context, .rep)

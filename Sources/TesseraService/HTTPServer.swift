@@ -448,7 +448,8 @@ final class PollHTTPServer: @unchecked Sendable {
                 let headers = extra.map { "\($0.0): \($0.1)\r\n" }.joined()
                 post(.append(id, Array("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n\(headers)Connection: close\r\n\r\n".utf8)))
                 while isOpen(id), let event = await next() {
-                    post(.append(id, Array("data: \(event)\n\n".utf8)))
+                    // A line starting with ":" is a comment (a keep-alive), sent as it is.
+                    post(.append(id, Array((event.hasPrefix(":") ? "\(event)\n\n" : "data: \(event)\n\n").utf8)))
                 }
                 post(.end(id))
             }

@@ -58,7 +58,8 @@ public struct HTTPServiceError: Error, CustomStringConvertible {
 public final class HTTPService: @unchecked Sendable {
     public typealias Handler = @Sendable (_ path: String, _ query: [String: String]) async -> HTTPReply
     /// A Server-Sent Events route: called for each event of one connection (the event's
-    /// data, one line), waiting as long as it likes; nil ends the stream.
+    /// data, one line; one starting with ":" is sent as a comment), waiting as long as it
+    /// likes; nil ends the stream.
     public typealias EventSource = @Sendable (_ query: [String: String]) -> (@Sendable () async -> String?)
     /// A POST route (a dashboard action): the query and the request's headers (names lowercased).
     public typealias Action = @Sendable (_ query: [String: String], _ headers: [String: String]) async -> HTTPReply
@@ -79,7 +80,8 @@ public final class HTTPService: @unchecked Sendable {
         guard (0...65535).contains(port) else { throw HTTPServiceError(description: "HTTP port \(port) is not in 0...65535") }
         let paths = (Array(routes.keys) + Array(events.keys) + Array(prefixes.keys)).sorted().joined(separator: ", ")
         var limits = HTTPLimits()
-        limits.maxBody = max(limits.maxBody, maxBody)
+        // A little over the routes' own limit, so that they answer a body over it themselves.
+        limits.maxBody = max(limits.maxBody, maxBody + (64 << 10))
         let prefixList = prefixes.sorted { $0.key.count > $1.key.count }
         server = try PollHTTPServer(address: address, port: port, limits: limits) { request in
             if let (_, route) = prefixList.first(where: { request.path.hasPrefix($0.key) }) {

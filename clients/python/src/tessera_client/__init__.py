@@ -116,7 +116,7 @@ class Client:
         """
         headers = {}
         if isinstance(job, Mapping):
-            body = json.dumps(job).encode()
+            body = json.dumps(job, ensure_ascii=False).encode("utf-8")
             headers["Content-Type"] = "application/json"
         else:
             path = os.fspath(job)
@@ -144,7 +144,7 @@ class Client:
 
     def retry_failed(self, job_id: str) -> int:
         """Queues the failed tasks of a finished job again; returns how many."""
-        return self._json("POST", "/api/v1/jobs/" + _quote(job_id) + "/retry-failed")["retried"]
+        return self._json("POST", "/api/v1/jobs/" + _quote(job_id) + "/retry-failed", retry_sent=False)["retried"]
 
     def results(self, job_id: str, status: Optional[str] = None, page_size: int = 1000) -> Iterator[Dict[str, Any]]:
         """The job's task records in task order, one page at a time (never all in memory)."""
@@ -153,29 +153,38 @@ class Client:
             query["status"] = status
         path: Optional[str] = "/api/v1/jobs/" + _quote(job_id) + "/results?" + urllib.parse.urlencode(query)
         while path:
+            # The whole page first (a short read raises), then its records: a slow consumer
+            # never holds the connection, and no page is cut short unnoticed.
             response = self._request("GET", path)
             with response:
-                for line in response:
-                    if line.strip():
-                        yield json.loads(line)
+                page = response.read()
                 path = _next_link(response.headers.get("Link"))
+            for line in page.splitlines():
+                if line.strip():
+                    yield json.loads(line)
 
     def wait(self, job_id: str, on_progress: Optional[Callable[[JobStatus], None]] = None,
              timeout: Optional[float] = None) -> JobStatus:
         """Follows the job's events until it ends; returns its last status.
 
         ``on_progress`` gets every status the coordinator sends (twice a second at most). A
-        dropped stream is reopened; ``timeout`` (seconds) raises :class:`TimeoutError`.
+        dropped stream is reopened, through a coordinator restart too (for up to a minute
+        of unavailability without ``timeout``); ``timeout`` (seconds) raises
+        :class:`TimeoutError`.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         last: Optional[JobStatus] = None
+        unavailable_since: Optional[float] = None
         while True:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 raise TimeoutError(f"job {job_id} did not end within {timeout} s")
             try:
+                # The server sends a keep-alive comment every 15 s: a read that waits 45 s is a dead link.
+                read_timeout = 45.0 if remaining is None else min(45.0, max(remaining, 0.1))
                 response = self._request("GET", "/api/v1/jobs/" + _quote(job_id) + "/events",
-                                         timeout=remaining if remaining is not None else None, stream=True)
+                                         timeout=read_timeout, stream=True)
+                unavailable_since = None
                 with response:
                     for raw in response:
                         line = raw.decode("utf-8").rstrip("\r\n")
@@ -188,12 +197,22 @@ class Client:
                             return last
                         if deadline is not None and time.monotonic() > deadline:
                             raise TimeoutError(f"job {job_id} did not end within {timeout} s")
+            except CoordinatorUnavailable:
+                now = time.monotonic()
+                unavailable_since = unavailable_since or now
+                if deadline is None and now - unavailable_since > 60:
+                    raise
+                time.sleep(max(self.backoff, 0.5))
+                continue
             except (OSError, urllib.error.URLError) as e:
                 if isinstance(e, TimeoutError) and deadline is not None and time.monotonic() >= deadline:
                     raise TimeoutError(f"job {job_id} did not end within {timeout} s") from e
                 time.sleep(self.backoff)
             # The stream ended without a final state (a restarted coordinator): ask again.
-            status = self.job(job_id)
+            try:
+                status = self.job(job_id)
+            except CoordinatorUnavailable:
+                continue
             if status.get("state") in TERMINAL:
                 if on_progress and status != last:
                     on_progress(status)
