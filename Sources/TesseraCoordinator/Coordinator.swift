@@ -279,7 +279,7 @@ public final class Coordinator: @unchecked Sendable {
         readerWake = wake
         // API requests wake the loop as finished inline reads do.
         let apiPoke = try api.map { _ in try WakeSender(context: context, endpoint: readerEndpoint) }
-        api?.poke = apiPoke.map { p in { p.poke() } }
+        api?.poke = apiPoke.map { p in { @Sendable in p.poke() } }
         var bound: [String] = []
         for e in config.endpoints {
             do { try router.bind(e) } catch { throw CoordinatorStartError(endpoint: e, reason: "\(error)") }
