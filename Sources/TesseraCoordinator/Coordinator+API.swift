@@ -33,8 +33,8 @@ struct APICaller: Sendable {
     /// The token's name (nil: `--api-insecure`).
     var name: String?
     var role: PeerRole?
-    /// The owner string of the jobs it submits.
-    var owner: String { name.map { "token:" + $0 } ?? "" }
+    /// The owner string of the jobs it submits (the token's; nothing for an insecure caller).
+    var owner: String { role.map { APIToken(name: name ?? "", role: $0).owner } ?? "" }
     /// Admins, and every caller of an insecure API, see and act on every job.
     var seesAll: Bool { role == nil || role == .admin }
 }
@@ -283,14 +283,7 @@ extension Coordinator {
             guard scheduler.jobsByID[id] == nil else {
                 return .error(409, "job-running", "job \(id) is still running: retry its failed tasks when it ends")
             }
-            guard let row = try journal.job(id) else { throw ErrorReply(code: "no-such-job", message: "no job \(id)") }
-            let n = try journal.reopenFailed(job: id)
-            if n > 0 {
-                let job = try activate(row)
-                scheduler.finishedJobs.removeValue(forKey: id)
-                scheduler.add(job)
-                logger.info("api: job \(id): \(n) failed tasks queued again")
-            }
+            guard let n = try requeueFailed(id, by: "api") else { throw ErrorReply(code: "no-such-job", message: "no job \(id)") }
             return .json(APIRetried(job: id, retried: n))
         }
     }

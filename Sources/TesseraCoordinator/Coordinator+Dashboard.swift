@@ -207,6 +207,19 @@ extension Coordinator {
         }
     }
 
+    /// Queues the failed tasks of finished job `id` again (their failed results taken back);
+    /// how many, nil when there is no such job. The dashboard's and the API's retry.
+    func requeueFailed(_ id: String, by who: String) throws -> Int? {
+        guard let row = try journal.job(id) else { return nil }
+        let n = try journal.reopenFailed(job: id)
+        guard n > 0 else { return 0 }
+        let job = try activate(row)
+        scheduler.finishedJobs.removeValue(forKey: id)
+        scheduler.add(job)
+        logger.info("\(who): job \(id): \(n) failed tasks queued again")
+        return n
+    }
+
     private func perform(_ action: DashboardAction, now: Double) -> HTTPReply {
         func json(_ object: [String: String], status: Int = 200) -> HTTPReply {
             let encoder = JSONEncoder()
@@ -225,13 +238,7 @@ extension Coordinator {
                 guard scheduler.jobsByID[id] == nil else {
                     return json(["error": "job \(id) is still running: retry its failed tasks when it ends"], status: 409)
                 }
-                guard let row = try journal.job(id) else { return json(["error": "no job \(id)"], status: 404) }
-                let n = try journal.reopenFailed(job: id)
-                guard n > 0 else { return json(["job": id, "retried": "0"]) }
-                let job = try activate(row)
-                scheduler.finishedJobs.removeValue(forKey: id)
-                scheduler.add(job)
-                logger.info("dashboard: job \(id): \(n) failed tasks queued again")
+                guard let n = try requeueFailed(id, by: "dashboard") else { return json(["error": "no job \(id)"], status: 404) }
                 return json(["job": id, "retried": String(n)])
             case .requeue(let id, let task):
                 guard let job = scheduler.jobsByID[id], let slot = job.live[task], slot.state == .dispatched else {
