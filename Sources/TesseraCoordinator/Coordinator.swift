@@ -815,11 +815,21 @@ public final class Coordinator: @unchecked Sendable {
 
     private func dispatch(now: Double) {
         guard now >= dispatchPausedUntil, !jobs.isEmpty, !isDispatchHeld else { return }
+        // Nothing left to give an idle executor: what another worker holds unstarted is its.
+        if !dispatchReady(now: now), scheduler.rebalance(Array(workers.values)) > 0 {
+            applyEffects()
+            _ = dispatchReady(now: now)
+        }
+    }
+
+    /// Gives ready tasks to workers with credit; false when tasks ran out before credit did.
+    private func dispatchReady(now: Double) -> Bool {
+        var more = true
         for w in workers.values where w.freeCredit > 0 {
             var batch: [TaskAssignment] = []
             var needsInline: [(ActiveJob, TaskRef)] = []
             while batch.count + needsInline.count < min(w.freeCredit, config.maxBatch), workers[w.identity] === w,
-                  let (job, id) = scheduler.nextReady(now: now) {
+                  let (job, id) = scheduler.nextReady(now: now) ?? { more = false; return nil }() {
                 if !w.announced.contains(job.id) {
                     if !batch.isEmpty { send(w.identity, TaskAssignment.envelope(batch)); batch = [] }
                     send(w.identity, Envelope(MessageType.job, body: job.announcement))
@@ -845,6 +855,7 @@ public final class Coordinator: @unchecked Sendable {
             // went to a worker already given up; it goes back (uncharged: never received).
             if workers[w.identity] !== w { scheduler.lose(w, reason: "unreachable", charge: false) }
         }
+        return more
     }
 
     func assignment(_ job: ActiveJob, ref: TaskRef, inline: [UInt8]?) -> TaskAssignment {

@@ -251,6 +251,12 @@ package final class WorkerConn {
         lastSeen = now
     }
 
+    /// Executors with nothing to run: held tasks (less those committed, whose work is done)
+    /// and tasks taken back that may still run, short of its concurrency.
+    package var idleExecutors: Int {
+        draining ? 0 : max(0, concurrency - (held.count - committed.count) - revoked.count)
+    }
+
     package var freeCredit: Int {
         if draining || revoked.count >= concurrency { return 0 }  // every executor may be stuck
         // Every committed task is held (granted only while held; dropped wherever held drops it).
@@ -403,6 +409,38 @@ package final class Scheduler {
             // The journal is unreadable: the loop's next flush reports it and stops.
             logger.error("paging tasks of job \(job.id) in: \(error)")
         }
+    }
+
+    /// The tail of the work: nothing is ready, yet some executors are idle while a worker
+    /// holds tasks beyond its own executors that it has not started (prefetched). The last
+    /// dispatched of those are taken back — revoked, so the holder drops them from its queue
+    /// (one it started meanwhile has its commit refused: exactly once either way) — and
+    /// queued again for the idle executors. Uncharged. Returns how many were taken back.
+    package func rebalance(_ workers: [WorkerConn]) -> Int {
+        var idle = workers.reduce(0) { $0 + $1.idleExecutors }
+        guard idle > 0 else { return 0 }
+        var taken = 0
+        for w in workers where idle > 0 && !w.draining {
+            var spare = (w.held.count - w.committed.count) - w.concurrency
+            guard spare > 0 else { continue }
+            let waiting = w.held.filter { !w.running.contains($0.key) && !w.committed.contains($0.key) && !w.revoked.contains($0.key) }
+                .map { (ref: $0.key, job: $0.value, at: $0.value.live[$0.key.task]?.dispatchedAt ?? 0) }
+                .sorted { ($0.at, $0.ref.task) > ($1.at, $1.ref.task) }
+            var refs: [TaskRef] = []
+            for t in waiting where spare > 0 && idle > 0 {
+                guard let slot = t.job.live[t.ref.task], slot.state == .dispatched, slot.attempt == t.ref.attempt,
+                      slot.worker === w else { continue }
+                returned(t.job, t.ref.task)
+                refs.append(t.ref)
+                spare -= 1
+                idle -= 1
+            }
+            if !refs.isEmpty {
+                effects.append(.revoke(worker: w.identity, refs: refs))
+                taken += refs.count
+            }
+        }
+        return taken
     }
 
     /// Leases a pending task to a worker; returns the attempt's reference.

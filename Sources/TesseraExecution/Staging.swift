@@ -9,10 +9,15 @@ public struct Fence: Sendable {
     /// Asks the coordinator whether this attempt may publish (blocks; false when it may
     /// not, or when no answer came in time).
     public var commit: @Sendable () -> Bool
+    /// Whether a task with a few staged files may end before the answer: its outcome then
+    /// carries a `PendingCommit` for the caller to finish when the answer comes (a worker
+    /// runs its next task meanwhile). Tiles and object-storage outputs always wait.
+    public var deferred: Bool
 
-    public init(task: UInt64, attempt: UInt32, commit: @escaping @Sendable () -> Bool) {
+    public init(task: UInt64, attempt: UInt32, deferred: Bool = false, commit: @escaping @Sendable () -> Bool) {
         self.task = task
         self.attempt = attempt
+        self.deferred = deferred
         self.commit = commit
     }
 }

@@ -17,6 +17,52 @@ public struct TaskOutcome: Sendable {
     /// The coordinator refused this attempt's commit (it was superseded): nothing was
     /// published and there is nothing to report.
     public var superseded = false
+    /// Staged outputs waiting for the coordinator's answer (a deferred fence): the task is
+    /// not over until `finish(granted:)` publishes or discards them.
+    public var pendingCommit: PendingCommit?
+}
+
+/// A task whose outputs are staged and whose commit is asked: `finish(granted:)` renames
+/// them into place (or removes them) and gives the task's final outcome. The wait for the
+/// answer is in no stage (the worker's executor runs its next task meanwhile); the renames
+/// are the write stage's.
+public final class PendingCommit: @unchecked Sendable {
+    private var task: TaskExecutor.Run
+    private let staging: FileStaging
+    private let outputs: [OutputRecord]
+    private let input: String
+    private var finished = false
+
+    init(task: TaskExecutor.Run, staging: FileStaging, outputs: [OutputRecord], input: String) {
+        self.task = task
+        self.staging = staging
+        self.outputs = outputs
+        self.input = input
+    }
+
+    /// Publishes (granted) or discards (refused, or no answer) the staged outputs; once.
+    public func finish(granted: Bool) -> TaskOutcome {
+        precondition(!finished, "a pending commit is finished once")
+        finished = true
+        let clock = Stopwatch()
+        if !granted {
+            staging.discard()
+            task.superseded = true
+        } else {
+            do {
+                try staging.publish()
+                task.record.outputs += outputs
+            } catch {
+                task.record.status = .failed
+                task.fail(error, input: input)
+            }
+        }
+        let spent = clock.milliseconds
+        task.record.timings.write += spent
+        task.record.timings.total += spent
+        task.record.finishedAt = Date().timeIntervalSince1970
+        return task.outcome
+    }
 }
 
 /// Runs tasks: read, render (decode once) or strip, write every output atomically.
@@ -101,7 +147,16 @@ public enum TaskExecutor {
             task.record.timings.total = clock.milliseconds
         }
         task.record.finishedAt = Date().timeIntervalSince1970
-        return task.outcome
+        var outcome = task.outcome
+        if let staged = task.staged {
+            task.staged = nil
+            if task.record.status == .succeeded {
+                outcome.pendingCommit = PendingCommit(task: task, staging: staged.staging, outputs: staged.outputs, input: input.path)
+            } else {
+                staged.staging.discard()
+            }
+        }
+        return outcome
     }
 
     /// One task while it runs: its record and what the outcome will carry.
@@ -112,6 +167,8 @@ public enum TaskExecutor {
         var retryable = false
         var inlineOutputs: [InlineFile] = []
         var superseded = false
+        /// Staged by a deferred fence, with the records of its files: published when the answer comes.
+        var staged: (staging: FileStaging, outputs: [OutputRecord])?
         /// The input's bytes map its file (not inline, not fetched): decoders may drop pages read past.
         var inputIsFileMap = false
         /// The input file's identity when it is a local file.
@@ -290,6 +347,12 @@ public enum TaskExecutor {
             } catch {
                 staging.discard()
                 throw error
+            }
+            if fence!.deferred {
+                // The caller asks and finishes (`PendingCommit`): the records are its to add.
+                task.staged = (staging, files.map { var o = $0.record; o.path = Location.join(job.outputRoot, o.path); return o })
+                task.record.timings.write = task.clock.milliseconds - writeStart
+                return
             }
             guard commit(fence, task: &task, discard: staging.discard) else { return }
             try staging.publish()

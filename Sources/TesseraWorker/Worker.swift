@@ -119,6 +119,9 @@ public final class Worker: @unchecked Sendable {
     /// Commits that got no answer in time: those tasks are reported `returned`.
     private var unanswered: Set<TaskRef> = []
     private var awaitingCommit: Set<TaskRef> = []
+    /// Finished tasks whose staged outputs wait for the commit's answer while their executor
+    /// runs the next task; the loop thread publishes (or discards) them when it comes.
+    private var publishing: [TaskRef: Publishing] = [:]
     private var stopping = false
     private var drainRequested = false
 
@@ -174,6 +177,19 @@ public final class Worker: @unchecked Sendable {
     deinit { prefetcher?.stop() }
 
     static func key(_ ref: TaskRef) -> String { "\(ref.task).\(ref.attempt)" }
+
+    /// A task waiting for its commit's answer, and what its report needs.
+    private struct Publishing {
+        let task: TaskAssignment
+        let pending: PendingCommit
+        let queueWait: Double
+        let peak: PeakMemory?
+        let askedAt: Double
+    }
+
+    /// At most this many finished tasks wait for their commit's answer before an executor
+    /// waits too (a coordinator that stopped answering does not see work pile up).
+    var publishingLimit: Int { 2 * config.concurrency }
 
     var credit: Int { config.concurrency + (config.prefetch ?? config.concurrency) }
 
@@ -265,8 +281,12 @@ public final class Worker: @unchecked Sendable {
         defer {
             lock.lock()
             stopping = true
+            let left = publishing.values
+            publishing.removeAll()
             lock.broadcast()
             lock.unlock()
+            // Not published: a later attempt of these tasks is run (their staged files go now).
+            for p in left { _ = p.pending.finish(granted: false) }
         }
         try sendHello(link.dealer)
         var drainStarted: Double?
@@ -294,6 +314,7 @@ public final class Worker: @unchecked Sendable {
                 link.refusedBackoff = backoff
                 try sendHello(link.dealer)
             }
+            settleUnanswered(now: now)
             flushOutbox(link.dealer, now: now)
             lock.lock()
             let wantsDrain = drainRequested
@@ -408,7 +429,7 @@ public final class Worker: @unchecked Sendable {
     /// their reports are acknowledged, or `drainTimeout` has passed.
     private func drained(_ dealer: ZMQSocket, since started: Double, now: Double) -> Bool {
         lock.lock()
-        let busy = !running.isEmpty || !outbox.isEmpty
+        let busy = !running.isEmpty || !outbox.isEmpty || !publishing.isEmpty
         lock.unlock()
         guard (!busy && session.unacked.isEmpty) || now - started > config.drainTimeout else { return false }
         if !session.unacked.isEmpty { logger.warning("exiting with \(session.unacked.count) unacknowledged reports") }
@@ -469,17 +490,23 @@ public final class Worker: @unchecked Sendable {
                 try sendHello(dealer)
             case .committed(let refs):
                 lock.lock()
+                let granted = refs.compactMap { publishing.removeValue(forKey: $0) }
+                for p in granted { awaitingCommit.remove(p.task.ref) }
                 for ref in refs where awaitingCommit.contains(ref) { commitAnswers[ref] = true }
                 lock.broadcast()
                 lock.unlock()
+                for p in granted { settle(p, granted: true) }
             case .revoke(let refs):
                 lock.lock()
                 queue.removeAll { refs.contains($0.0.ref) }
                 for ref in refs { prefetcher?.discard(Worker.key(ref)) }
+                let refused = refs.compactMap { publishing.removeValue(forKey: $0) }
+                for p in refused { awaitingCommit.remove(p.task.ref) }
                 for ref in refs where awaitingCommit.contains(ref) { commitAnswers[ref] = false }
                 revokedRunning.formUnion(refs.intersection(running))
                 lock.broadcast()
                 lock.unlock()
+                for p in refused { settle(p, granted: false) }
             case .drain:
                 next = .drain
             case .log(.info, let message):
@@ -527,7 +554,7 @@ public final class Worker: @unchecked Sendable {
 
     private func sendHello(_ dealer: ZMQSocket) throws {
         lock.lock()
-        let holding = Array(running) + queue.map { $0.0.ref }
+        let holding = Array(running) + Array(publishing.keys) + queue.map { $0.0.ref }
         lock.unlock()
         let hello = WorkerHello(worker: config.id, host: host, pid: getpid(), concurrency: config.concurrency,
                                 credit: credit, inline: config.inline,
@@ -587,6 +614,13 @@ public final class Worker: @unchecked Sendable {
                 lock.unlock()
                 return
             }
+            // Too many finished tasks wait for their commit's answer: wait with them.
+            while publishing.count >= publishingLimit && !stopping { lock.wait() }
+            if stopping || queue.isEmpty {
+                lock.unlock()
+                if stopping { return }
+                continue
+            }
             let (task, job, queuedAt) = queue.removeFirst()
             let measureMemory = job.kind != .noop
             let alone = running.isEmpty
@@ -613,7 +647,7 @@ public final class Worker: @unchecked Sendable {
                 abort()
             }
             let ref = task.ref
-            let fence = Fence(task: ref.task, attempt: ref.attempt) { [weak self, poke] in
+            let fence = Fence(task: ref.task, attempt: ref.attempt, deferred: true) { [weak self, poke] in
                 self?.awaitCommit(ref, poke: poke) ?? false
             }
             var renderOptions = job.options.renderOptions
@@ -626,8 +660,30 @@ public final class Worker: @unchecked Sendable {
                                            renderOptions: renderOptions, fence: task.inlineInput == nil ? fence : nil,
                                            stores: stores, prefetched: prefetcher?.take(Worker.key(task.ref)))
             let peak = measureMemory ? ResourceAccounting.peakResident() : 0
-            let report = makeReport(task, outcome, queueWait: wait,
-                                    peak: peak > 0 ? PeakMemory(bytes: peak, isUpperBound: !alone) : nil)
+            let peakMemory = peak > 0 ? PeakMemory(bytes: peak, isUpperBound: !alone) : nil
+            if let pending = outcome.pendingCommit {
+                // Its outputs are staged: the commit is asked and this executor goes on; the
+                // loop publishes them and sends the report when the answer comes.
+                lock.lock()
+                running.remove(ref)
+                let refused = revokedRunning.remove(ref) != nil || stopping
+                if !refused {
+                    awaitingCommit.insert(ref)
+                    commitOutbox.append(ref)
+                    publishing[ref] = Publishing(task: task, pending: pending, queueWait: wait, peak: peakMemory,
+                                                 askedAt: Monotonic.seconds())
+                }
+                lock.unlock()
+                if refused {
+                    let back = pending.finish(granted: false)
+                    lock.lock()
+                    outbox.append(returnedReport(task, back, queueWait: wait, peak: peakMemory, unanswered: false))
+                    lock.unlock()
+                }
+                _ = try? poke?.send([[1]], dontWait: true)
+                continue
+            }
+            let report = makeReport(task, outcome, queueWait: wait, peak: peakMemory)
 
             lock.lock()
             running.remove(task.ref)
@@ -635,22 +691,53 @@ public final class Worker: @unchecked Sendable {
             // A superseded attempt published nothing and reports nothing: the coordinator
             // already gave its task to another attempt.
             if outcome.superseded {
-                // Nothing was published. The task is handed back: the coordinator requeues it
-                // if this was still its current attempt (no answer in time), else ignores it.
-                if unanswered.remove(task.ref) != nil {
-                    logger.warning("task \(task.ref.task): no answer to its commit in \(Int(config.commitTimeout)) s; outputs discarded, task handed back")
-                } else {
-                    logger.info("task \(task.ref.task) attempt \(task.ref.attempt) was superseded: outputs discarded")
-                }
-                var back = report
-                back.status = .returned
-                outbox.append(back)
+                outbox.append(returnedReport(task, outcome, queueWait: wait, peak: peakMemory,
+                                             unanswered: unanswered.remove(task.ref) != nil))
             } else {
                 outbox.append(report)
             }
             lock.unlock()
             _ = try? poke?.send([[1]], dontWait: true)
         }
+    }
+
+    /// A superseded attempt published nothing and is handed back: the coordinator requeues it
+    /// if this was still its current attempt (no answer in time), else ignores it.
+    private func returnedReport(_ t: TaskAssignment, _ o: TaskOutcome, queueWait: Double, peak: PeakMemory?,
+                                unanswered: Bool) -> TaskReport {
+        if unanswered {
+            logger.warning("task \(t.ref.task): no answer to its commit in \(Int(config.commitTimeout)) s; outputs discarded, task handed back")
+        } else {
+            logger.info("task \(t.ref.task) attempt \(t.ref.attempt) was superseded: outputs discarded")
+        }
+        var back = makeReport(t, o, queueWait: queueWait, peak: peak)
+        back.status = .returned
+        return back
+    }
+
+    /// The loop thread: a waiting task's answer came (or never will): its outputs are
+    /// published or discarded, and its report goes out with this turn's.
+    private func settle(_ p: Publishing, granted: Bool, unanswered: Bool = false) {
+        let outcome = p.pending.finish(granted: granted)
+        let report = outcome.superseded
+            ? returnedReport(p.task, outcome, queueWait: p.queueWait, peak: p.peak, unanswered: unanswered)
+            : makeReport(p.task, outcome, queueWait: p.queueWait, peak: p.peak)
+        lock.lock()
+        outbox.append(report)
+        lock.unlock()
+    }
+
+    /// Waiting tasks whose commit got no answer in `commitTimeout` seconds: discarded and handed back.
+    private func settleUnanswered(now: Double) {
+        lock.lock()
+        let late = publishing.values.filter { now - $0.askedAt > config.commitTimeout }
+        for p in late {
+            publishing.removeValue(forKey: p.task.ref)
+            awaitingCommit.remove(p.task.ref)
+        }
+        if !late.isEmpty { lock.broadcast() }
+        lock.unlock()
+        for p in late { settle(p, granted: false, unanswered: true) }
     }
 
     /// Asks the coordinator (through the loop) whether attempt `ref` may publish; waits up

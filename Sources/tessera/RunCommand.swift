@@ -32,8 +32,8 @@ struct Run: ParsableCommand {
     @Option(parsing: .unconditional, help: "Tasks each worker runs at once.")
     var concurrency: Int = 1
 
-    @Option(parsing: .unconditional, help: "Tasks each worker holds queued beyond --concurrency (0: none, so no worker sits on work another could start).")
-    var prefetch: Int = 0
+    @Option(parsing: .unconditional, help: "Tasks each worker holds queued beyond --concurrency, to start the next at once (at a job's end, what a worker holds unstarted goes to an idle one).")
+    var prefetch: Int = 1
 
     @Option(help: "SQLite journal.")
     var journal: String?

@@ -191,6 +191,40 @@ final class SchedulerTests: XCTestCase {
         XCTAssertNotEqual(again[0].attempt, refs[0].attempt)
     }
 
+    /// The tail of a job: a worker's idle executor gets what another holds unstarted beyond
+    /// its own executors (the last dispatched first); a started task, a committed one, or
+    /// one the holder's own free executor will start is never taken.
+    func testAtTheTailAnIdleExecutorGetsWhatAnotherHoldsUnstarted() throws {
+        let s = makeScheduler()
+        let job = try submit(s, (0..<5).map { "/in/\($0).jpg" }, timeout: 10)
+        let a = worker("a", credit: 4, concurrency: 2), b = worker("b", credit: 2, concurrency: 1)
+        let held = take(s, a, 4).map(\.1)
+        let bs = take(s, b, 1).map(\.1)
+        XCTAssertEqual(bs.count, 1)
+        XCTAssertEqual(s.rebalance([a, b]), 0, "no executor is idle")
+        a.running = [held[0]]
+        XCTAssertTrue(s.grantCommit(held[1], of: a), "one is done (committed): a's second executor is free")
+        ok(s, job, bs[0])
+        b.held.removeValue(forKey: bs[0])
+        XCTAssertNil(s.nextReady(now: now), "nothing left to dispatch")
+        XCTAssertEqual(b.idleExecutors, 1)
+        // a: held 4, committed 1 -> 3 busy or waiting on 2 executors: one waits beyond them.
+        XCTAssertEqual(s.rebalance([a, b]), 1)
+        let revoked = s.effects.flatMap { e -> [TaskRef] in if case .revoke(_, let r) = e { return r } else { return [] } }
+        XCTAssertEqual(revoked, [held[3]], "the last dispatched unstarted one")
+        XCTAssertNil(a.held[held[3]])
+        XCTAssertFalse(s.grantCommit(held[3], of: a), "a start that raced the revoke publishes nothing")
+        let moved = take(s, b, b.freeCredit).map(\.1)
+        XCTAssertEqual(moved.map(\.task), [held[3].task])
+        XCTAssertNotEqual(moved[0].attempt, held[3].attempt)
+        s.effects.removeAll()
+        XCTAssertEqual(s.rebalance([a, b]), 0, "a now holds no more than its executors")
+        // Every task still ends once.
+        for ref in [held[0], held[1], held[2]] { ok(s, job, ref) }
+        ok(s, job, moved[0])
+        XCTAssertEqual(try results(job).count, 5)
+    }
+
     /// A granted commit frees the worker's credit (its executor is done: renaming and the
     /// report are left), so its next task goes out with the grant; a refused one does not.
     func testAGrantedCommitFreesItsCreditARefusedOneDoesNot() throws {

@@ -47,4 +47,31 @@ final class StagingTests: XCTestCase {
         XCTAssertTrue(outcome.superseded)
         XCTAssertEqual(tmp.files(under: "out"), [], "nothing published, nothing left staged")
     }
+
+    /// A deferred fence: the task ends with its file staged and its commit not asked; the
+    /// caller's `finish` publishes it (the record then names it) or discards it.
+    func testADeferredCommitPublishesOnlyWhenFinishedGranted() throws {
+        let tmp = TemporaryDirectory()
+        let input = tmp.write("in/a.jpg", try jpeg(200, 150))
+        let root = tmp.path + "/out"
+        let fence = Fence(task: 9, attempt: 2, deferred: true) {
+            XCTFail("a deferred fence is not asked by the executor")
+            return false
+        }
+        let outcome = TaskExecutor.run(try job(root), input: InputFile(path: input, root: tmp.path + "/in"), fence: fence)
+        let pending = try XCTUnwrap(outcome.pendingCommit, outcome.record.error?.message ?? "")
+        XCTAssertEqual(tmp.files(under: "out"), [".tessera/staging/9.2.0"], "staged, not published")
+        XCTAssertEqual(outcome.record.outputs, [], "nothing is named before it is published")
+        let done = pending.finish(granted: true)
+        XCTAssertEqual(done.record.status, .succeeded)
+        XCTAssertFalse(done.superseded)
+        XCTAssertEqual(done.record.outputs.map(\.path), [root + "/a.jpg"])
+        XCTAssertEqual(tmp.files(under: "out"), ["a.jpg"])
+        XCTAssertGreaterThanOrEqual(done.record.timings.total, outcome.record.timings.total)
+
+        let refused = TaskExecutor.run(try job(root + "2"), input: InputFile(path: input, root: tmp.path + "/in"), fence: fence)
+        let back = try XCTUnwrap(refused.pendingCommit).finish(granted: false)
+        XCTAssertTrue(back.superseded)
+        XCTAssertEqual(tmp.files(under: "out2"), [], "nothing published, nothing left staged")
+    }
 }
