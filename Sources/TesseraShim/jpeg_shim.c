@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <jpeglib.h>
 #include <jerror.h>
 
@@ -53,8 +54,45 @@ static void ts_error_init(ts_error_mgr *err, int strict) {
 
 // MARK: - Decoder
 
+// MARK: Whole-image coefficient arrays (progressive and multi-scan JPEGs)
+//
+// A progressive JPEG is decoded into a coefficient array of the whole image (2–3 bytes
+// per pixel: 72 MB for 24 MP), which libjpeg allocates with malloc (mmap at that size)
+// and zeroes. Faulting it in 4 KB pages, each zeroed by the kernel, then zeroed again, was
+// about a quarter of such a decode. The decoder's memory manager is a table of methods
+// that a program may replace (libjpeg's libjpeg.txt, "Memory management"): the image
+// pool's block arrays come from here instead — one anonymous mapping each, already zero,
+// marked for transparent huge pages, counted against the same memory limit, unmapped
+// when the image pool is freed.
+
+struct jvirt_barray_control {
+    JBLOCKROW *rows;
+    JDIMENSION rows_in_array, blocks_per_row;
+    void *memory;
+    size_t bytes;
+    struct jvirt_barray_control *next;
+};
+
+typedef struct {
+    struct jpeg_memory_mgr library;  // the methods replaced, for everything else
+    struct jvirt_barray_control *arrays;
+    size_t bytes;
+} ts_block_arrays;
+
+static void ts_arrays_release(ts_block_arrays *a) {
+    while (a->arrays) {
+        struct jvirt_barray_control *next = a->arrays->next;
+        if (a->arrays->memory) munmap(a->arrays->memory, a->arrays->bytes);
+        free(a->arrays->rows);
+        free(a->arrays);
+        a->arrays = next;
+    }
+    a->bytes = 0;
+}
+
 struct ts_jpeg_dec {
     struct jpeg_decompress_struct cinfo;
+    ts_block_arrays block_arrays;
     ts_error_mgr err;
     struct jpeg_progress_mgr progress;
     int max_scans;
@@ -80,6 +118,75 @@ static void ts_progress(j_common_ptr cinfo) {
     }
 }
 
+static ts_block_arrays *ts_arrays_of(j_common_ptr cinfo) {
+    ts_jpeg_dec *d = (ts_jpeg_dec *)((char *)cinfo - offsetof(ts_jpeg_dec, cinfo));
+    return &d->block_arrays;
+}
+
+static jvirt_barray_ptr ts_request_barray(j_common_ptr cinfo, int pool, boolean pre_zero, JDIMENSION blocks_per_row,
+                                          JDIMENSION rows, JDIMENSION max_access) {
+    ts_block_arrays *a = ts_arrays_of(cinfo);
+    if (pool != JPOOL_IMAGE)
+        return a->library.request_virt_barray(cinfo, pool, pre_zero, blocks_per_row, rows, max_access);
+    struct jvirt_barray_control *v = calloc(1, sizeof *v);
+    if (!v) ERREXIT1(cinfo, JERR_OUT_OF_MEMORY, 11);
+    v->rows_in_array = rows;
+    v->blocks_per_row = blocks_per_row;
+    v->next = a->arrays;
+    a->arrays = v;
+    return v;
+}
+
+static void ts_realize_arrays(j_common_ptr cinfo) {
+    ts_block_arrays *a = ts_arrays_of(cinfo);
+    size_t wanted = 0;
+    for (struct jvirt_barray_control *v = a->arrays; v; v = v->next) {
+        if (v->memory) continue;
+        size_t row = (size_t)v->blocks_per_row * sizeof(JBLOCK);
+        if (v->rows_in_array && row > SIZE_MAX / v->rows_in_array) ERREXIT1(cinfo, JERR_OUT_OF_MEMORY, 12);
+        wanted += row * v->rows_in_array;
+    }
+    // The limit libjpeg applies to its own arrays (beyond it, it would need a backing store).
+    long limit = cinfo->mem->max_memory_to_use;
+    if (limit > 0 && a->bytes + wanted > (size_t)limit) ERREXIT(cinfo, JERR_NO_BACKING_STORE);
+    for (struct jvirt_barray_control *v = a->arrays; v; v = v->next) {
+        if (v->memory) continue;
+        size_t row = (size_t)v->blocks_per_row * sizeof(JBLOCK);
+        size_t bytes = row * v->rows_in_array;
+        if (bytes == 0) bytes = 1;
+        void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) ERREXIT1(cinfo, JERR_OUT_OF_MEMORY, 13);
+        v->memory = m;
+        v->bytes = bytes;
+        a->bytes += bytes;
+#ifdef MADV_HUGEPAGE
+        if (bytes >= (2u << 20)) (void)madvise(m, bytes, MADV_HUGEPAGE);
+#endif
+        v->rows = malloc(((size_t)v->rows_in_array + 1) * sizeof(JBLOCKROW));
+        if (!v->rows) ERREXIT1(cinfo, JERR_OUT_OF_MEMORY, 14);
+        for (JDIMENSION r = 0; r < v->rows_in_array; r++) v->rows[r] = (JBLOCKROW)((char *)m + (size_t)r * row);
+    }
+    a->library.realize_virt_arrays(cinfo);
+}
+
+static JBLOCKARRAY ts_access_barray(j_common_ptr cinfo, jvirt_barray_ptr ptr, JDIMENSION start, JDIMENSION count,
+                                    boolean writable) {
+    ts_block_arrays *a = ts_arrays_of(cinfo);
+    for (struct jvirt_barray_control *v = a->arrays; v; v = v->next) {
+        if (v != ptr) continue;
+        if (!v->rows || start > v->rows_in_array || count > v->rows_in_array - start)
+            ERREXIT(cinfo, JERR_BAD_VIRTUAL_ACCESS);
+        return v->rows + start;
+    }
+    return a->library.access_virt_barray(cinfo, ptr, start, count, writable);
+}
+
+static void ts_free_pool(j_common_ptr cinfo, int pool) {
+    ts_block_arrays *a = ts_arrays_of(cinfo);
+    if (pool == JPOOL_IMAGE) ts_arrays_release(a);
+    a->library.free_pool(cinfo, pool);
+}
+
 ts_jpeg_dec *ts_jpeg_dec_create(const uint8_t *data, size_t size, int strict,
                                 int max_scans, long max_memory) {
     ts_jpeg_dec *d = calloc(1, sizeof *d);
@@ -97,6 +204,11 @@ ts_jpeg_dec *ts_jpeg_dec_create(const uint8_t *data, size_t size, int strict,
     }
     jpeg_create_decompress(&d->cinfo);
     d->created = 1;
+    d->block_arrays.library = *d->cinfo.mem;
+    d->cinfo.mem->request_virt_barray = ts_request_barray;
+    d->cinfo.mem->realize_virt_arrays = ts_realize_arrays;
+    d->cinfo.mem->access_virt_barray = ts_access_barray;
+    d->cinfo.mem->free_pool = ts_free_pool;
     if (max_memory > 0) d->cinfo.mem->max_memory_to_use = max_memory;
     d->progress.progress_monitor = ts_progress;
     d->cinfo.progress = &d->progress;
@@ -105,6 +217,7 @@ ts_jpeg_dec *ts_jpeg_dec_create(const uint8_t *data, size_t size, int strict,
 
 void ts_jpeg_dec_destroy(ts_jpeg_dec *d) {
     if (!d) return;
+    ts_arrays_release(&d->block_arrays);  // jpeg_destroy frees its pools without the method
     if (d->created) jpeg_destroy_decompress(&d->cinfo);
     free(d);
 }

@@ -12,3 +12,7 @@ int ts_set_parent_death_signal(int sig) {
 int ts_limit_malloc_arenas(int arenas) {
     return mallopt(M_ARENA_MAX, arenas);
 }
+
+int ts_keep_freed_buffers(long mmap_threshold, long trim_threshold) {
+    return mallopt(M_MMAP_THRESHOLD, (int)mmap_threshold) == 1 && mallopt(M_TRIM_THRESHOLD, (int)trim_threshold) == 1;
+}

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import TesseraImaging
 import TesseraService
 
 @main
@@ -30,6 +31,7 @@ struct Tessera: ParsableCommand {
     /// Like `ParsableCommand.main()`, but usage errors exit with 2 (the documented code)
     /// rather than argument-parser's 64, in the one error style: `error: reason`.
     static func main() {
+        BufferReuse.enable()
         var command: ParsableCommand
         do {
             command = try parseAsRoot()

@@ -1,3 +1,4 @@
+import CTurboJPEG
 import TesseraImaging
 import XCTest
 import TesseraModel
@@ -52,5 +53,47 @@ final class ProgressiveDCTests: XCTestCase {
         let sos = jpeg.indices.first { jpeg[$0] == 0xFF && jpeg[$0 + 1] == 0xDA }!
         for i in (sos + 20)..<(sos + 60) { corrupt[i] = 0xFF }
         XCTAssertThrowsError(try render(corrupt, dc: true))
+    }
+
+    /// The same coefficients stored as a baseline file, by TurboJPEG's lossless transform
+    /// (libjpeg's own memory manager reads them).
+    func baseline(_ jpeg: [UInt8]) throws -> [UInt8] {
+        let handle = try XCTUnwrap(tjInitTransform())
+        defer { tjDestroy(handle) }
+        var transform = tjtransform()
+        transform.op = Int32(TJXOP_NONE.rawValue)
+        var dst: UnsafeMutablePointer<UInt8>?
+        var size: UInt = 0
+        let rc = jpeg.withUnsafeBufferPointer { tjTransform(handle, $0.baseAddress, UInt($0.count), 1, &dst, &size, &transform, 0) }
+        defer { if let dst { tjFree(dst) } }
+        XCTAssertEqual(rc, 0, String(cString: tjGetErrorStr2(handle)))
+        return Array(UnsafeBufferPointer(start: try XCTUnwrap(dst), count: Int(size)))
+    }
+
+    /// Progressive (multi-scan) JPEGs are decoded through whole-image coefficient arrays the
+    /// shim maps itself: the pixels, at every DCT scale, are exactly those of the same
+    /// coefficients in one baseline scan (no such arrays); the decoder's memory limit applies.
+    func testProgressiveCoefficientArraysGiveTheBaselinePixels() throws {
+        let cases: [(PixelLayout, ChromaSubsampling, Int, Int)] = [
+            (.rgb, .s420, 643, 481), (.rgb, .s422, 257, 129), (.rgb, .s444, 300, 200), (.gray, .auto, 250, 170),
+        ]
+        for (layout, sub, w, h) in cases {
+            let progressive = try Codec.encodeJPEG(Fixtures.noise(width: w, height: h, layout: layout), quality: 85,
+                                                   subsampling: sub, progressive: true)
+            let single = try baseline(progressive)
+            XCTAssertTrue(try Codec.jpegSegments(progressive).contains { $0.marker == 0xC2 })
+            XCTAssertTrue(try Codec.jpegSegments(single).allSatisfy { $0.marker != 0xC2 }, "one sequential scan")
+            for scale in [8, 4, 3, 1] {
+                XCTAssertEqual(try Codec.decodeJPEG(progressive, scaleEighths: scale).bytes,
+                               try Codec.decodeJPEG(single, scaleEighths: scale).bytes, "\(sub) \(w)x\(h) at \(scale)/8")
+            }
+        }
+        // 2000 x 1500 at 4:2:0: 9 MB of coefficients, over a 4 MB limit; the baseline file needs none.
+        let big = try Codec.encodeJPEG(Fixtures.noise(width: 2000, height: 1500), quality: 70, subsampling: .s420, progressive: true)
+        var o = RenderOptions()
+        o.limits.maxDecoderMemory = 4 << 20
+        let box = [recipe([fit(500, 500)], format: .png)]
+        assertThrowsImagingError(.limitExceeded, try Renderer.render(big, recipes: box, options: o))
+        XCTAssertNoThrow(try Renderer.render(try baseline(big), recipes: box, options: o))
     }
 }

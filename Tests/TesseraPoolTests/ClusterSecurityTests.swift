@@ -75,8 +75,15 @@ final class ClusterSecurityTests: XCTestCase {
         let records = try client.results(job: job).map { try JSONDecoder().decode(TaskRecord.self, from: Data($0)) }
         XCTAssertEqual(Set(records.compactMap(\.worker).map { $0.split(separator: "@").first! }).count, 1, "only the good worker ran tasks")
         XCTAssertEqual(try client.status().workers, 1)
-        let log = try String(contentsOfFile: c.dir + "/coordinator.log", encoding: .utf8)
+        // The stranger may still be starting when the good worker has finished the job: its
+        // refusal is looked for until it comes (10 s at most).
         let strangerKey = try CurveKeyPair.loadPublic(c.dir + "/keys/stranger.pub")
+        var log = ""
+        for _ in 0..<100 {
+            log = try String(contentsOfFile: c.dir + "/coordinator.log", encoding: .utf8)
+            if log.contains("refused CURVE key \(strangerKey.prefix(8))") { break }
+            usleep(100_000)
+        }
         XCTAssertTrue(log.contains("refused CURVE key \(strangerKey.prefix(8))"), log)
         // Clients without keys, or with unknown ones, are refused at the handshake.
         let plain = CoordinatorClient(endpoint: endpoint, timeout: 10)

@@ -189,7 +189,9 @@ final class TrustTests: XCTestCase {
     func testRevokedWorkerStopsAndItsTasksAreRequeued() throws {
         let cc = try curveCluster()
         let c = cc.c
-        let inputs = try StopTests.makeInputs(c, count: 80)
+        // Enough work that the worker cannot finish it before the revocation takes effect
+        // (up to a reload interval, 3 s), on a fast machine too.
+        let inputs = try StopTests.makeInputs(c, count: 160)
         let alice = try cc.client("alice")
         c.workers.append(try Cluster.spawn(["worker", "--connect", cc.endpoint, "--id", "evil", "--curve-secret",
                                             cc.keys + "/evil.secret", "--server-key", cc.keys + "/coordinator.pub"],

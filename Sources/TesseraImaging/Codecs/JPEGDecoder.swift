@@ -158,14 +158,19 @@ final class JPEGDecoder {
         if m.contains("Premature end of JPEG file") {
             return ImagingError(.truncated, "truncated JPEG (\(m))")
         }
+        // Before "not supported": libjpeg says "Backing store not supported" when an image's
+        // coefficient arrays exceed the decoder's memory limit.
+        if m.contains("Backing store") {
+            return ImagingError(.limitExceeded, "the image needs more decoder memory than the limit allows (\(m))")
+        }
+        if m.contains("more than") {
+            return ImagingError(.limitExceeded, m)
+        }
         if m.hasPrefix("Unsupported") || m.contains("not supported") || m.contains("Unsupported JPEG") {
             return ImagingError(.unsupportedFeature, m)
         }
         if m.contains("Insufficient memory") {
             return ImagingError(.outOfMemory, "the JPEG decoder ran out of memory (\(m))")
-        }
-        if m.contains("Backing store") || m.contains("more than") {
-            return ImagingError(.limitExceeded, m)
         }
         if m.contains("Maximum supported image dimension") {
             return ImagingError(.limitExceeded, m)

@@ -374,6 +374,11 @@ int ts_set_parent_death_signal(int sig);
 /// At most `arenas` glibc malloc arenas (mallopt(M_ARENA_MAX)); returns 1 on success.
 int ts_limit_malloc_arenas(int arenas);
 
+/// Allocations below `mmap_threshold` bytes come from malloc's heap, and up to
+/// `trim_threshold` bytes freed at its top stay mapped (mallopt(M_MMAP_THRESHOLD,
+/// M_TRIM_THRESHOLD)); returns 1 on success.
+int ts_keep_freed_buffers(long mmap_threshold, long trim_threshold);
+
 /// Caps each Little CMS allocation at 64 MB (a memory plugin in the global context);
 /// returns 1 on success. Called once, before the first profile is opened.
 int ts_lcms_limit_allocations(void);
