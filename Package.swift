@@ -49,8 +49,11 @@ let cTargets: [Target] = [
     // docs/decisions/021-gain-maps.md.
     .systemLibrary(name: "CAOM", pkgConfig: "aom",
                    providers: [.apt(["libaom-dev"])]),
-    // Video (FFmpeg 5.1): containers from memory, decoders, pixel format conversion.
-    .systemLibrary(name: "CFFmpeg", pkgConfig: "libavformat",
+    // Video (FFmpeg 5.1): containers from memory, decoders, pixel format conversion. Headers
+    // only (in the default include path): the shim opens the libraries at the first video
+    // (docs/decisions/026-lazy-ffmpeg.md), and pkg-config's flags would link them into
+    // every process.
+    .systemLibrary(name: "CFFmpeg",
                    providers: [.apt(["libavformat-dev", "libavcodec-dev", "libswscale-dev", "libavutil-dev"])]),
     // HTTP(S) and S3 (AWS Signature V4) transfers: docs/decisions/013-object-storage.md.
     .systemLibrary(name: "CCurl", pkgConfig: "libcurl",
@@ -60,8 +63,8 @@ let cTargets: [Target] = [
     // function-like macros (AVERROR) and custom I/O callbacks.
     // zlib (libpng's own dependency, zlib1g-dev): Deflate tiles of pyramidal TIFFs.
     .target(name: "TesseraShim", dependencies: ["CJPEG", "CPNG", "CCurl", "CLCMS2", "CTIFF", "CGIF", "CFFmpeg", "CAOM"],
-            linkerSettings: [.linkedLibrary("z"), .linkedLibrary("avformat"), .linkedLibrary("avcodec"),
-                             .linkedLibrary("swscale"), .linkedLibrary("avutil"), .linkedLibrary("aom")]),
+            // FFmpeg is not linked: the shim opens it at the first video (video_shim.c).
+            linkerSettings: [.linkedLibrary("z"), .linkedLibrary("aom")]),
 ]
 
 // MARK: - Libraries

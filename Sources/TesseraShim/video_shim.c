@@ -14,9 +14,197 @@
 #include <libavutil/pixdesc.h>
 #include <libavutil/time.h>
 #include <libswscale/swscale.h>
+#include <libavformat/version.h>
+#include <libavcodec/version.h>
+#include <libswscale/version.h>
+#include <libavutil/version.h>
+#include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+
+// MARK: FFmpeg, loaded at the first video
+//
+// FFmpeg's four libraries bring about 90 shared libraries with them (codecs, TLS, network,
+// Blu-ray, ...): linked, they were half of every `tessera` process's start-up (31 ms of
+// loading against 15 without them), paid by each worker, each `render` and each client
+// command, most of which never open a video. They are opened here at the first video
+// instead, by the sonames of the headers this was compiled against, and every function
+// this file calls goes through the table below (the defines after it). A machine without
+// them fails video inputs with `unsupported-feature`, and only those.
+
+static struct {
+    __typeof__(&av_csp_primaries_desc_from_id) av_csp_primaries_desc_from_id;
+    __typeof__(&av_display_rotation_get) av_display_rotation_get;
+    __typeof__(&av_frame_alloc) av_frame_alloc;
+    __typeof__(&av_frame_free) av_frame_free;
+    __typeof__(&av_frame_unref) av_frame_unref;
+    __typeof__(&av_free) av_free;
+    __typeof__(&av_freep) av_freep;
+    __typeof__(&av_gettime_relative) av_gettime_relative;
+    __typeof__(&av_log_set_level) av_log_set_level;
+    __typeof__(&av_malloc) av_malloc;
+    __typeof__(&av_max_alloc) av_max_alloc;
+    __typeof__(&av_pix_fmt_desc_get) av_pix_fmt_desc_get;
+    __typeof__(&av_strdup) av_strdup;
+    __typeof__(&av_strerror) av_strerror;
+    __typeof__(&av_packet_alloc) av_packet_alloc;
+    __typeof__(&av_packet_free) av_packet_free;
+    __typeof__(&av_packet_unref) av_packet_unref;
+    __typeof__(&avcodec_alloc_context3) avcodec_alloc_context3;
+    __typeof__(&avcodec_flush_buffers) avcodec_flush_buffers;
+    __typeof__(&avcodec_free_context) avcodec_free_context;
+    __typeof__(&avcodec_get_name) avcodec_get_name;
+    __typeof__(&avcodec_open2) avcodec_open2;
+    __typeof__(&avcodec_parameters_to_context) avcodec_parameters_to_context;
+    __typeof__(&avcodec_receive_frame) avcodec_receive_frame;
+    __typeof__(&avcodec_send_packet) avcodec_send_packet;
+    __typeof__(&av_find_best_stream) av_find_best_stream;
+    __typeof__(&av_find_input_format) av_find_input_format;
+    __typeof__(&av_read_frame) av_read_frame;
+    __typeof__(&av_seek_frame) av_seek_frame;
+    __typeof__(&av_stream_get_side_data) av_stream_get_side_data;
+    __typeof__(&avformat_alloc_context) avformat_alloc_context;
+    __typeof__(&avformat_close_input) avformat_close_input;
+    __typeof__(&avformat_find_stream_info) avformat_find_stream_info;
+    __typeof__(&avformat_index_get_entry_from_timestamp) avformat_index_get_entry_from_timestamp;
+    __typeof__(&avformat_open_input) avformat_open_input;
+    __typeof__(&avio_alloc_context) avio_alloc_context;
+    __typeof__(&avio_context_free) avio_context_free;
+    __typeof__(&avio_feof) avio_feof;
+    __typeof__(&sws_freeContext) sws_freeContext;
+    __typeof__(&sws_getCachedContext) sws_getCachedContext;
+    __typeof__(&sws_getCoefficients) sws_getCoefficients;
+    __typeof__(&sws_scale) sws_scale;
+    __typeof__(&sws_setColorspaceDetails) sws_setColorspaceDetails;
+} ff;
+
+static pthread_once_t ff_once = PTHREAD_ONCE_INIT;
+static char ff_error[256];
+
+static void ff_load(void) {
+    static const char *const sonames[] = {
+        "libavutil.so." AV_STRINGIFY(LIBAVUTIL_VERSION_MAJOR),
+        "libavcodec.so." AV_STRINGIFY(LIBAVCODEC_VERSION_MAJOR),
+        "libavformat.so." AV_STRINGIFY(LIBAVFORMAT_VERSION_MAJOR),
+        "libswscale.so." AV_STRINGIFY(LIBSWSCALE_VERSION_MAJOR),
+    };
+    void *libs[4];
+    for (int i = 0; i < 4; i++) {
+        libs[i] = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL);
+        if (!libs[i]) {
+            const char *e = dlerror();
+            snprintf(ff_error, sizeof ff_error, "video inputs need FFmpeg's libraries, and %s could not be loaded (%s)",
+                     sonames[i], e ? e : "?");
+            return;
+        }
+    }
+    static const struct { const char *name; void **slot; } symbols[] = {
+    {"av_csp_primaries_desc_from_id", (void **)&ff.av_csp_primaries_desc_from_id},
+    {"av_display_rotation_get", (void **)&ff.av_display_rotation_get},
+    {"av_frame_alloc", (void **)&ff.av_frame_alloc},
+    {"av_frame_free", (void **)&ff.av_frame_free},
+    {"av_frame_unref", (void **)&ff.av_frame_unref},
+    {"av_free", (void **)&ff.av_free},
+    {"av_freep", (void **)&ff.av_freep},
+    {"av_gettime_relative", (void **)&ff.av_gettime_relative},
+    {"av_log_set_level", (void **)&ff.av_log_set_level},
+    {"av_malloc", (void **)&ff.av_malloc},
+    {"av_max_alloc", (void **)&ff.av_max_alloc},
+    {"av_pix_fmt_desc_get", (void **)&ff.av_pix_fmt_desc_get},
+    {"av_strdup", (void **)&ff.av_strdup},
+    {"av_strerror", (void **)&ff.av_strerror},
+    {"av_packet_alloc", (void **)&ff.av_packet_alloc},
+    {"av_packet_free", (void **)&ff.av_packet_free},
+    {"av_packet_unref", (void **)&ff.av_packet_unref},
+    {"avcodec_alloc_context3", (void **)&ff.avcodec_alloc_context3},
+    {"avcodec_flush_buffers", (void **)&ff.avcodec_flush_buffers},
+    {"avcodec_free_context", (void **)&ff.avcodec_free_context},
+    {"avcodec_get_name", (void **)&ff.avcodec_get_name},
+    {"avcodec_open2", (void **)&ff.avcodec_open2},
+    {"avcodec_parameters_to_context", (void **)&ff.avcodec_parameters_to_context},
+    {"avcodec_receive_frame", (void **)&ff.avcodec_receive_frame},
+    {"avcodec_send_packet", (void **)&ff.avcodec_send_packet},
+    {"av_find_best_stream", (void **)&ff.av_find_best_stream},
+    {"av_find_input_format", (void **)&ff.av_find_input_format},
+    {"av_read_frame", (void **)&ff.av_read_frame},
+    {"av_seek_frame", (void **)&ff.av_seek_frame},
+    {"av_stream_get_side_data", (void **)&ff.av_stream_get_side_data},
+    {"avformat_alloc_context", (void **)&ff.avformat_alloc_context},
+    {"avformat_close_input", (void **)&ff.avformat_close_input},
+    {"avformat_find_stream_info", (void **)&ff.avformat_find_stream_info},
+    {"avformat_index_get_entry_from_timestamp", (void **)&ff.avformat_index_get_entry_from_timestamp},
+    {"avformat_open_input", (void **)&ff.avformat_open_input},
+    {"avio_alloc_context", (void **)&ff.avio_alloc_context},
+    {"avio_context_free", (void **)&ff.avio_context_free},
+    {"avio_feof", (void **)&ff.avio_feof},
+    {"sws_freeContext", (void **)&ff.sws_freeContext},
+    {"sws_getCachedContext", (void **)&ff.sws_getCachedContext},
+    {"sws_getCoefficients", (void **)&ff.sws_getCoefficients},
+    {"sws_scale", (void **)&ff.sws_scale},
+    {"sws_setColorspaceDetails", (void **)&ff.sws_setColorspaceDetails},
+    };
+    for (size_t k = 0; k < sizeof symbols / sizeof symbols[0]; k++) {
+        void *f = NULL;
+        for (int i = 0; i < 4 && !f; i++) f = dlsym(libs[i], symbols[k].name);
+        if (!f) {
+            snprintf(ff_error, sizeof ff_error, "video inputs need FFmpeg's libraries, and they lack %s", symbols[k].name);
+            return;
+        }
+        *symbols[k].slot = f;
+    }
+}
+
+/// Loads FFmpeg once per process; NULL when it is there, else why not.
+static const char *ff_ready(void) {
+    pthread_once(&ff_once, ff_load);
+    return ff_error[0] ? ff_error : NULL;
+}
+
+#define av_csp_primaries_desc_from_id (*ff.av_csp_primaries_desc_from_id)
+#define av_display_rotation_get (*ff.av_display_rotation_get)
+#define av_frame_alloc (*ff.av_frame_alloc)
+#define av_frame_free (*ff.av_frame_free)
+#define av_frame_unref (*ff.av_frame_unref)
+#define av_free (*ff.av_free)
+#define av_freep (*ff.av_freep)
+#define av_gettime_relative (*ff.av_gettime_relative)
+#define av_log_set_level (*ff.av_log_set_level)
+#define av_malloc (*ff.av_malloc)
+#define av_max_alloc (*ff.av_max_alloc)
+#define av_pix_fmt_desc_get (*ff.av_pix_fmt_desc_get)
+#define av_strdup (*ff.av_strdup)
+#define av_strerror (*ff.av_strerror)
+#define av_packet_alloc (*ff.av_packet_alloc)
+#define av_packet_free (*ff.av_packet_free)
+#define av_packet_unref (*ff.av_packet_unref)
+#define avcodec_alloc_context3 (*ff.avcodec_alloc_context3)
+#define avcodec_flush_buffers (*ff.avcodec_flush_buffers)
+#define avcodec_free_context (*ff.avcodec_free_context)
+#define avcodec_get_name (*ff.avcodec_get_name)
+#define avcodec_open2 (*ff.avcodec_open2)
+#define avcodec_parameters_to_context (*ff.avcodec_parameters_to_context)
+#define avcodec_receive_frame (*ff.avcodec_receive_frame)
+#define avcodec_send_packet (*ff.avcodec_send_packet)
+#define av_find_best_stream (*ff.av_find_best_stream)
+#define av_find_input_format (*ff.av_find_input_format)
+#define av_read_frame (*ff.av_read_frame)
+#define av_seek_frame (*ff.av_seek_frame)
+#define av_stream_get_side_data (*ff.av_stream_get_side_data)
+#define avformat_alloc_context (*ff.avformat_alloc_context)
+#define avformat_close_input (*ff.avformat_close_input)
+#define avformat_find_stream_info (*ff.avformat_find_stream_info)
+#define avformat_index_get_entry_from_timestamp (*ff.avformat_index_get_entry_from_timestamp)
+#define avformat_open_input (*ff.avformat_open_input)
+#define avio_alloc_context (*ff.avio_alloc_context)
+#define avio_context_free (*ff.avio_context_free)
+#define avio_feof (*ff.avio_feof)
+#define sws_freeContext (*ff.sws_freeContext)
+#define sws_getCachedContext (*ff.sws_getCachedContext)
+#define sws_getCoefficients (*ff.sws_getCoefficients)
+#define sws_scale (*ff.sws_scale)
+#define sws_setColorspaceDetails (*ff.sws_setColorspaceDetails)
 
 struct ts_video {
     const uint8_t *data;
@@ -113,6 +301,12 @@ ts_video *ts_video_open(const uint8_t *data, size_t size, int container, double 
     v->size = size;
     v->stream = -1;
     *code = 0;
+    const char *missing = ff_ready();
+    if (missing) {
+        snprintf(v->msg, sizeof v->msg, "%s", missing);
+        *code = TS_VIDEO_UNSUPPORTED;
+        return v;
+    }
     av_log_set_level(AV_LOG_QUIET);
     // No single allocation of FFmpeg's over this (a few bytes may declare a huge element:
     // the fuzzer found a 10 kB Matroska file whose demuxer asked for 300 MB). Process-wide.
@@ -454,6 +648,10 @@ int ts_video_convert(ts_video *v, int width, int height, int deep, uint8_t *dst,
 
 void ts_video_close(ts_video *v) {
     if (!v) return;
+    if (ff_ready()) {  // FFmpeg could not be loaded: nothing of it was allocated
+        free(v);
+        return;
+    }
     sws_freeContext(v->sws);
     avcodec_free_context(&v->dec);
     if (v->fmt) avformat_close_input(&v->fmt);
