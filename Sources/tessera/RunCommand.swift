@@ -85,7 +85,11 @@ struct Run: ParsableCommand {
         try OutputRoot.prepare(spec.output, journal: journalPath, storage: spec.storage)
         let pool = try startPool(journal: journalPath)
         // First SIGINT/SIGTERM: `follow` stops the job cleanly; a second: kill the workers and exit now.
-        let signals = StopSignals(again: { sig in
+        let signals = StopSignals(first: { _ in
+            // No new task from this moment: the follow loop sees the signal at its next turn,
+            // up to a second later (then the workers are told to hand back what they hold).
+            pool.coordinator.holdDispatch()
+        }, again: { sig in
             pool.killWorkers()
             warn("\n\(StopSignals.name(sig)) again: workers killed, exiting now (a rerun resumes)")
             Foundation.exit(StopSignals.status(sig))

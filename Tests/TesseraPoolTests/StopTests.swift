@@ -68,6 +68,7 @@ final class StopTests: XCTestCase {
             let workers = Self.workers(of: p.processIdentifier)
             XCTAssertEqual(workers.count, 2, "the run's two workers")
             let sent = Date()
+            let outputsAtSignal = outputCount(c.dir + "/out")
             kill(p.processIdentifier, sig)
             p.waitUntilExit()
             let took = Date().timeIntervalSince(sent)
@@ -84,6 +85,10 @@ final class StopTests: XCTestCase {
             XCTAssertEqual(done + left, inputs.count)
             XCTAssertGreaterThan(done, doneBefore, "work was done before the signal")
             XCTAssertGreaterThan(left, 0)
+            // No task starts after the signal: what finishes is what the two workers held
+            // (one running and one queued each) and reports in flight. (The dispatch used to
+            // stop only when the progress loop next looked, up to a second later: 30-40 more.)
+            XCTAssertLessThanOrEqual(done, outputsAtSignal / 2 + 8, "tasks done after the signal")
             XCTAssertTrue(stderr.contains("stopping: no new tasks"), stderr)
             usleep(200_000)
             XCTAssertEqual(Self.workers(of: p.processIdentifier), [], "no worker outlives the run")
