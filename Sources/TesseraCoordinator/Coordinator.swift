@@ -818,17 +818,21 @@ public final class Coordinator: @unchecked Sendable {
         // Nothing left to give an idle executor: what another worker holds unstarted is its.
         if !dispatchReady(now: now), scheduler.rebalance(Array(workers.values)) > 0 {
             applyEffects()
-            _ = dispatchReady(now: now)
+            // Only to idle executors: a worker with spare queue credit (the one they came
+            // from, whose credit they freed) would take them back to a queue.
+            _ = dispatchReady(now: now, idleOnly: true)
         }
     }
 
-    /// Gives ready tasks to workers with credit; false when tasks ran out before credit did.
-    private func dispatchReady(now: Double) -> Bool {
+    /// Gives ready tasks to workers with credit (`idleOnly`: only as many as a worker has
+    /// idle executors); false when tasks ran out before credit did.
+    private func dispatchReady(now: Double, idleOnly: Bool = false) -> Bool {
         var more = true
-        for w in workers.values where w.freeCredit > 0 {
+        func room(_ w: WorkerConn) -> Int { idleOnly ? min(w.freeCredit, w.idleExecutors) : w.freeCredit }
+        for w in workers.values where room(w) > 0 {
             var batch: [TaskAssignment] = []
             var needsInline: [(ActiveJob, TaskRef)] = []
-            while batch.count + needsInline.count < min(w.freeCredit, config.maxBatch), workers[w.identity] === w,
+            while batch.count + needsInline.count < min(room(w), config.maxBatch), workers[w.identity] === w,
                   let (job, id) = scheduler.nextReady(now: now) ?? { more = false; return nil }() {
                 if !w.announced.contains(job.id) {
                     if !batch.isEmpty { send(w.identity, TaskAssignment.envelope(batch)); batch = [] }

@@ -436,6 +436,9 @@ package final class Scheduler {
                 idle -= 1
             }
             if !refs.isEmpty {
+                // One may have started (its notice in flight): it holds an executor until a
+                // heartbeat shows it gone, as an expired lease's does.
+                w.revoked.formUnion(refs)
                 effects.append(.revoke(worker: w.identity, refs: refs))
                 taken += refs.count
             }

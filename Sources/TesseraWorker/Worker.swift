@@ -443,7 +443,9 @@ public final class Worker: @unchecked Sendable {
     /// (the coordinator dedupes).
     private func heartbeat(_ dealer: ZMQSocket, now: Double) {
         lock.lock()
-        var hb = WorkerHeartbeat(running: Array(running), queued: queue.map { $0.0.ref })
+        // Tasks waiting for their commit's answer count as running: the coordinator must not
+        // take one for an unstarted task (this heartbeat may go out before its commit).
+        var hb = WorkerHeartbeat(running: Array(running) + Array(publishing.keys), queued: queue.map { $0.0.ref })
         lock.unlock()
         var usage = rusage()
         getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)

@@ -213,6 +213,8 @@ final class SchedulerTests: XCTestCase {
         let revoked = s.effects.flatMap { e -> [TaskRef] in if case .revoke(_, let r) = e { return r } else { return [] } }
         XCTAssertEqual(revoked, [held[3]], "the last dispatched unstarted one")
         XCTAssertNil(a.held[held[3]])
+        XCTAssertEqual(a.revoked, [held[3]], "counted on a's executors until a heartbeat shows it gone")
+        XCTAssertEqual(a.idleExecutors, 0)
         XCTAssertFalse(s.grantCommit(held[3], of: a), "a start that raced the revoke publishes nothing")
         let moved = take(s, b, b.freeCredit).map(\.1)
         XCTAssertEqual(moved.map(\.task), [held[3].task])
