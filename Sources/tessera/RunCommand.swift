@@ -65,6 +65,7 @@ struct Run: ParsableCommand {
     func validate() throws {
         guard (1...256).contains(workers) else { throw ValidationError("--workers must be 1...256, got \(workers)") }
         guard (1...256).contains(concurrency) else { throw ValidationError("--concurrency must be 1...256, got \(concurrency)") }
+        guard (0...256).contains(prefetch) else { throw ValidationError("--prefetch must be 0...256, got \(prefetch)") }
     }
 
     func run() throws {
