@@ -56,14 +56,16 @@ let cTargets: [Target] = [
     .systemLibrary(name: "CFFmpeg",
                    providers: [.apt(["libavformat-dev", "libavcodec-dev", "libswscale-dev", "libavutil-dev"])]),
     // HTTP(S) and S3 (AWS Signature V4) transfers: docs/decisions/013-object-storage.md.
-    .systemLibrary(name: "CCurl", pkgConfig: "libcurl",
+    // Headers only, like FFmpeg: the shim opens libcurl at the first transfer.
+    .systemLibrary(name: "CCurl",
                    providers: [.apt(["libcurl4-openssl-dev"])]),
     // C that Swift cannot express: the setjmp guards for libjpeg and libpng, SIMD kernels, prctl,
     // Little CMS's memory plugin, libtiff's variadic tag calls and error handlers, FFmpeg's
     // function-like macros (AVERROR) and custom I/O callbacks.
     // zlib (libpng's own dependency, zlib1g-dev): Deflate tiles of pyramidal TIFFs.
     .target(name: "TesseraShim", dependencies: ["CJPEG", "CPNG", "CCurl", "CLCMS2", "CTIFF", "CGIF", "CFFmpeg", "CAOM"],
-            // FFmpeg is not linked: the shim opens it at the first video (video_shim.c).
+            // FFmpeg and libcurl are not linked: the shim opens them at the first video
+            // (video_shim.c) and the first transfer (curl_shim.c).
             linkerSettings: [.linkedLibrary("z"), .linkedLibrary("aom")]),
 ]
 

@@ -14,6 +14,8 @@ public final class LocalPool: @unchecked Sendable {
     public private(set) var workers: [Process] = []
     private var thread: Thread?
     private let finished = NSCondition()
+    /// Broadcast when a worker process exits.
+    private let exits: NSCondition
     private var loopDone = false
     private var loopError: Error?
     private let logger: Logger
@@ -27,11 +29,37 @@ public final class LocalPool: @unchecked Sendable {
         self.logger = logger
         let socket = NSTemporaryDirectory() + "tessera-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
         endpoint = "ipc://" + socket
-        var config = CoordinatorConfig(endpoints: [endpoint], journalPath: journal)
-        // The workers are new processes: none holds a task of the journal's, nothing to wait for.
-        config.recoveryGrace = 0
-        configure(&config)
-        coordinator = try Coordinator(config: config, logger: logger)
+        // The workers start first: loading a process (20-30 ms) overlaps the coordinator's
+        // own start (journal, binding); they connect as soon as it listens (a worker retries
+        // a refused connect after 10 ms, doubling).
+        let exits = NSCondition()
+        var started: [Process] = []
+        do {
+            for _ in 0..<count {
+                let p = Process()
+                p.executableURL = URL(fileURLWithPath: executable)
+                p.arguments = ["worker", "--connect", endpoint, "--parent-pid", String(getpid())] + workerArguments
+                p.standardInput = FileHandle.nullDevice
+                p.standardOutput = FileHandle.nullDevice
+                p.terminationHandler = { _ in
+                    exits.lock()
+                    exits.broadcast()
+                    exits.unlock()
+                }
+                try p.run()
+                started.append(p)
+            }
+            var config = CoordinatorConfig(endpoints: [endpoint], journalPath: journal)
+            // The workers are new processes: none holds a task of the journal's, nothing to wait for.
+            config.recoveryGrace = 0
+            configure(&config)
+            coordinator = try Coordinator(config: config, logger: logger)
+        } catch {
+            LocalPool.killAll(started)
+            throw error
+        }
+        self.exits = exits
+        workers = started
         let t = Thread { [self] in
             do { try coordinator.run() } catch {
                 finished.lock()
@@ -48,17 +76,15 @@ public final class LocalPool: @unchecked Sendable {
         t.start()
         thread = t
         guard !coordinator.waitUntilBound().isEmpty else {
+            LocalPool.killAll(workers)
             throw failure ?? ClientTimeout(endpoint: endpoint, seconds: 10)
         }
-        for _ in 0..<count {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: executable)
-            p.arguments = ["worker", "--connect", endpoint, "--parent-pid", String(getpid())] + workerArguments
-            p.standardInput = FileHandle.nullDevice
-            p.standardOutput = FileHandle.nullDevice
-            try p.run()
-            workers.append(p)
-        }
+    }
+
+    /// Workers of a pool that could not start: killed and waited for.
+    private static func killAll(_ workers: [Process]) {
+        for p in workers where p.isRunning { Glibc.kill(p.processIdentifier, SIGKILL) }
+        for p in workers { p.waitUntilExit() }
     }
 
     /// The error the coordinator's loop ended with, if it ended with one.
@@ -110,13 +136,16 @@ public final class LocalPool: @unchecked Sendable {
     }
 
     private func waitForWorkers(until deadline: Date) {
-        for p in workers {
-            while p.isRunning && Date() < deadline { usleep(20_000) }
-            if p.isRunning {
-                logger.warning("worker pid \(p.processIdentifier) did not finish in time; killing it")
-                kill(p.processIdentifier, SIGKILL)
-                p.waitUntilExit()
-            }
+        exits.lock()
+        // Woken by each exit; the 0.1 s bound only guards against a missed wake-up.
+        while workers.contains(where: { $0.isRunning }) && Date() < deadline {
+            _ = exits.wait(until: min(deadline, Date().addingTimeInterval(0.1)))
+        }
+        exits.unlock()
+        for p in workers where p.isRunning {
+            logger.warning("worker pid \(p.processIdentifier) did not finish in time; killing it")
+            Glibc.kill(p.processIdentifier, SIGKILL)
+            p.waitUntilExit()
         }
     }
 }

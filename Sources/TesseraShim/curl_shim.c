@@ -1,6 +1,14 @@
 // libcurl's easy API is variadic (curl_easy_setopt, curl_easy_getinfo), which Swift
 // cannot call: one request is described by a struct and performed here.
+//
+// libcurl is opened at the first transfer, not linked: it brings some 30 shared libraries
+// (TLS, Kerberos, LDAP, SSH, ...) that every process loaded at start, 4 ms of each
+// `tessera` start-up, while most runs never fetch a URL (docs/decisions/026-lazy-ffmpeg.md
+// does the same for FFmpeg). Every curl function this file calls goes through the table.
+#define CURL_DISABLE_TYPECHECK 1
+#include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -8,11 +16,75 @@
 
 #include "tessera_shim.h"
 
-static pthread_once_t global_once = PTHREAD_ONCE_INIT;
-static void global_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+static struct {
+    __typeof__(&curl_easy_cleanup) curl_easy_cleanup;
+    __typeof__(&curl_easy_getinfo) curl_easy_getinfo;
+    __typeof__(&curl_easy_init) curl_easy_init;
+    __typeof__(&curl_easy_perform) curl_easy_perform;
+    __typeof__(&curl_easy_reset) curl_easy_reset;
+    __typeof__(&curl_easy_setopt) curl_easy_setopt;
+    __typeof__(&curl_easy_strerror) curl_easy_strerror;
+    __typeof__(&curl_global_init) curl_global_init;
+    __typeof__(&curl_slist_append) curl_slist_append;
+    __typeof__(&curl_slist_free_all) curl_slist_free_all;
+} cu;
+
+static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
+static char cu_error[256];
+
+static void cu_load(void) {
+    // libcurl4 (the OpenSSL flavour the headers come from); its ABI has been 4 since 2006.
+    static const char *const soname = "libcurl.so.4";
+    void *lib = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *e = dlerror();
+        snprintf(cu_error, sizeof cu_error, "HTTP transfers need libcurl, and %s could not be loaded (%s)", soname,
+                 e ? e : "?");
+        return;
+    }
+    static const struct { const char *name; void **slot; } symbols[] = {
+        {"curl_easy_cleanup", (void **)&cu.curl_easy_cleanup},
+        {"curl_easy_getinfo", (void **)&cu.curl_easy_getinfo},
+        {"curl_easy_init", (void **)&cu.curl_easy_init},
+        {"curl_easy_perform", (void **)&cu.curl_easy_perform},
+        {"curl_easy_reset", (void **)&cu.curl_easy_reset},
+        {"curl_easy_setopt", (void **)&cu.curl_easy_setopt},
+        {"curl_easy_strerror", (void **)&cu.curl_easy_strerror},
+        {"curl_global_init", (void **)&cu.curl_global_init},
+        {"curl_slist_append", (void **)&cu.curl_slist_append},
+        {"curl_slist_free_all", (void **)&cu.curl_slist_free_all},
+    };
+    for (size_t k = 0; k < sizeof symbols / sizeof symbols[0]; k++) {
+        void *f = dlsym(lib, symbols[k].name);
+        if (!f) {
+            snprintf(cu_error, sizeof cu_error, "HTTP transfers need libcurl, and %s lacks %s", soname, symbols[k].name);
+            return;
+        }
+        *symbols[k].slot = f;
+    }
+    cu.curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+// curl.h defines these two as macros (to check their argument count).
+#undef curl_easy_getinfo
+#undef curl_easy_setopt
+#define curl_easy_cleanup (*cu.curl_easy_cleanup)
+#define curl_easy_getinfo (*cu.curl_easy_getinfo)
+#define curl_easy_init (*cu.curl_easy_init)
+#define curl_easy_perform (*cu.curl_easy_perform)
+#define curl_easy_reset (*cu.curl_easy_reset)
+#define curl_easy_setopt (*cu.curl_easy_setopt)
+#define curl_easy_strerror (*cu.curl_easy_strerror)
+#define curl_slist_append (*cu.curl_slist_append)
+#define curl_slist_free_all (*cu.curl_slist_free_all)
+
+const char *ts_http_unavailable(void) {
+    pthread_once(&cu_once, cu_load);
+    return cu_error[0] ? cu_error : NULL;
+}
 
 void *ts_http_handle_new(void) {
-    pthread_once(&global_once, global_init);
+    if (ts_http_unavailable()) return NULL;
     return curl_easy_init();
 }
 

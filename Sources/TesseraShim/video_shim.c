@@ -304,7 +304,7 @@ ts_video *ts_video_open(const uint8_t *data, size_t size, int container, double 
     const char *missing = ff_ready();
     if (missing) {
         snprintf(v->msg, sizeof v->msg, "%s", missing);
-        *code = TS_VIDEO_UNSUPPORTED;
+        *code = TS_VIDEO_UNAVAILABLE;
         return v;
     }
     av_log_set_level(AV_LOG_QUIET);

@@ -125,7 +125,10 @@ final class HTTPClient: @unchecked Sendable {
         lock.lock()
         let handle = idle.popLast() ?? ts_http_handle_new()
         lock.unlock()
-        guard let handle else { return .failure(JobError(.transferFailed, "cannot create an HTTP handle")) }
+        guard let handle else {
+            if let why = ts_http_unavailable() { return .failure(JobError(JobError.Code(rawValue: "unsupported-feature"), String(cString: why))) }
+            return .failure(JobError(.transferFailed, "cannot create an HTTP handle"))
+        }
         defer {
             lock.lock()
             idle.append(handle)

@@ -231,7 +231,7 @@ public final class Worker: @unchecked Sendable {
                 monitor = try ZMQMonitor(worker.context, watching: dealer, events: [.handshakeFailed, .handshakeSucceeded])
             }
             try dealer.setRoutingID(config.id + "." + worker.routingID)
-            try dealer.setReconnect(initialMilliseconds: 100, maximumMilliseconds: 5000)
+            try dealer.setReconnect(initialMilliseconds: 10, maximumMilliseconds: 5000)
             try dealer.setHighWaterMarks(send: 10_000, receive: 10_000)
             // A cut link shows as a silent connection: ZMTP heartbeats notice and reconnect.
             try dealer.setConnectionHeartbeat(intervalMilliseconds: 1000, timeoutMilliseconds: 5000)

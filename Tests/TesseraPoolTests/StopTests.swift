@@ -138,6 +138,33 @@ final class StopTests: XCTestCase {
         for w in workers { XCTAssertFalse(alive(w), "worker \(w) outlived its killed parent") }
     }
 
+    /// The workers start before the coordinator (their start-up overlaps its own): when the
+    /// coordinator then cannot start (a journal that is not a database), the run says why,
+    /// exits 3 at once, and leaves no worker behind.
+    func testACoordinatorThatCannotStartLeavesNoWorkers() throws {
+        let c = try Cluster()
+        _ = try Self.makeInputs(c, count: 4)
+        let journal = c.dir + "/garbage.journal"
+        try Data((0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 7919 &+ 13) }).write(to: URL(fileURLWithPath: journal))
+        let job = c.dir + "/job.yaml"
+        try "name: nojournal\ninputs: [in]\noutput: out\noutputs: [{preset: thumbnail}]\n"
+            .write(toFile: job, atomically: true, encoding: .utf8)
+        let started = Date()
+        let (p, _, err) = try startRun([job, "--workers", "2", "--journal", journal], in: c)
+        let deadline = Date().addingTimeInterval(30)
+        while p.isRunning && Date() < deadline { usleep(20_000) }
+        if p.isRunning { kill(p.processIdentifier, SIGKILL) }
+        p.waitUntilExit()
+        XCTAssertLessThan(Date().timeIntervalSince(started), 10)
+        let stderr = try String(contentsOfFile: err, encoding: .utf8)
+        XCTAssertEqual(p.terminationStatus, 3, stderr)
+        XCTAssertTrue(stderr.contains("cannot start the coordinator") && stderr.contains("not a database"), stderr)
+        XCTAssertEqual(Self.workers(of: p.processIdentifier), [])
+        let made = (FileManager.default.enumerator(atPath: c.dir + "/out")?.allObjects as? [String] ?? [])
+            .filter { $0.hasSuffix(".jpg") }
+        XCTAssertEqual(made, [], "no task ran")
+    }
+
     /// The journal's filesystem fills: the coordinator dies, and the run says so and exits 3
     /// within seconds instead of waiting forever. Needs root (a 1 MB tmpfs).
     func testFullJournalFilesystemEndsTheRun() throws {

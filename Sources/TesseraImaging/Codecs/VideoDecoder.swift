@@ -105,6 +105,7 @@ final class VideoDecoder {
         case Int(TS_VIDEO_TRUNCATED): return ImagingError(.truncated, "the video ends early (\(message))")
         case Int(TS_VIDEO_UNSUPPORTED_CODEC): return ImagingError(.unsupportedCodec, message)
         case Int(TS_VIDEO_UNSUPPORTED): return ImagingError(.unsupportedFormat, message)
+        case Int(TS_VIDEO_UNAVAILABLE): return ImagingError(.unsupportedFeature, message)
         case Int(TS_VIDEO_TIMEOUT): return ImagingError(.timedOut, "the video took longer to decode than the task may (\(message))")
         case Int(TS_VIDEO_NOMEM): return ImagingError(.outOfMemory, message)
         default: return ImagingError(.corrupt, message.isEmpty ? "damaged video" : message)

@@ -357,6 +357,8 @@ typedef struct {
     char error[256];
 } ts_http_response;
 
+/// NULL when libcurl is loaded (opened at the first call), else why it cannot be.
+const char *ts_http_unavailable(void);
 /// A reusable handle: its connections stay open between requests (one per thread).
 void *ts_http_handle_new(void);
 void ts_http_handle_free(void *handle);
@@ -398,6 +400,7 @@ enum {
     TS_VIDEO_UNSUPPORTED = 5,        ///< this FFmpeg lacks the demuxer
     TS_VIDEO_TIMEOUT = 6,
     TS_VIDEO_NOMEM = 7,
+    TS_VIDEO_UNAVAILABLE = 8,        ///< FFmpeg's libraries could not be loaded on this machine
 };
 
 /// What the container and the chosen video stream declare (before any frame is decoded).
