@@ -324,7 +324,7 @@ public enum Renderer {
         if let perPixel = source.heifDecodeBytesPerPixel {
             bytes += Int(Double(decodedW * decodedH) * perPixel)  // libheif decodes whole
         }
-        if source.isProgressive { bytes += stored.width * stored.height * 3 }  // coefficients, 4:2:0 (2 bytes each)
+        if let coefficients = source.jpegCoefficientBytes { bytes += coefficients }
         for plan in plans {
             let out = plan.storedOutputSize.width * plan.storedOutputSize.height * channels
             bytes += out + out / 2                           // pixels, encoded output

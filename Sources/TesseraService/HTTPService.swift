@@ -72,6 +72,12 @@ public final class HTTPService: @unchecked Sendable {
     private let server: PollHTTPServer
 
     /// Binds `address:port` (IPv4 or IPv6 literal; port 0: any free port) and serves
+    /// What HEAD on an event stream answers: its status and headers, no events.
+    static func eventStreamHead(_ headers: [(String, String)]) -> HTTPAnswer {
+        .reply(HTTPReply(status: 200, contentType: "text/event-stream", body: []),
+               extraHeaders: headers + [("Cache-Control", "no-store")], omitBody: true)
+    }
+
     /// `routes` (exact paths, GET and HEAD), `events` (GET) and `actions` (POST) until `stop()`.
     /// `prefixes` take every request under them (`/api/v1/` and below), with bodies of up to
     /// `maxBody` bytes (other routes drop theirs).
@@ -91,6 +97,8 @@ public final class HTTPService: @unchecked Sendable {
                 case let .reply(reply, headers):
                     return .reply(reply, extraHeaders: headers, omitBody: request.method == "HEAD")
                 case let .events(next, headers):
+                    // HEAD: the stream's head alone, not an endless body.
+                    if request.method == "HEAD" { return HTTPService.eventStreamHead(headers) }
                     return .events(next, extraHeaders: headers)
                 }
             }
@@ -100,7 +108,8 @@ public final class HTTPService: @unchecked Sendable {
             guard request.method == "GET" || request.method == "HEAD" else {
                 return .reply(.text("only GET and HEAD\n", status: 405), extraHeaders: [("Allow", "GET, HEAD")])
             }
-            if let source = events[request.path], request.method == "GET" {
+            if let source = events[request.path] {
+                if request.method == "HEAD" { return HTTPService.eventStreamHead([]) }
                 return .events(source(request.query))
             }
             guard let handler = routes[request.path] else {

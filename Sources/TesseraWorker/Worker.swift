@@ -666,22 +666,19 @@ public final class Worker: @unchecked Sendable {
             if let pending = outcome.pendingCommit {
                 // Its outputs are staged: the commit is asked and this executor goes on; the
                 // loop publishes them and sends the report when the answer comes.
+                let waiting = Publishing(task: task, pending: pending, queueWait: wait, peak: peakMemory,
+                                         askedAt: Monotonic.seconds())
                 lock.lock()
                 running.remove(ref)
                 let refused = revokedRunning.remove(ref) != nil || stopping
                 if !refused {
                     awaitingCommit.insert(ref)
                     commitOutbox.append(ref)
-                    publishing[ref] = Publishing(task: task, pending: pending, queueWait: wait, peak: peakMemory,
-                                                 askedAt: Monotonic.seconds())
+                    publishing[ref] = waiting
                 }
                 lock.unlock()
-                if refused {
-                    let back = pending.finish(granted: false)
-                    lock.lock()
-                    outbox.append(returnedReport(task, back, queueWait: wait, peak: peakMemory, unanswered: false))
-                    lock.unlock()
-                }
+                // Revoked while it ran, or the worker is stopping: discarded and handed back now.
+                if refused { settle(waiting, granted: false) }
                 _ = try? poke?.send([[1]], dontWait: true)
                 continue
             }

@@ -210,7 +210,13 @@ struct CoordinatorCommand: ParsableCommand {
         config.metricsAddress = metricsAddress
         var isDirectory: ObjCBool = false
         let allowFolder = allow.flatMap { FileManager.default.fileExists(atPath: $0, isDirectory: &isDirectory) && isDirectory.boolValue ? $0 : nil }
-        if apiInsecure || apiTokens != nil || (allowFolder != nil && metricsPort != nil) {
+        let servesAPI = apiInsecure || apiTokens != nil || (allowFolder != nil && metricsPort != nil)
+        if apiCors != nil && !servesAPI {
+            // An --allow file (not a folder) holds keys, not API tokens: no API to open to pages.
+            throw ValidationError("--api-cors needs the API: --api-tokens DIR, --api-insecure, or an --allow folder"
+                                  + (allow != nil && allowFolder == nil ? " (\(allow!) is a file of keys, not a folder of tokens)" : ""))
+        }
+        if servesAPI {
             var api = APIConfig(tokens: apiTokens ?? allowFolder, insecure: apiInsecure)
             api.corsOrigin = apiCors
             config.api = api
@@ -311,6 +317,7 @@ struct WorkerCommand: ParsableCommand {
 
     func validate() throws {
         guard (1...256).contains(concurrency) else { throw ValidationError("--concurrency must be 1...256, got \(concurrency)") }
+        if let prefetch, !(0...256).contains(prefetch) { throw ValidationError("--prefetch must be 0...256, got \(prefetch)") }
         guard (0...64).contains(transfers) else { throw ValidationError("--transfers must be 0...64, got \(transfers)") }
         guard cacheSize >= 16 else { throw ValidationError("--cache-size must be at least 16 (MB), got \(cacheSize)") }
     }

@@ -232,6 +232,15 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(try tessera(["render", dir + "/in", "-p", "nope", "-o", dir + "/out"]).status, 2, "unknown preset")
         XCTAssertEqual(try tessera(["render", dir + "/missing", "-p", "favicon", "-o", dir + "/out"]).status, 2)
         XCTAssertEqual(try tessera(["--frobnicate"]).status, 2)
+        let prefetch = try tessera(["worker", "--connect", "tcp://127.0.0.1:1", "--prefetch", "-1"])
+        XCTAssertEqual(prefetch.status, 2, prefetch.stderr)
+        XCTAssertTrue(prefetch.stderr.contains("--prefetch must be 0...256, got -1"), prefetch.stderr)
+        // An --allow file holds keys, not API tokens: CORS for an API that is not served is refused.
+        try "worker 0123\n".write(toFile: dir + "/allow.txt", atomically: true, encoding: .utf8)
+        let cors = try tessera(["coordinator", "--bind", "tcp://127.0.0.1:0", "--journal", dir + "/j.db", "--metrics-port", "0",
+                                "--api-cors", "https://app.example", "--allow", dir + "/allow.txt"])
+        XCTAssertEqual(cors.status, 2, cors.stderr)
+        XCTAssertTrue(cors.stderr.contains("--api-cors needs the API") && cors.stderr.contains("is a file of keys"), cors.stderr)
     }
 
     func testPresetsAndInspect() throws {

@@ -96,4 +96,20 @@ final class ProgressiveDCTests: XCTestCase {
         assertThrowsImagingError(.limitExceeded, try Renderer.render(big, recipes: box, options: o))
         XCTAssertNoThrow(try Renderer.render(try baseline(big), recipes: box, options: o))
     }
+
+    /// The memory a render is planned to need counts a progressive JPEG's coefficient arrays
+    /// at its own sampling: 4:4:4 keeps twice the coefficients of 4:2:0 (2400 x 1600: 23 MB
+    /// against 11.5 MB), so a budget between the two admits the 4:2:0 file and refuses the
+    /// 4:4:4 one before decoding; one baseline scan needs no such arrays at all.
+    func testPlannedMemoryCountsTheCoefficientArraysAtTheirSampling() throws {
+        let image = Fixtures.noise(width: 2400, height: 1600)
+        let p444 = try Codec.encodeJPEG(image, quality: 70, subsampling: .s444, progressive: true)
+        let p420 = try Codec.encodeJPEG(image, quality: 70, subsampling: .s420, progressive: true)
+        var o = RenderOptions()
+        o.limits.maxMemoryBytes = 26 << 20
+        let box = [recipe([fit(500, 500)], format: .png)]
+        assertThrowsImagingError(.outOfMemory, try Renderer.render(p444, recipes: box, options: o))
+        XCTAssertNoThrow(try Renderer.render(p420, recipes: box, options: o))
+        XCTAssertNoThrow(try Renderer.render(try baseline(p444), recipes: box, options: o))
+    }
 }

@@ -111,6 +111,13 @@ final class APITests: XCTestCase {
         XCTAssertEqual(cancelled.json["state"] as? String, "cancelled")
         XCTAssertEqual(cancelled.json["cancelled"] as? Int, 6)
 
+        // HEAD on the events of a job still queued: the stream's head at once, not its events.
+        let head = try runProcess("curl", ["-s", "-X", "HEAD", "-D", "-", "-o", "/dev/null", "--max-time", "5",
+                                           "-H", "Authorization: Bearer \(alice)", base + "/api/v1/jobs/\(job)/events"])
+        XCTAssertEqual(head.status, 0, "curl ended before its 5 s limit: \(head.stderr)")
+        XCTAssertTrue(head.stdout.hasPrefix("HTTP/1.1 200") && head.stdout.lowercased().contains("content-type: text/event-stream"),
+                      head.stdout)
+
         // A worker runs Alice's job; its progress comes as events until it ends.
         try cluster.startWorker()
         let events = try call("GET", "/api/v1/jobs/\(job)/events", token: alice, extra: ["-N", "--max-time", "60"])

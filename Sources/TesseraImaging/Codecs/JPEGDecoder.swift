@@ -18,6 +18,22 @@ struct JPEGHeader {
     var componentsInFirstScan: Int = 0
     var maxSampling: (h: Int, v: Int) = (1, 1)
 
+    /// The whole-image coefficient arrays libjpeg keeps for a progressive or multi-scan
+    /// image (nil for one interleaved scan, decoded a row of blocks at a time): 64
+    /// coefficients of 2 bytes per 8×8 block of each component, at its own sampling.
+    var wholeImageCoefficientBytes: Int? {
+        guard progressive || (componentsInFirstScan > 0 && componentsInFirstScan < components) else { return nil }
+        let maxH = max(1, maxSampling.h), maxV = max(1, maxSampling.v)
+        var bytes = 0
+        for i in 0..<components {
+            let f = i < samplingFactors.count ? samplingFactors[i] : (h: maxH, v: maxV)
+            // Blocks across and down, rounded up to whole MCUs as libjpeg allocates them.
+            let across = (width * f.h + maxH * 8 - 1) / (maxH * 8), down = (height * f.v + maxV * 8 - 1) / (maxV * 8)
+            bytes += ((across + f.h - 1) / f.h * f.h) * ((down + f.v - 1) / f.v * f.v) * 128
+        }
+        return bytes
+    }
+
     /// "4:2:0" and friends, or the raw factors when unusual.
     var subsampling: String {
         guard components >= 3 else { return components == 1 ? "gray" : "\(components) components" }

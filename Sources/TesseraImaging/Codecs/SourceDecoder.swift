@@ -33,7 +33,8 @@ final class SourceDecoder {
     private var video: VideoDecoder? { if case .video(let d) = backend { d } else { nil } }
     private var jxl: JXLDecoder? { if case .jxl(let d) = backend { d } else { nil } }
     /// A progressive JPEG (libjpeg keeps a whole-image coefficient buffer for it).
-    var isProgressive: Bool { jpeg?.header.progressive ?? false }
+    /// A progressive or multi-scan JPEG's whole-image coefficient arrays (nil otherwise).
+    var jpegCoefficientBytes: Int? { jpeg?.header.wholeImageCoefficientBytes }
     /// A video's poster: when it was, and whether keyframes alone were decoded to find it.
     private(set) var posterTime: Double?
     private(set) var posterFromKeyframes = false
