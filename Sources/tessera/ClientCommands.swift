@@ -66,7 +66,9 @@ func describe(_ s: JobStatus) -> String {
 }
 
 struct Submit: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Submit a job file to a running coordinator; prints the job id.", discussion: Exit.help)
+    static let configuration = CommandConfiguration(
+        commandName: "submit",
+        abstract: "Submit a job file to a running coordinator; prints the job id.", discussion: Exit.help)
 
     @Argument(help: "Job file (YAML).", completion: .file(extensions: ["yaml", "yml", "json"]))
     var job: String
@@ -96,7 +98,9 @@ struct Submit: ParsableCommand {
 }
 
 struct Status: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show jobs (all recent ones, or one).")
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Show jobs (all recent ones, or one).")
 
     @Argument(help: "Job id.")
     var id: String?
@@ -119,7 +123,9 @@ struct Status: ParsableCommand {
 }
 
 struct Wait: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Wait for a job to end; exit 1 if any task failed.", discussion: Exit.help)
+    static let configuration = CommandConfiguration(
+        commandName: "wait",
+        abstract: "Wait for a job to end; exit 1 if any task failed.", discussion: Exit.help)
 
     @Argument(help: "Job id.")
     var id: String
@@ -138,7 +144,9 @@ struct Wait: ParsableCommand {
 }
 
 struct Cancel: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Cancel a job: queued tasks are dropped, running ones revoked.")
+    static let configuration = CommandConfiguration(
+        commandName: "cancel",
+        abstract: "Cancel a job: queued tasks are dropped, running ones revoked.")
 
     @Argument(help: "Job id.")
     var id: String
@@ -152,7 +160,9 @@ struct Cancel: ParsableCommand {
 }
 
 struct Results: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Print a job's per-task records (JSON lines or CSV), or write its HTML report.")
+    static let configuration = CommandConfiguration(
+        commandName: "results",
+        abstract: "Print a job's per-task records (JSON lines or CSV), or write its HTML report.")
 
     @Argument(help: "Job id.")
     var id: String
@@ -192,6 +202,7 @@ struct Results: ParsableCommand {
 /// `results`) as one HTML report; several runs are compared side by side.
 struct Report: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "report",
         abstract: "Make a self-contained HTML report from records (JSON lines); two or more runs are compared.")
 
     @Argument(help: "Record files (JSON lines: `run --report FILE` writes FILE.jsonl; `results ID` prints them).",

@@ -8,6 +8,7 @@ import TesseraModel
 
 struct Inspect: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "inspect",
         abstract: "Show format, dimensions, subsampling, orientation, ICC and metadata of images.")
 
     @Argument(help: "Image files.", completion: .file())

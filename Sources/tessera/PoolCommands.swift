@@ -358,6 +358,7 @@ struct WorkerCommand: ParsableCommand {
 
 struct Keygen: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "keygen",
         abstract: "Write a CURVE key pair: NAME.pub (share it) and NAME.secret (mode 0600, keep it).",
         discussion: """
             The coordinator runs with --curve-secret coordinator.secret --allow DIR, where a key's \
@@ -390,11 +391,13 @@ struct Keygen: ParsableCommand {
 
 struct Token: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "token",
         abstract: "Bearer tokens of the coordinator's HTTP API.",
         subcommands: [Create.self])
 
     struct Create: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "create",
             abstract: "Make a token: writes DIR/clients/NAME.token (or admins/) holding its SHA-256 and prints the token once.",
             discussion: """
                 A client token submits jobs and sees, follows and cancels its own; an admin token \

@@ -3,7 +3,9 @@ import Foundation
 import TesseraModel
 
 struct Presets: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List the presets (built-in and from preset files).")
+    static let configuration = CommandConfiguration(
+        commandName: "presets",
+        abstract: "List the presets (built-in and from preset files).")
 
     @Option(help: "Preset file (JSON) adding presets (repeatable).")
     var presets: [String] = []

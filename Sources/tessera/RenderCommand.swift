@@ -9,6 +9,7 @@ import TesseraReports
 
 struct Render: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "render",
         abstract: "Render images to a size, presets or recipes, in this process.",
         discussion: """
             Inputs are files or directories (searched recursively for JPEG, PNG, WebP, \

@@ -12,6 +12,7 @@ import TesseraReports
 
 struct Run: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "run",
         abstract: "Run a job file on this machine: a coordinator and N worker processes in one command.",
         discussion: """
             The journal (default: OUTPUT/.tessera/journal.sqlite) makes reruns incremental: inputs \

@@ -9,6 +9,7 @@ import TesseraReports
 
 struct Strip: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "strip",
         abstract: "Remove metadata (EXIF incl. GPS, XMP, IPTC, comments) without re-encoding.",
         discussion: """
             The compressed image data is copied byte for byte. The output still displays \

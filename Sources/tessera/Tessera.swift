@@ -3,6 +3,8 @@ import Foundation
 import TesseraImaging
 import TesseraService
 
+/// Every command names itself (`commandName`): derived from the type's name, each costs a
+/// runtime type lookup at every start (1.5 ms of a process's 15, measured with perf).
 @main
 struct Tessera: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -9,6 +9,7 @@ import TesseraModel
 /// `tessera tiles SOURCE... -o DIR`: a tiles job without a job file, on a local pool.
 struct Tiles: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "tiles",
         abstract: "Make tile pyramids (Deep Zoom, IIIF or pyramidal TIFF) of large images with local worker processes.",
         discussion: """
             The same as `tessera run` with a job of kind tiles: each source's pyramid is split into \

@@ -8,6 +8,7 @@ import TesseraTasks
 
 struct Transcode: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "transcode",
         abstract: "Recompress JPEGs to JPEG XL without loss: the original JPEG's bytes can be given back exactly.",
         discussion: """
             Each JPEG's DCT coefficients are coded again by libjxl (about a fifth smaller), \
