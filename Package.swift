@@ -29,8 +29,9 @@ let cTargets: [Target] = [
                    providers: [.apt(["liblcms2-dev"])]),
     .systemLibrary(name: "CZMQ", pkgConfig: "libzmq",
                    providers: [.apt(["libzmq3-dev"])]),
-    // HEIC/HEIF (libde265), AVIF (dav1d/aom decode, aom encode).
-    .systemLibrary(name: "CHeif", pkgConfig: "libheif",
+    // HEIC/HEIF (libde265), AVIF (dav1d/aom decode, aom encode). Headers only, like JPEG
+    // XL's: the shim opens the library at its first use (lazy_codecs.c, decision 026).
+    .systemLibrary(name: "CHeif",
                    providers: [.apt(["libheif-dev"])]),
     // WebP decode/encode, demux (VP8X metadata, animation), mux (ICC in outputs).
     .systemLibrary(name: "CWebP", pkgConfig: "libwebpmux",
@@ -43,7 +44,7 @@ let cTargets: [Target] = [
                    providers: [.apt(["libgif-dev"])]),
     // JPEG XL (libjxl 0.7): decode (with the DC pass for thumbnails), encode, and lossless
     // JPEG recompression with the JPEG bitstream kept reconstructible.
-    .systemLibrary(name: "CJXL", pkgConfig: "libjxl",
+    .systemLibrary(name: "CJXL",
                    providers: [.apt(["libjxl-dev"])]),
     // AV1 still pictures at 10 bits (HDR AVIF), which libheif 1.15 cannot have aom write:
     // docs/decisions/021-gain-maps.md.
@@ -63,9 +64,10 @@ let cTargets: [Target] = [
     // Little CMS's memory plugin, libtiff's variadic tag calls and error handlers, FFmpeg's
     // function-like macros (AVERROR) and custom I/O callbacks.
     // zlib (libpng's own dependency, zlib1g-dev): Deflate tiles of pyramidal TIFFs.
-    .target(name: "TesseraShim", dependencies: ["CJPEG", "CPNG", "CCurl", "CLCMS2", "CTIFF", "CGIF", "CFFmpeg", "CAOM"],
-            // FFmpeg and libcurl are not linked: the shim opens them at the first video
-            // (video_shim.c) and the first transfer (curl_shim.c).
+    .target(name: "TesseraShim", dependencies: ["CJPEG", "CPNG", "CCurl", "CLCMS2", "CTIFF", "CGIF", "CFFmpeg", "CAOM",
+                                                "CHeif", "CJXL"],
+            // FFmpeg, libcurl, libheif and libjxl are not linked: the shim opens them at the
+            // first video (video_shim.c), transfer (curl_shim.c), HEIF or JPEG XL (lazy_codecs.c).
             linkerSettings: [.linkedLibrary("z"), .linkedLibrary("aom")]),
 ]
 

@@ -287,12 +287,12 @@ final class MediaJobTests: XCTestCase {
     }
 }
 
-/// libcurl and FFmpeg are opened at the first URL and the first video, not linked: on a
+/// libcurl, FFmpeg, libheif and libjxl are opened at their first use, not linked: on a
 /// machine where they cannot be loaded (here: stand-ins without their functions, found first
-/// on LD_LIBRARY_PATH), only URL inputs and videos fail, `unsupported-feature` naming the
-/// library, and the photo beside them renders.
+/// on LD_LIBRARY_PATH), only URL inputs, videos, HEIC and JPEG XL fail, `unsupported-feature`
+/// naming the library, and the photo beside them renders.
 final class OptionalLibraryTests: XCTestCase {
-    func testWithoutCurlOrFFmpegOnlyURLsAndVideosFail() throws {
+    func testWithoutCurlFFmpegHEIFOrJXLOnlyThoseInputsFail() throws {
         let dir = NSTemporaryDirectory() + "tessera-nolibs-\(UUID().uuidString.prefix(8))"
         defer { try? FileManager.default.removeItem(atPath: dir) }
         try FileManager.default.createDirectory(atPath: dir + "/libs", withIntermediateDirectories: true)
@@ -300,26 +300,34 @@ final class OptionalLibraryTests: XCTestCase {
         // The sonames the binary asks for: libcurl's, and FFmpeg's first (libavutil).
         let system = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/x86_64-linux-gnu")) ?? []
         let avutil = system.first { $0.range(of: #"^libavutil\.so\.[0-9]+$"#, options: .regularExpression) != nil }
-        for soname in ["libcurl.so.4"] + (avutil.map { [$0] } ?? []) {
+        for soname in ["libcurl.so.4", "libheif.so.1", "libjxl.so.0.7"] + (avutil.map { [$0] } ?? []) {
             let cc = try? runProcess("clang", ["-shared", "-o", dir + "/libs/" + soname, "-Wl,-soname," + soname,
                                                dir + "/libs/empty.c"])
             guard cc?.status == 0 else { throw XCTSkip("no C compiler to make a stand-in library: \(cc?.stderr ?? "")") }
         }
         let repo = ReadmeTests.repository.path
         let photo = repo + "/examples/images/mei_Canon_EOS_1000D.jpg", video = repo + "/examples/media/mandelbrot.mp4"
-        let r = try tessera(["render", photo, video, "http://127.0.0.1:9/x.jpg", "-s", "64", "-o", dir + "/out"],
+        let heic = repo + "/examples/images/canon_portrait.heic", jxl = repo + "/Fuzz/corpus/jxl/gray.jxl"
+        let r = try tessera(["render", photo, video, heic, jxl, "http://127.0.0.1:9/x.jpg", "-s", "64", "-o", dir + "/out"],
                             environment: ["LD_LIBRARY_PATH": dir + "/libs"])
         XCTAssertEqual(r.status, 1, r.stdout + r.stderr)
-        XCTAssertTrue(r.stdout.contains("3 images, 1 ok, 2 failed"), r.stdout)
+        XCTAssertTrue(r.stdout.contains("5 images, 1 ok, 4 failed"), r.stdout)
+        XCTAssertTrue(r.stderr.contains("canon_portrait.heic: HEIC and AVIF need libheif.so.1, and it lacks"), r.stderr)
+        XCTAssertTrue(r.stderr.contains("gray.jxl: JPEG XL need libjxl.so.0.7, and it lacks"), r.stderr)
+        // Writing one is refused the same way.
+        let avif = try tessera(["render", photo, "-s", "64", "--format", "avif", "-o", dir + "/avif"],
+                               environment: ["LD_LIBRARY_PATH": dir + "/libs"])
+        XCTAssertEqual(avif.status, 1, avif.stdout + avif.stderr)
+        XCTAssertTrue(avif.stderr.contains("[unsupported-feature]"), avif.stderr)
         XCTAssertTrue(r.stderr.contains("http://127.0.0.1:9/x.jpg: HTTP transfers need libcurl, and libcurl.so.4 lacks"), r.stderr)
         if avutil != nil {
             XCTAssertTrue(r.stderr.contains("mandelbrot.mp4: video inputs need FFmpeg's libraries"), r.stderr)
         }
-        XCTAssertEqual(r.stderr.components(separatedBy: "[unsupported-feature]").count - 1, 2, r.stderr)
+        XCTAssertEqual(r.stderr.components(separatedBy: "[unsupported-feature]").count - 1, 4, r.stderr)
         let info = try ImageInfo.inspect([UInt8](try Data(contentsOf: URL(fileURLWithPath: dir + "/out/mei_Canon_EOS_1000D.jpg"))))
         XCTAssertEqual(max(info.width, info.height), 64)
         // The same command with the machine's own libraries: the video renders too.
-        let real = try tessera(["render", photo, video, "-s", "64", "-o", dir + "/real"])
+        let real = try tessera(["render", photo, video, heic, jxl, "-s", "64", "-o", dir + "/real"])
         XCTAssertEqual(real.status, 0, real.stdout + real.stderr)
     }
 }

@@ -71,6 +71,7 @@ final class HEIFDecoder {
     private let primary: OpaquePointer
 
     init(bytes: UnsafeRawBufferPointer, limits: Limits) throws {
+        try LazyCodecs.requireHEIF()
         guard let ctx = heif_context_alloc() else { throw ImagingError(.outOfMemory, "libheif: cannot allocate a context") }
         context = ctx
         coding = HEIFCodecConfigs.summary(bytes)
@@ -336,10 +337,10 @@ final class HEIFDecoder {
     }
 
     /// Whether this build of libheif can decode HEVC (HEIC) and AV1 (AVIF), and encode AV1.
-    static var canDecodeHEIC: Bool { heif_have_decoder_for_format(heif_compression_HEVC) != 0 }
-    static var canDecodeAVIF: Bool { heif_have_decoder_for_format(heif_compression_AV1) != 0 }
-    static var canEncodeAVIF: Bool { heif_have_encoder_for_format(heif_compression_AV1) != 0 }
-    static var canEncodeHEIC: Bool { heif_have_encoder_for_format(heif_compression_HEVC) != 0 }
+    static var canDecodeHEIC: Bool { LazyCodecs.hasHEIF && heif_have_decoder_for_format(heif_compression_HEVC) != 0 }
+    static var canDecodeAVIF: Bool { LazyCodecs.hasHEIF && heif_have_decoder_for_format(heif_compression_AV1) != 0 }
+    static var canEncodeAVIF: Bool { LazyCodecs.hasHEIF && heif_have_encoder_for_format(heif_compression_AV1) != 0 }
+    static var canEncodeHEIC: Bool { LazyCodecs.hasHEIF && heif_have_encoder_for_format(heif_compression_HEVC) != 0 }
 }
 
 /// The codec configuration boxes (`hvcC`, `av1C`) in a HEIF file's item properties.

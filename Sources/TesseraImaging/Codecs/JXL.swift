@@ -39,6 +39,7 @@ final class JXLDecoder {
 
     init(bytes: UnsafeRawBufferPointer, limits: Limits) throws {
         self.bytes = bytes
+        try LazyCodecs.requireJXL()
         guard let dec = JxlDecoderCreate(nil) else { throw ImagingError(.outOfMemory, "libjxl: cannot create a decoder") }
         defer { JxlDecoderDestroy(dec) }
         let events = JXL_DEC_BASIC_INFO.rawValue | JXL_DEC_COLOR_ENCODING.rawValue | JXL_DEC_BOX.rawValue
@@ -193,6 +194,7 @@ final class JXLDecoder {
     /// The decoded first frame: RGB or RGBA, 8 bits — or, for HDR (`hdr` says how to read
     /// them), 16 bits a sample, little-endian, in a buffer twice as wide.
     func decode() throws -> PixelBuffer {
+        try LazyCodecs.requireJXL()
         guard let dec = JxlDecoderCreate(nil) else { throw ImagingError(.outOfMemory, "libjxl: cannot create a decoder") }
         defer { JxlDecoderDestroy(dec) }
         try Self.check(JxlDecoderSubscribeEvents(dec, Int32(JXL_DEC_COLOR_ENCODING.rawValue | JXL_DEC_FULL_IMAGE.rawValue)),
@@ -233,6 +235,7 @@ final class JXLDecoder {
 
     /// The JPEG a recompressed file was made from, byte for byte (nil: the file holds none).
     static func reconstructJPEG(_ jxl: UnsafeRawBufferPointer) throws -> [UInt8]? {
+        try LazyCodecs.requireJXL()
         guard let dec = JxlDecoderCreate(nil) else { throw ImagingError(.outOfMemory, "libjxl: cannot create a decoder") }
         defer { JxlDecoderDestroy(dec) }
         try check(JxlDecoderSubscribeEvents(dec, Int32(JXL_DEC_JPEG_RECONSTRUCTION.rawValue | JXL_DEC_FULL_IMAGE.rawValue)),
@@ -299,6 +302,7 @@ enum JXLEncoder {
     }
 
     static func encode(_ image: PixelBuffer, _ s: Settings, icc: [UInt8]? = nil) throws -> [UInt8] {
+        try LazyCodecs.requireJXL()
         guard let enc = JxlEncoderCreate(nil) else { throw ImagingError(.outOfMemory, "libjxl: cannot create an encoder") }
         defer { JxlEncoderDestroy(enc) }
         let lossless = s.lossless || s.quality >= 100
@@ -339,6 +343,7 @@ enum JXLEncoder {
     /// A JPEG recompressed losslessly (its DCT coefficients coded again, with what gives back
     /// its bytes exactly), in a container; throws when libjxl cannot take this JPEG.
     static func recompress(jpeg: UnsafeRawBufferPointer, effort: Int) throws -> [UInt8] {
+        try LazyCodecs.requireJXL()
         guard let enc = JxlEncoderCreate(nil) else { throw ImagingError(.outOfMemory, "libjxl: cannot create an encoder") }
         defer { JxlEncoderDestroy(enc) }
         try check(JxlEncoderUseContainer(enc, 1), enc, "using a container")

@@ -112,6 +112,7 @@ enum AVIFEncoder {
     static var isAvailable: Bool { HEIFDecoder.canEncodeAVIF }
 
     static func encode(_ image: PixelBuffer, _ s: Settings, icc: [UInt8]? = nil, extras: Extras = Extras()) throws -> [UInt8] {
+        try LazyCodecs.requireHEIF()
         if extras.monochrome && image.layout == .gray {
             var heifImage: OpaquePointer?
             try HEIFDecoder.check(heif_image_create(Int32(image.width), Int32(image.height), heif_colorspace_monochrome,

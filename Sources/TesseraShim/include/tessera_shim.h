@@ -357,6 +357,11 @@ typedef struct {
     char error[256];
 } ts_http_response;
 
+/// NULL when libheif / libjxl is loaded (opened at the first call), else why it cannot be
+/// (lazy_codecs.c): every Swift entry point into either library asks first.
+const char *ts_heif_unavailable(void);
+const char *ts_jxl_unavailable(void);
+
 /// NULL when libcurl is loaded (opened at the first call), else why it cannot be.
 const char *ts_http_unavailable(void);
 /// A reusable handle: its connections stay open between requests (one per thread).
