@@ -231,7 +231,11 @@ public final class Worker: @unchecked Sendable {
                 monitor = try ZMQMonitor(worker.context, watching: dealer, events: [.handshakeFailed, .handshakeSucceeded])
             }
             try dealer.setRoutingID(config.id + "." + worker.routingID)
-            try dealer.setReconnect(initialMilliseconds: 10, maximumMilliseconds: 5000)
+            // From 10 ms, doubling: `tessera run` starts its workers before its coordinator
+            // listens. On this machine (ipc://) at most 100 ms apart, so a coordinator slow to
+            // start (a large journal) is joined within 100 ms of listening; 5 s over a network.
+            try dealer.setReconnect(initialMilliseconds: 10,
+                                    maximumMilliseconds: config.endpoint.hasPrefix("ipc://") ? 100 : 5000)
             try dealer.setHighWaterMarks(send: 10_000, receive: 10_000)
             // A cut link shows as a silent connection: ZMTP heartbeats notice and reconnect.
             try dealer.setConnectionHeartbeat(intervalMilliseconds: 1000, timeoutMilliseconds: 5000)

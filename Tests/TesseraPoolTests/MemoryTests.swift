@@ -53,19 +53,33 @@ final class MemoryTests: XCTestCase {
         checkOutcome(try submit(c, job), worker: worker, expect: "cannot allocate")
     }
 
-    /// A worker started under a 420 MB address-space limit runs its tasks (its threads used
-    /// to fail to start — glibc reserves 64 MB per thread's malloc arena — and it took tasks
-    /// and never ran them); the 24 MP bitmap still fails typed, the small photo succeeds.
-    /// (The window follows what the process maps at start: an idle worker's VmSize is about
-    /// 245 MB since FFmpeg is opened only at the first video, 380 MB while it was linked,
-    /// when 520 MB was used; 400 and 440 MB pass here.)
+    /// A worker started under an address-space limit 140 MB above what an idle worker maps
+    /// runs its tasks (its threads used to fail to start — glibc reserves 64 MB per thread's
+    /// malloc arena — and it took tasks and never ran them); the 24 MP bitmap still fails
+    /// typed, the small photo succeeds. (What an idle worker maps follows the libraries it
+    /// loads at start — 380 MB with FFmpeg linked, 245 MB without, less again since libcurl,
+    /// libheif and libjxl are opened at their first use — so it is measured first; 90 to
+    /// 175 MB above it pass here, and 200 lets the bitmap through.)
     func testWorkerStartedUnderAnAddressSpaceLimitRunsItsTasks() throws {
         let c = try Cluster()
         let job = try prepare(c)
         try c.startCoordinator()
+        let idle = Process()  // the same command, connecting nowhere: what it maps at rest
+        idle.executableURL = Cluster.binary
+        idle.arguments = ["worker", "--connect", "tcp://127.0.0.1:1", "--concurrency", "2"]
+        idle.standardOutput = FileHandle.nullDevice
+        idle.standardError = FileHandle.nullDevice
+        try idle.run()
+        usleep(800_000)
+        let status = try String(contentsOfFile: "/proc/\(idle.processIdentifier)/status", encoding: .utf8)
+        idle.terminate()
+        idle.waitUntilExit()
+        let vm = try XCTUnwrap(status.split(separator: "\n").first { $0.hasPrefix("VmSize:") }
+            .flatMap { Int($0.split(whereSeparator: { $0 == " " || $0 == "\t" })[1]) })
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
-        p.arguments = ["--as=420000000", Cluster.binary.path, "worker", "--connect", c.endpoint, "--concurrency", "2"]
+        p.arguments = ["--as=\((vm + 140_000) * 1024)", Cluster.binary.path, "worker", "--connect", c.endpoint,
+                       "--concurrency", "2"]
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
         try p.run()
