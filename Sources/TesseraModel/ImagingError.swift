@@ -47,8 +47,15 @@ public struct ImagingError: Error, Equatable, Sendable, CustomStringConvertible 
 
     public init(_ code: Code, _ reason: String, file: String? = nil) {
         self.code = code
-        self.reason = reason
+        self.reason = Self.oneLine(reason)
         self.file = file
+    }
+
+    /// A reason on one line: a library's message may end in a newline (libheif's do) or
+    /// span several, and an error is one line of a report, a log or a terminal.
+    public static func oneLine(_ s: String) -> String {
+        guard s.contains(where: \.isNewline) else { return s }
+        return s.split(whereSeparator: \.isNewline).joined(separator: " ")
     }
 
     /// The same error, naming `file`.

@@ -4,6 +4,13 @@ import XCTest
 
 /// How a task ended: one list, its names, and counts by it.
 final class OutcomeTests: XCTestCase {
+    /// An error's reason is one line, whatever a library's message held.
+    func testAnErrorsReasonIsOneLine() {
+        XCTAssertEqual(ImagingError(.corrupt, "bad box\n").reason, "bad box")
+        XCTAssertEqual(ImagingError(.corrupt, "first\r\nsecond\n\nthird").description, "first second third [corrupt]")
+        XCTAssertEqual(ImagingError(.truncated, "as it was").reason, "as it was")
+    }
+
     func testOutcomesAreNamedOnceAndCountedByName() throws {
         XCTAssertEqual(Outcome.allCases.map(\.name), ["succeeded", "failed", "skipped", "cancelled"])
         // The journal's status column: the raw values never change.

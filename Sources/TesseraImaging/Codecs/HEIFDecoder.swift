@@ -323,7 +323,7 @@ final class HEIFDecoder {
     /// Throws the typed error for a libheif failure.
     static func check(_ e: heif_error) throws {
         guard e.code != heif_error_Ok else { return }
-        let message = e.message.map { String(cString: $0) } ?? "libheif error \(e.code.rawValue)"
+        let message = e.message.map { String(cString: $0).trimmingCharacters(in: .whitespacesAndNewlines) } ?? "libheif error \(e.code.rawValue)"
         switch e.code {
         case heif_error_Invalid_input:
             if e.subcode == heif_suberror_End_of_data { throw ImagingError(.truncated, "truncated HEIF (\(message))") }
