@@ -79,8 +79,8 @@ def main():
            "// checks it against the library's declaration) and calls through a table filled at the",
            "// first use; `ts_heif_unavailable` / `ts_jxl_unavailable` say why a library cannot be",
            "// loaded, and the Swift entry points ask them first (docs/decisions/026-lazy-ffmpeg.md).",
-           '#include "tessera_shim.h"', "",
-           "#include <dlfcn.h>", "#include <pthread.h>", "#include <stdio.h>", "#include <stdlib.h>"]
+           '#include "tessera_shim.h"', '#include "lazy_open.h"', "",
+           "#include <pthread.h>", "#include <stdio.h>", "#include <stdlib.h>"]
     for table, pattern, headers, soname, what in LIBS:
         out += [f"#include <{h}>" for h in headers]
     for table, pattern, headers, soname, what in LIBS:
@@ -93,22 +93,15 @@ def main():
                 f"static char ts_{table}_error[256];", "",
                 f"static void ts_{table}_load(void) {{",
                 f"    static const char *const soname = {soname};",
-                "    void *lib = dlopen(soname, RTLD_NOW | RTLD_LOCAL);",
-                "    if (!lib) {",
-                "        const char *e = dlerror();",
-                f'        snprintf(ts_{table}_error, sizeof ts_{table}_error, "{what} need %s, which could not be loaded (%s)", soname, e ? e : "?");',
-                "        return;",
-                "    }",
-                "    static const struct { const char *name; void **slot; } symbols[] = {"]
+                "    static const ts_lazy_symbol symbols[] = {"]
         out += [f'        {{"{n}", (void **)&ts_{table}.{n}}},' for n in names]
         out += ["    };",
-                "    for (size_t k = 0; k < sizeof symbols / sizeof symbols[0]; k++) {",
-                "        void *f = dlsym(lib, symbols[k].name);",
-                "        if (!f) {",
-                f'            snprintf(ts_{table}_error, sizeof ts_{table}_error, "{what} need %s, and it lacks %s", soname, symbols[k].name);',
-                "            return;",
-                "        }",
-                "        *symbols[k].slot = f;",
+                "    ts_lazy_failure failed;",
+                "    if (ts_lazy_open(&soname, 1, symbols, sizeof symbols / sizeof symbols[0], &failed) == 0) return;",
+                "    if (failed.soname) {",
+                f'        snprintf(ts_{table}_error, sizeof ts_{table}_error, "{what} need %s, which could not be loaded (%s)", soname, failed.reason);',
+                "    } else {",
+                f'        snprintf(ts_{table}_error, sizeof ts_{table}_error, "{what} need %s, and it lacks %s", soname, failed.missing);',
                 "    }",
                 "}", "",
                 f"const char *ts_{table}_unavailable(void) {{",

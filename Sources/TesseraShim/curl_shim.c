@@ -6,7 +6,6 @@
 // `tessera` start-up, while most runs never fetch a URL (docs/decisions/026-lazy-ffmpeg.md
 // does the same for FFmpeg). Every curl function this file calls goes through the table.
 #define CURL_DISABLE_TYPECHECK 1
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +14,7 @@
 #include <curl/curl.h>
 
 #include "tessera_shim.h"
+#include "lazy_open.h"
 
 static struct {
     __typeof__(&curl_easy_cleanup) curl_easy_cleanup;
@@ -35,14 +35,7 @@ static char cu_error[256];
 static void cu_load(void) {
     // libcurl4 (the OpenSSL flavour the headers come from); its ABI has been 4 since 2006.
     static const char *const soname = "libcurl.so.4";
-    void *lib = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        const char *e = dlerror();
-        snprintf(cu_error, sizeof cu_error, "HTTP transfers need libcurl, and %s could not be loaded (%s)", soname,
-                 e ? e : "?");
-        return;
-    }
-    static const struct { const char *name; void **slot; } symbols[] = {
+    static const ts_lazy_symbol symbols[] = {
         {"curl_easy_cleanup", (void **)&cu.curl_easy_cleanup},
         {"curl_easy_getinfo", (void **)&cu.curl_easy_getinfo},
         {"curl_easy_init", (void **)&cu.curl_easy_init},
@@ -54,13 +47,15 @@ static void cu_load(void) {
         {"curl_slist_append", (void **)&cu.curl_slist_append},
         {"curl_slist_free_all", (void **)&cu.curl_slist_free_all},
     };
-    for (size_t k = 0; k < sizeof symbols / sizeof symbols[0]; k++) {
-        void *f = dlsym(lib, symbols[k].name);
-        if (!f) {
-            snprintf(cu_error, sizeof cu_error, "HTTP transfers need libcurl, and %s lacks %s", soname, symbols[k].name);
-            return;
+    ts_lazy_failure failed;
+    if (ts_lazy_open(&soname, 1, symbols, sizeof symbols / sizeof symbols[0], &failed) != 0) {
+        if (failed.soname) {
+            snprintf(cu_error, sizeof cu_error, "HTTP transfers need libcurl, and %s could not be loaded (%s)", soname,
+                     failed.reason);
+        } else {
+            snprintf(cu_error, sizeof cu_error, "HTTP transfers need libcurl, and %s lacks %s", soname, failed.missing);
         }
-        *symbols[k].slot = f;
+        return;
     }
     cu.curl_global_init(CURL_GLOBAL_DEFAULT);
 }

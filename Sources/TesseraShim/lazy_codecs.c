@@ -8,8 +8,8 @@
 // first use; `ts_heif_unavailable` / `ts_jxl_unavailable` say why a library cannot be
 // loaded, and the Swift entry points ask them first (docs/decisions/026-lazy-ffmpeg.md).
 #include "tessera_shim.h"
+#include "lazy_open.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,13 +88,7 @@ static char ts_heif_error[256];
 
 static void ts_heif_load(void) {
     static const char *const soname = "libheif.so.1";
-    void *lib = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        const char *e = dlerror();
-        snprintf(ts_heif_error, sizeof ts_heif_error, "HEIC and AVIF need %s, which could not be loaded (%s)", soname, e ? e : "?");
-        return;
-    }
-    static const struct { const char *name; void **slot; } symbols[] = {
+    static const ts_lazy_symbol symbols[] = {
         {"heif_context_add_exif_metadata", (void **)&ts_heif.heif_context_add_exif_metadata},
         {"heif_context_alloc", (void **)&ts_heif.heif_context_alloc},
         {"heif_context_encode_image", (void **)&ts_heif.heif_context_encode_image},
@@ -157,13 +151,12 @@ static void ts_heif_load(void) {
         {"heif_nclx_color_profile_set_matrix_coefficients", (void **)&ts_heif.heif_nclx_color_profile_set_matrix_coefficients},
         {"heif_nclx_color_profile_set_transfer_characteristics", (void **)&ts_heif.heif_nclx_color_profile_set_transfer_characteristics},
     };
-    for (size_t k = 0; k < sizeof symbols / sizeof symbols[0]; k++) {
-        void *f = dlsym(lib, symbols[k].name);
-        if (!f) {
-            snprintf(ts_heif_error, sizeof ts_heif_error, "HEIC and AVIF need %s, and it lacks %s", soname, symbols[k].name);
-            return;
-        }
-        *symbols[k].slot = f;
+    ts_lazy_failure failed;
+    if (ts_lazy_open(&soname, 1, symbols, sizeof symbols / sizeof symbols[0], &failed) == 0) return;
+    if (failed.soname) {
+        snprintf(ts_heif_error, sizeof ts_heif_error, "HEIC and AVIF need %s, which could not be loaded (%s)", soname, failed.reason);
+    } else {
+        snprintf(ts_heif_error, sizeof ts_heif_error, "HEIC and AVIF need %s, and it lacks %s", soname, failed.missing);
     }
 }
 
@@ -292,13 +285,7 @@ static char ts_jxl_error[256];
 
 static void ts_jxl_load(void) {
     static const char *const soname = "libjxl.so.0.7";
-    void *lib = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        const char *e = dlerror();
-        snprintf(ts_jxl_error, sizeof ts_jxl_error, "JPEG XL need %s, which could not be loaded (%s)", soname, e ? e : "?");
-        return;
-    }
-    static const struct { const char *name; void **slot; } symbols[] = {
+    static const ts_lazy_symbol symbols[] = {
         {"JxlColorEncodingSetToSRGB", (void **)&ts_jxl.JxlColorEncodingSetToSRGB},
         {"JxlDecoderCloseInput", (void **)&ts_jxl.JxlDecoderCloseInput},
         {"JxlDecoderCreate", (void **)&ts_jxl.JxlDecoderCreate},
@@ -339,13 +326,12 @@ static void ts_jxl_load(void) {
         {"JxlEncoderStoreJPEGMetadata", (void **)&ts_jxl.JxlEncoderStoreJPEGMetadata},
         {"JxlEncoderUseContainer", (void **)&ts_jxl.JxlEncoderUseContainer},
     };
-    for (size_t k = 0; k < sizeof symbols / sizeof symbols[0]; k++) {
-        void *f = dlsym(lib, symbols[k].name);
-        if (!f) {
-            snprintf(ts_jxl_error, sizeof ts_jxl_error, "JPEG XL need %s, and it lacks %s", soname, symbols[k].name);
-            return;
-        }
-        *symbols[k].slot = f;
+    ts_lazy_failure failed;
+    if (ts_lazy_open(&soname, 1, symbols, sizeof symbols / sizeof symbols[0], &failed) == 0) return;
+    if (failed.soname) {
+        snprintf(ts_jxl_error, sizeof ts_jxl_error, "JPEG XL need %s, which could not be loaded (%s)", soname, failed.reason);
+    } else {
+        snprintf(ts_jxl_error, sizeof ts_jxl_error, "JPEG XL need %s, and it lacks %s", soname, failed.missing);
     }
 }
 

@@ -5,6 +5,7 @@
 // a file can make FFmpeg open anything else. Every call returns 0 or a TS_VIDEO_* code with
 // a message; nothing here aborts.
 #include "tessera_shim.h"
+#include "lazy_open.h"
 
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
@@ -18,7 +19,6 @@
 #include <libavcodec/version.h>
 #include <libswscale/version.h>
 #include <libavutil/version.h>
-#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -90,17 +90,7 @@ static void ff_load(void) {
         "libavformat.so." AV_STRINGIFY(LIBAVFORMAT_VERSION_MAJOR),
         "libswscale.so." AV_STRINGIFY(LIBSWSCALE_VERSION_MAJOR),
     };
-    void *libs[4];
-    for (int i = 0; i < 4; i++) {
-        libs[i] = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL);
-        if (!libs[i]) {
-            const char *e = dlerror();
-            snprintf(ff_error, sizeof ff_error, "video inputs need FFmpeg's libraries, and %s could not be loaded (%s)",
-                     sonames[i], e ? e : "?");
-            return;
-        }
-    }
-    static const struct { const char *name; void **slot; } symbols[] = {
+    static const ts_lazy_symbol symbols[] = {
     {"av_csp_primaries_desc_from_id", (void **)&ff.av_csp_primaries_desc_from_id},
     {"av_display_rotation_get", (void **)&ff.av_display_rotation_get},
     {"av_frame_alloc", (void **)&ff.av_frame_alloc},
@@ -145,14 +135,13 @@ static void ff_load(void) {
     {"sws_scale", (void **)&ff.sws_scale},
     {"sws_setColorspaceDetails", (void **)&ff.sws_setColorspaceDetails},
     };
-    for (size_t k = 0; k < sizeof symbols / sizeof symbols[0]; k++) {
-        void *f = NULL;
-        for (int i = 0; i < 4 && !f; i++) f = dlsym(libs[i], symbols[k].name);
-        if (!f) {
-            snprintf(ff_error, sizeof ff_error, "video inputs need FFmpeg's libraries, and they lack %s", symbols[k].name);
-            return;
-        }
-        *symbols[k].slot = f;
+    ts_lazy_failure failed;
+    if (ts_lazy_open(sonames, 4, symbols, sizeof symbols / sizeof symbols[0], &failed) == 0) return;
+    if (failed.soname) {
+        snprintf(ff_error, sizeof ff_error, "video inputs need FFmpeg's libraries, and %s could not be loaded (%s)",
+                 failed.soname, failed.reason);
+    } else {
+        snprintf(ff_error, sizeof ff_error, "video inputs need FFmpeg's libraries, and they lack %s", failed.missing);
     }
 }
 
