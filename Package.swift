@@ -148,7 +148,7 @@ let tests: [Target] = [
     .testTarget(name: "TesseraTasksTests", dependencies: ["TesseraModel", "TesseraTasks", "TesseraTestSupport"]),
     .testTarget(name: "TesseraExecutionTests", dependencies: ["TesseraModel", "TesseraImaging", "TesseraTasks", "TesseraExecution", "TesseraTestSupport"]),
     .testTarget(name: "TesseraReportsTests", dependencies: ["TesseraModel", "TesseraTasks", "TesseraReports", "TesseraTestSupport"]),
-    .testTarget(name: "TesseraImagingTests", dependencies: ["TesseraModel", "TesseraImaging", "TesseraTestSupport", "CTurboJPEG"]),
+    .testTarget(name: "TesseraImagingTests", dependencies: ["TesseraModel", "TesseraImaging", "TesseraTestSupport", "CTurboJPEG", "TesseraShim"]),
     .testTarget(name: "TesseraJobsTests", dependencies: ["TesseraTestSupport", "TesseraModel", "TesseraImaging", "TesseraTasks", "TesseraJobs", "TesseraExecution", .product(name: "Yams", package: "Yams")]),
     .testTarget(name: "TesseraCLITests", dependencies: ["tessera", "TesseraModel", "TesseraImaging", "TesseraTasks", "TesseraTestSupport"]),
     .testTarget(name: "TesseraServiceTests", dependencies: ["TesseraService", "TesseraTestSupport", .product(name: "CoreMetrics", package: "swift-metrics")]),

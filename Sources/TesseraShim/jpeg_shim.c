@@ -11,6 +11,8 @@
 
 void ts_free(void *p) { free(p); }
 
+int ts_jpeg_entropy_install(j_decompress_ptr cinfo);
+
 typedef struct {
     struct jpeg_error_mgr pub;
     jmp_buf jump;
@@ -394,6 +396,7 @@ int ts_jpeg_dec_start(ts_jpeg_dec *d, int scale_num, int scale_denom, int out_la
         c->do_fancy_upsampling = FALSE;
     }
     jpeg_start_decompress(c);
+    ts_jpeg_entropy_install(c);  // jpeg_entropy.c: a single-scan baseline file's Huffman decoding
     d->started = 1;
     *out_w = (int)c->output_width;
     *out_h = (int)c->output_height;

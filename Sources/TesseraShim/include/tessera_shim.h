@@ -65,6 +65,11 @@ int ts_jpeg_dec_density(const ts_jpeg_dec *d, int *unit, int *x, int *y);
 /// Wraps `jpeg_start_decompress` at scale `num/denom` (libjpeg-turbo: num 1..16, denom 8).
 int ts_jpeg_dec_start(ts_jpeg_dec *d, int scale_num, int scale_denom, int out_layout,
                       int fast, int *out_w, int *out_h, int *out_components);
+/// Whether single-scan baseline JPEGs are Huffman-decoded by Tessera's decoder (jpeg_entropy.c,
+/// the default) or libjpeg-turbo's (also `TESSERA_JPEG_ENTROPY=libjpeg`): for tests and benchmarks.
+void ts_jpeg_own_entropy(int enable);
+/// How many scans Tessera's Huffman decoder has decoded in this process (for tests).
+long ts_jpeg_own_entropy_scans(void);
 /// Wraps `jpeg_read_scanlines`: reads up to `max_rows` rows; `*rows` gets the count.
 int ts_jpeg_dec_read(ts_jpeg_dec *d, uint8_t *buf, size_t stride, int max_rows, int *rows);
 /// Wraps `jpeg_skip_scanlines`.

@@ -1,0 +1,330 @@
+// Tessera's own Huffman decoder for single-scan baseline JPEGs, in place of libjpeg-turbo's.
+//
+// Why: decoding a photo to 1280×720 spends about half its time in libjpeg-turbo 2.1's Huffman
+// decoder (decode_mcu_fast: an 8-bit lookahead for the code, then a second read for the
+// value's bits). This one reads both at once: for every table, a 10-bit index gives the run,
+// the value (sign-extended) and the number of bits to drop, when code and value fit in ten
+// bits (most of a photo's coefficients); longer codes take a second table and, past ten bits,
+// the canonical search of the standard (ITU T.81 F.2.2.3). The bit buffer is 64 bits, refilled
+// eight bytes at a time when none of them is 0xFF (a marker or a stuffed byte), a byte at a
+// time otherwise.
+//
+// How it plugs in: libjpeg's decoder is made of modules reached through method tables
+// (libjpeg's structure.txt, "entropy decoder"); after jpeg_start_decompress of a single-scan
+// file, before any MCU is read, `ts_jpeg_entropy_install` replaces the entropy decoder's table.
+// Everything around it — markers, restart resynchronisation (read_restart_marker), the data
+// source, warnings and errors, the coefficient controller, IDCT, upsampling — stays
+// libjpeg's. Its outputs are libjpeg's bit for bit on well-formed data: the same coefficients
+// reach the same IDCT (tests compare pixels at every scale over the corpora).
+//
+// Damaged data behaves as libjpeg-turbo's does: a marker or the end of the data pads with zero
+// bits, and the first MCU that needs bits past it warns JWRN_HIT_MARKER (an error in strict
+// mode) and leaves the rest of the segment grey. A code that is in no table decodes as symbol 0
+// after 17 bits, as in libjpeg-turbo, and always warns JWRN_HUFF_BAD_CODE (an error in strict
+// mode): libjpeg-turbo warns only in its slow path, near a marker, and passes such damage
+// silently elsewhere.
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#define JPEG_INTERNALS
+#include <jpeglib.h>
+#include <jerror.h>
+
+#include "tessera_shim.h"
+
+enum { FAST_BITS = 10, FAST_SIZE = 1 << FAST_BITS };
+
+typedef struct {
+    /// What the next FAST_BITS bits hold, when they hold a whole code and its value: bits 0-7
+    /// the bits to drop, 8-15 how far the zigzag index moves (AC: run + 1; 16 for ZRL; 64 for
+    /// end of block), 16-31 the value (DC: the difference). 0: they do not.
+    int32_t fast[FAST_SIZE];
+    /// The symbol of a code of at most FAST_BITS: (length << 8) | symbol. 0: a longer code.
+    uint16_t symbol[FAST_SIZE];
+    int32_t maxcode[18];     ///< largest code of each length, -1 when none; [17] a sentinel
+    int32_t valoffset[17];   ///< huffval index = code + valoffset[length]
+    uint8_t huffval[256];
+} ts_htable;
+
+typedef struct {
+    struct jpeg_entropy_decoder pub;  // first: libjpeg reads pub.insufficient_data
+    uint64_t buf;   ///< bits, most significant first; what follows `bits` is zero or the stream's next bits
+    int bits;       ///< valid bits in buf (negative once zero padding was consumed past a marker)
+    unsigned restarts_to_go;
+    int last_dc[MAX_COMPS_IN_SCAN];
+    const ts_htable *dc[D_MAX_BLOCKS_IN_MCU], *ac[D_MAX_BLOCKS_IN_MCU];
+    int comp[D_MAX_BLOCKS_IN_MCU];
+    ts_htable *tables[8];  ///< DC 0-3, AC 4-7, built when a scan uses them
+} ts_entropy;
+
+/// Zigzag index to natural index; past 63 (a corrupt run or the end-of-block step) stays at 63.
+static const uint8_t ts_natural[64 + 80] = {
+    0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33, 40, 48,
+    41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23,
+    30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63,
+    63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63,
+    63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63,
+    63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63,
+    63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63};
+
+static int ts_use_own = -1;
+
+static long ts_installs;
+
+void ts_jpeg_own_entropy(int enable) { ts_use_own = enable ? 1 : 0; }
+
+long ts_jpeg_own_entropy_scans(void) { return __atomic_load_n(&ts_installs, __ATOMIC_RELAXED); }
+
+static int ts_own_enabled(void) {
+    if (ts_use_own < 0) {
+        const char *v = getenv("TESSERA_JPEG_ENTROPY");
+        ts_use_own = !(v && strcmp(v, "libjpeg") == 0);
+    }
+    return ts_use_own;
+}
+
+static inline int32_t ts_extend(int32_t v, int s) { return v < (1 << (s - 1)) ? v - (1 << s) + 1 : v; }
+
+/// Builds the tables of a DHT (ITU T.81 Annex C). 0 when its counts do not make a prefix code
+/// (libjpeg's own start_pass has refused such a table before this runs; checked again here).
+static int ts_build(const JHUFF_TBL *h, int is_dc, ts_htable *t) {
+    memset(t, 0, sizeof *t);
+    int count = 0;
+    for (int l = 1; l <= 16; l++) count += h->bits[l];
+    if (count > 256) return 0;
+    memcpy(t->huffval, h->huffval, sizeof t->huffval);
+    int32_t code = 0;
+    int k = 0;
+    for (int l = 1; l <= 16; l++) {
+        int n = h->bits[l];
+        t->valoffset[l] = k - code;
+        for (int i = 0; i < n; i++, k++, code++) {
+            if (code >= (1 << l)) return 0;
+            int sym = h->huffval[k];
+            if (is_dc && sym > 15) return 0;
+            if (l > FAST_BITS) continue;
+            int spare = FAST_BITS - l;
+            for (int j = 0; j < (1 << spare); j++) {
+                int idx = code << spare | j;
+                t->symbol[idx] = (uint16_t)(l << 8 | sym);
+                int s = sym & 15, step = is_dc ? 0 : (sym >> 4) + 1;
+                if (!is_dc && s == 0) step = (sym >> 4) == 15 ? 16 : 64;  // ZRL, or end of block
+                if (l + s > FAST_BITS) continue;
+                int32_t v = s ? ts_extend((j >> (spare - s)) & ((1 << s) - 1), s) : 0;
+                t->fast[idx] = (int32_t)((uint32_t)v << 16 | (uint32_t)step << 8 | (uint32_t)(l + s));
+            }
+        }
+        t->maxcode[l] = n ? code - 1 : -1;
+        code <<= 1;
+    }
+    t->maxcode[17] = 0x7FFFFFFF;
+    return 1;
+}
+
+/// The symbol of a code not in `fast`; `*len` its length (17 for a code in no table: symbol 0).
+static inline int ts_symbol(const ts_htable *t, uint64_t buf, int *len) {
+    uint16_t e = t->symbol[buf >> (64 - FAST_BITS)];
+    if (e) {
+        *len = e >> 8;
+        return e & 0xFF;
+    }
+    for (int l = FAST_BITS + 1; l <= 16; l++) {
+        int32_t code = (int32_t)(buf >> (64 - l));
+        if (code <= t->maxcode[l]) {
+            *len = l;
+            return t->huffval[(code + t->valoffset[l]) & 0xFF];
+        }
+    }
+    *len = 17;
+    return 0;
+}
+
+static void ts_fill_source(j_decompress_ptr cinfo, const JOCTET **p, size_t *n) {
+    struct jpeg_source_mgr *src = cinfo->src;
+    src->next_input_byte = *p;
+    src->bytes_in_buffer = *n;
+    if (!(*src->fill_input_buffer)(cinfo)) ERREXIT(cinfo, JERR_INPUT_EMPTY);  // our sources never suspend
+    *p = src->next_input_byte;
+    *n = src->bytes_in_buffer;
+}
+
+/// Tops the buffer up to at least 57 bits unless a marker stops it (then zeros follow).
+#define TS_REFILL()                                                                               \
+    do {                                                                                          \
+        if (bits < 32 && !stopped) {                                                              \
+            uint64_t x_;                                                                          \
+            if (n >= 8 && (memcpy(&x_, p, 8), x_ = __builtin_bswap64(x_),                         \
+                           !((~x_ - 0x0101010101010101ULL) & x_ & 0x8080808080808080ULL))) {     \
+                buf |= x_ >> bits;                                                                \
+                p += (63 - bits) >> 3;                                                            \
+                n -= (size_t)((63 - bits) >> 3);                                                  \
+                bits |= 56;                                                                       \
+            } else {                                                                              \
+                while (bits <= 56) {                                                              \
+                    if (n == 0) ts_fill_source(cinfo, &p, &n);                                    \
+                    unsigned c_ = *p++;                                                           \
+                    n--;                                                                          \
+                    if (c_ == 0xFF) {                                                             \
+                        do {                                                                      \
+                            if (n == 0) ts_fill_source(cinfo, &p, &n);                            \
+                            c_ = *p++;                                                            \
+                            n--;                                                                  \
+                        } while (c_ == 0xFF);                                                     \
+                        if (c_ == 0) c_ = 0xFF;                                                   \
+                        else {                                                                    \
+                            cinfo->unread_marker = (int)c_;                                       \
+                            stopped = 1;                                                          \
+                            break;                                                                \
+                        }                                                                         \
+                    }                                                                             \
+                    buf |= (uint64_t)c_ << (56 - bits);                                           \
+                    bits += 8;                                                                    \
+                }                                                                                 \
+            }                                                                                     \
+        }                                                                                         \
+    } while (0)
+
+#define TS_DROP(k_) (buf <<= (k_), bits -= (k_))
+
+static boolean ts_restart(j_decompress_ptr cinfo, ts_entropy *e) {
+    if (e->bits > 0) cinfo->marker->discarded_bytes += (unsigned)e->bits / 8;
+    e->buf = 0;
+    e->bits = 0;
+    if (!(*cinfo->marker->read_restart_marker)(cinfo)) return FALSE;
+    for (int ci = 0; ci < cinfo->comps_in_scan; ci++) e->last_dc[ci] = 0;
+    e->restarts_to_go = cinfo->restart_interval;
+    // Still against a marker (a lost restart): leave the segment empty, as libjpeg does.
+    if (cinfo->unread_marker == 0) e->pub.insufficient_data = FALSE;
+    return TRUE;
+}
+
+static boolean ts_decode_mcu(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
+    ts_entropy *e = (ts_entropy *)cinfo->entropy;
+    if (cinfo->restart_interval && e->restarts_to_go == 0 && !ts_restart(cinfo, e)) return FALSE;
+    if (!e->pub.insufficient_data) {
+        struct jpeg_source_mgr *src = cinfo->src;
+        const JOCTET *p = src->next_input_byte;
+        size_t n = src->bytes_in_buffer;
+        uint64_t buf = e->buf;
+        int bits = e->bits;
+        int stopped = cinfo->unread_marker != 0;
+        JBLOCK scratch;
+        for (int b = 0; b < cinfo->blocks_in_MCU; b++) {
+            JCOEF *blk = MCU_data ? MCU_data[b][0] : scratch;
+            const ts_htable *dc = e->dc[b], *ac = e->ac[b];
+            TS_REFILL();
+            int32_t f = dc->fast[buf >> (64 - FAST_BITS)];
+            int32_t diff;
+            if (f) {
+                diff = f >> 16;
+                TS_DROP(f & 0xFF);
+            } else {
+                int len, s = ts_symbol(dc, buf, &len);
+                if (len > 16) WARNMS(cinfo, JWRN_HUFF_BAD_CODE);
+                TS_DROP(len);
+                diff = 0;
+                if (s) {
+                    diff = ts_extend((int32_t)(buf >> (64 - s)), s);
+                    TS_DROP(s);
+                }
+            }
+            int ci = e->comp[b];
+            unsigned dcv = (unsigned)diff + (unsigned)e->last_dc[ci];
+            e->last_dc[ci] = (int)dcv;
+            blk[0] = (JCOEF)dcv;
+            for (int k = 1; k < 64;) {
+                TS_REFILL();
+                f = ac->fast[buf >> (64 - FAST_BITS)];
+                if (f) {
+                    // Run, value and end of block at once; a ZRL or an end of block stores a
+                    // zero where nothing was stored yet.
+                    k += (f >> 8) & 0xFF;
+                    blk[ts_natural[k - 1]] = (JCOEF)(f >> 16);
+                    TS_DROP(f & 0xFF);
+                } else {
+                    int len, sym = ts_symbol(ac, buf, &len);
+                    if (len > 16) WARNMS(cinfo, JWRN_HUFF_BAD_CODE);
+                    TS_DROP(len);
+                    int r = sym >> 4, s = sym & 15;
+                    if (s) {
+                        k += r;
+                        blk[ts_natural[k]] = (JCOEF)ts_extend((int32_t)(buf >> (64 - s)), s);
+                        TS_DROP(s);
+                        k++;
+                    } else if (r == 15) {
+                        k += 16;
+                    } else {
+                        break;
+                    }
+                }
+            }
+        }
+        src->next_input_byte = p;
+        src->bytes_in_buffer = n;
+        if (bits < 0) {
+            // Bits past a marker or the end of the data were needed: zeros were decoded.
+            buf = 0;
+            bits = 0;
+            e->buf = buf;
+            e->bits = bits;
+            e->pub.insufficient_data = TRUE;
+            WARNMS(cinfo, JWRN_HIT_MARKER);
+        }
+        e->buf = buf;
+        e->bits = bits;
+    }
+    if (cinfo->restart_interval) e->restarts_to_go--;
+    return TRUE;
+}
+
+static void ts_start_pass(j_decompress_ptr cinfo) {
+    ts_entropy *e = (ts_entropy *)cinfo->entropy;
+    for (int b = 0; b < cinfo->blocks_in_MCU; b++) {
+        jpeg_component_info *comp = cinfo->cur_comp_info[cinfo->MCU_membership[b]];
+        int slots[2] = {comp->dc_tbl_no, 4 + comp->ac_tbl_no};
+        for (int i = 0; i < 2; i++) {
+            int slot = slots[i];
+            if (slot < 0 || slot > 7 || (slot & 3) >= NUM_HUFF_TBLS) ERREXIT1(cinfo, JERR_NO_HUFF_TABLE, slot & 3);
+            if (!e->tables[slot]) {
+                JHUFF_TBL *h = i == 0 ? cinfo->dc_huff_tbl_ptrs[slot] : cinfo->ac_huff_tbl_ptrs[slot - 4];
+                if (!h) ERREXIT1(cinfo, JERR_NO_HUFF_TABLE, slot & 3);
+                ts_htable *t = (ts_htable *)(*cinfo->mem->alloc_small)((j_common_ptr)cinfo, JPOOL_IMAGE, sizeof *t);
+                if (!ts_build(h, i == 0, t)) ERREXIT(cinfo, JERR_BAD_HUFF_TABLE);
+                e->tables[slot] = t;
+            }
+        }
+        e->dc[b] = e->tables[slots[0]];
+        e->ac[b] = e->tables[slots[1]];
+        e->comp[b] = cinfo->MCU_membership[b];
+    }
+    for (int ci = 0; ci < MAX_COMPS_IN_SCAN; ci++) e->last_dc[ci] = 0;
+    e->buf = 0;
+    e->bits = 0;
+    e->pub.insufficient_data = FALSE;
+    e->restarts_to_go = cinfo->restart_interval;
+}
+
+int ts_jpeg_entropy_install(j_decompress_ptr cinfo) {
+    if (!ts_own_enabled()) return 0;
+    // One sequential Huffman scan of 8-bit samples, not yet begun.
+    if (cinfo->progressive_mode || cinfo->arith_code || cinfo->data_precision != 8) return 0;
+    if (!cinfo->inputctl || cinfo->inputctl->has_multiple_scans || !cinfo->entropy) return 0;
+    if (cinfo->Ss != 0 || cinfo->Se != DCTSIZE2 - 1 || cinfo->Ah != 0 || cinfo->Al != 0) return 0;
+    if (cinfo->comps_in_scan < 1 || cinfo->comps_in_scan > MAX_COMPS_IN_SCAN) return 0;
+    if (cinfo->blocks_in_MCU < 1 || cinfo->blocks_in_MCU > D_MAX_BLOCKS_IN_MCU) return 0;
+    if (cinfo->input_iMCU_row != 0 || cinfo->output_scanline != 0) return 0;
+    for (int b = 0; b < cinfo->blocks_in_MCU; b++)
+        if (cinfo->MCU_membership[b] < 0 || cinfo->MCU_membership[b] >= cinfo->comps_in_scan) return 0;
+    ts_entropy *e = (ts_entropy *)(*cinfo->mem->alloc_small)((j_common_ptr)cinfo, JPOOL_IMAGE, sizeof *e);
+    memset(e, 0, sizeof *e);
+    e->pub.start_pass = ts_start_pass;
+    e->pub.decode_mcu = ts_decode_mcu;
+    struct jpeg_entropy_decoder *library = cinfo->entropy;
+    cinfo->entropy = &e->pub;
+    ts_start_pass(cinfo);
+    e->pub.insufficient_data = library->insufficient_data;
+    __atomic_fetch_add(&ts_installs, 1, __ATOMIC_RELAXED);
+    return 1;
+}
