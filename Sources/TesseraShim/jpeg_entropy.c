@@ -21,8 +21,8 @@
 // bits, and the first MCU that needs bits past it warns JWRN_HIT_MARKER (an error in strict
 // mode) and leaves the rest of the segment grey. A code that is in no table decodes as symbol 0
 // after 17 bits, as in libjpeg-turbo, and always warns JWRN_HUFF_BAD_CODE (an error in strict
-// mode): libjpeg-turbo warns only in its slow path, near a marker, and passes such damage
-// silently elsewhere.
+// mode): libjpeg-turbo warns only in its slow path (every MCU of a file with restart markers;
+// otherwise near a marker or the end of its buffer) and passes such damage silently elsewhere.
 
 #include <stdint.h>
 #include <stdio.h>
@@ -69,20 +69,23 @@ static const uint8_t ts_natural[64 + 80] = {
     63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63,
     63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63};
 
-static int ts_use_own = -1;
+static int ts_use_own = -1;  // atomic: -1 until the environment is read
 
 static long ts_installs;
 
-void ts_jpeg_own_entropy(int enable) { ts_use_own = enable ? 1 : 0; }
+void ts_jpeg_own_entropy(int enable) { __atomic_store_n(&ts_use_own, enable ? 1 : 0, __ATOMIC_RELAXED); }
 
 long ts_jpeg_own_entropy_scans(void) { return __atomic_load_n(&ts_installs, __ATOMIC_RELAXED); }
 
 static int ts_own_enabled(void) {
-    if (ts_use_own < 0) {
+    int use = __atomic_load_n(&ts_use_own, __ATOMIC_RELAXED);
+    if (use < 0) {
         const char *v = getenv("TESSERA_JPEG_ENTROPY");
-        ts_use_own = !(v && strcmp(v, "libjpeg") == 0);
+        use = !(v && strcmp(v, "libjpeg") == 0);
+        int unset = -1;
+        __atomic_compare_exchange_n(&ts_use_own, &unset, use, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     }
-    return ts_use_own;
+    return use;
 }
 
 static inline int32_t ts_extend(int32_t v, int s) { return v < (1 << (s - 1)) ? v - (1 << s) + 1 : v; }
@@ -101,7 +104,6 @@ static int ts_build(const JHUFF_TBL *h, int is_dc, ts_htable *t) {
         int n = h->bits[l];
         t->valoffset[l] = k - code;
         for (int i = 0; i < n; i++, k++, code++) {
-            if (code >= (1 << l)) return 0;
             int sym = h->huffval[k];
             if (is_dc && sym > 15) return 0;
             if (l > FAST_BITS) continue;
@@ -116,6 +118,8 @@ static int ts_build(const JHUFF_TBL *h, int is_dc, ts_htable *t) {
                 t->fast[idx] = (int32_t)((uint32_t)v << 16 | (uint32_t)step << 8 | (uint32_t)(l + s));
             }
         }
+        // One past the last code of this length must still fit in it: no code is all ones.
+        if (n && code >= (1 << l)) return 0;
         t->maxcode[l] = n ? code - 1 : -1;
         code <<= 1;
     }
@@ -145,17 +149,26 @@ static void ts_fill_source(j_decompress_ptr cinfo, const JOCTET **p, size_t *n) 
     struct jpeg_source_mgr *src = cinfo->src;
     src->next_input_byte = *p;
     src->bytes_in_buffer = *n;
-    if (!(*src->fill_input_buffer)(cinfo)) ERREXIT(cinfo, JERR_INPUT_EMPTY);  // our sources never suspend
+    // Tessera's sources never suspend, and end with a fake EOI (after a warning).
+    if (!(*src->fill_input_buffer)(cinfo) || src->bytes_in_buffer == 0) ERREXIT(cinfo, JERR_INPUT_EMPTY);
     *p = src->next_input_byte;
     *n = src->bytes_in_buffer;
 }
 
-/// Tops the buffer up to at least 57 bits unless a marker stops it (then zeros follow).
+static inline uint64_t ts_big_endian(uint64_t x) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    return __builtin_bswap64(x);
+#else
+    return x;
+#endif
+}
+
+/// Below 32 bits, tops the buffer up to at least 56 unless a marker stops it (then zeros follow).
 #define TS_REFILL()                                                                               \
     do {                                                                                          \
         if (bits < 32 && !stopped) {                                                              \
             uint64_t x_;                                                                          \
-            if (n >= 8 && (memcpy(&x_, p, 8), x_ = __builtin_bswap64(x_),                         \
+            if (n >= 8 && (memcpy(&x_, p, 8), x_ = ts_big_endian(x_),                             \
                            !((~x_ - 0x0101010101010101ULL) & x_ & 0x8080808080808080ULL))) {     \
                 buf |= x_ >> bits;                                                                \
                 p += (63 - bits) >> 3;                                                            \
@@ -267,8 +280,6 @@ static boolean ts_decode_mcu(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
             // Bits past a marker or the end of the data were needed: zeros were decoded.
             buf = 0;
             bits = 0;
-            e->buf = buf;
-            e->bits = bits;
             e->pub.insufficient_data = TRUE;
             WARNMS(cinfo, JWRN_HIT_MARKER);
         }
@@ -283,16 +294,17 @@ static void ts_start_pass(j_decompress_ptr cinfo) {
     ts_entropy *e = (ts_entropy *)cinfo->entropy;
     for (int b = 0; b < cinfo->blocks_in_MCU; b++) {
         jpeg_component_info *comp = cinfo->cur_comp_info[cinfo->MCU_membership[b]];
-        int slots[2] = {comp->dc_tbl_no, 4 + comp->ac_tbl_no};
+        int numbers[2] = {comp->dc_tbl_no, comp->ac_tbl_no}, slots[2];
         for (int i = 0; i < 2; i++) {
-            int slot = slots[i];
-            if (slot < 0 || slot > 7 || (slot & 3) >= NUM_HUFF_TBLS) ERREXIT1(cinfo, JERR_NO_HUFF_TABLE, slot & 3);
-            if (!e->tables[slot]) {
-                JHUFF_TBL *h = i == 0 ? cinfo->dc_huff_tbl_ptrs[slot] : cinfo->ac_huff_tbl_ptrs[slot - 4];
-                if (!h) ERREXIT1(cinfo, JERR_NO_HUFF_TABLE, slot & 3);
+            int no = numbers[i];
+            if (no < 0 || no >= NUM_HUFF_TBLS) ERREXIT1(cinfo, JERR_NO_HUFF_TABLE, no);
+            slots[i] = i * 4 + no;
+            if (!e->tables[slots[i]]) {
+                JHUFF_TBL *h = i == 0 ? cinfo->dc_huff_tbl_ptrs[no] : cinfo->ac_huff_tbl_ptrs[no];
+                if (!h) ERREXIT1(cinfo, JERR_NO_HUFF_TABLE, no);
                 ts_htable *t = (ts_htable *)(*cinfo->mem->alloc_small)((j_common_ptr)cinfo, JPOOL_IMAGE, sizeof *t);
                 if (!ts_build(h, i == 0, t)) ERREXIT(cinfo, JERR_BAD_HUFF_TABLE);
-                e->tables[slot] = t;
+                e->tables[slots[i]] = t;
             }
         }
         e->dc[b] = e->tables[slots[0]];
