@@ -3,7 +3,7 @@
 # -sanitize=fuzzer, with AddressSanitizer; the C shim built with
 # -fsanitize=fuzzer-no-link,address). One binary holds every target (Fuzz/Sources/FuzzTargets).
 #
-#   Benchmarks/fuzz.sh TARGET SECONDS   fuzz one target (render inspect exif progressive png strip wire job tiff gif video jxl)
+#   Benchmarks/fuzz.sh TARGET SECONDS   fuzz one target (render inspect exif progressive png strip wire job tiff gif video jxl entropy)
 #   Benchmarks/fuzz.sh replay           run every committed seed and regression input once (CI)
 #   FUZZ_KEEP_GOING=1 Benchmarks/fuzz.sh TARGET SECONDS   record findings and go on (long unattended runs)
 #
@@ -13,7 +13,7 @@
 # Fuzz/.findings/TARGET; once fixed, each becomes Fuzz/regressions/TARGET/NAME (committed).
 set -euo pipefail
 cd "$(dirname "$0")/../Fuzz"
-targets=(render inspect exif progressive png strip wire job tiff gif video jxl)
+targets=(render inspect exif progressive png strip wire job tiff gif video jxl entropy)
 mode=${1:-render}
 # shellcheck disable=SC2054 # the commas separate sanitizers, not array elements
 # The main package is a path dependency: without --disable-build-manifest-caching SwiftPM may
@@ -28,7 +28,7 @@ dictionary() {  # the dictionary file of target $1 (concatenated into Fuzz/.dict
     local parts
     case "$1" in
         render) parts="jpeg png modern" ;; inspect|strip) parts="jpeg png" ;;
-        exif|progressive) parts="jpeg" ;; png) parts="png" ;; wire) parts="wire" ;; job) parts="job" ;; tiff) parts="tiff" ;; gif) parts="gif" ;; video) parts="video" ;; jxl) parts="jxl jpeg" ;;
+        exif|progressive|entropy) parts="jpeg" ;; png) parts="png" ;; wire) parts="wire" ;; job) parts="job" ;; tiff) parts="tiff" ;; gif) parts="gif" ;; video) parts="video" ;; jxl) parts="jxl jpeg" ;;
     esac
     mkdir -p .dict
     for p in $parts; do cat "dict/$p.dict"; done > ".dict/$1.dict"
@@ -58,7 +58,7 @@ seconds=${2:-60}
 work=".corpus/$target" extra=".seeds/$target" findings=".findings/$target"
 mkdir -p "$work" "$extra" "$findings"
 case "$target" in
-    render|inspect|strip|png|progressive)
+    render|inspect|strip|png|progressive|entropy)
         find ../../shared/corpus ../examples/images -type f -size -60k \
             \( -iname '*.jpg' -o -iname '*.jpeg' -o -iname '*.png' -o -iname '*.webp' -o -iname '*.heic' -o -iname '*.avif' \) \
             -exec cp {} "$extra/" \; 2>/dev/null || true ;;

@@ -4,6 +4,7 @@ import TesseraJobs
 import TesseraTasks
 import TesseraWire
 import TesseraModel
+import TesseraShim
 
 /// The fuzz targets: each takes hostile bytes to one parser. Any typed error is fine; a
 /// crash, a hang (> 1 s), a sanitizer report or an allocation over 512 MB is a finding.
@@ -12,7 +13,7 @@ enum Targets {
     static let all: [String: (UnsafeRawBufferPointer) -> Void] = [
         "render": render, "inspect": inspect, "exif": exif, "progressive": progressive,
         "png": png, "strip": strip, "wire": wire, "job": job, "tiff": tiff, "gif": gif,
-        "video": video, "jxl": jxl,
+        "video": video, "jxl": jxl, "entropy": entropy,
     ]
 
     /// Tight limits: a fuzz input may declare any size.
@@ -155,6 +156,63 @@ enum Targets {
         guard ProgressiveDC.applies(to: header), header.width * header.height <= limits.maxPixels else { return }
         _ = try? ProgressiveDC.decode(data, header: header, exact: true)
         _ = try? ProgressiveDC.decode(data, header: header, exact: false)
+    }
+
+    /// Tessera's Huffman decoder (jpeg_entropy.c) against libjpeg-turbo's on the same bytes
+    /// (differential): at three DCT scales, strict and lenient, the same pixels or the same
+    /// failure. Allowed differences: strict mode refuses a code in no table, which
+    /// libjpeg-turbo often lets pass; and entropy-coded data with fill bytes (0xFF 0xFF) is
+    /// only decoded, not compared — libjpeg-turbo's fast path takes them for a marker,
+    /// decodes zeros, then redoes the MCU in its slow path over the coefficients the first
+    /// attempt left behind (found by this target: -1 in every position the redo leaves zero).
+    static func entropy(_ data: UnsafeRawBufferPointer) {
+        guard let probe = try? JPEGDecoder(bytes: data, limits: limits) else { return }
+        let header = probe.header
+        guard !header.progressive, header.width * header.height <= 1_000_000 else { return }
+        let layout: JPEGDecoder.OutputLayout = header.components == 1 ? .gray : header.components == 4 ? .cmyk : .rgb
+        func decode(own: Bool, strict: Bool, scale: Int) -> Result<[UInt8], ImagingError> {
+            ts_jpeg_own_entropy(own ? 1 : 0)
+            defer { ts_jpeg_own_entropy(1) }
+            do {
+                let d = try JPEGDecoder(bytes: data, limits: limits, strict: strict)
+                let size = try d.start(scaleEighths: scale, layout: layout)
+                let stride = size.width * layout.channels
+                var pixels = [UInt8](repeating: 0, count: stride * size.height)
+                var row = 0
+                try pixels.withUnsafeMutableBufferPointer { p in
+                    while row < size.height {
+                        let n = try d.read(into: p.baseAddress! + row * stride, stride: stride, maxRows: size.height - row)
+                        if n == 0 { break }
+                        row += n
+                    }
+                }
+                try d.finish()
+                return .success(pixels)
+            } catch let e as ImagingError {
+                return .failure(e)
+            } catch {
+                return .failure(ImagingError(.corrupt, "\(error)"))
+            }
+        }
+        let bytes = data.bindMemory(to: UInt8.self)
+        let scan = (0..<max(0, bytes.count - 1)).first { bytes[$0] == 0xFF && bytes[$0 + 1] == 0xDA } ?? bytes.count
+        let fillBytes = (scan..<max(scan, bytes.count - 1)).contains { bytes[$0] == 0xFF && bytes[$0 + 1] == 0xFF }
+        for strict in [true, false] {
+            for scale in [1, 3, 8] {
+                let own = decode(own: true, strict: strict, scale: scale), library = decode(own: false, strict: strict, scale: scale)
+                if fillBytes { continue }
+                switch (own, library) {
+                case let (.success(a), .success(b)):
+                    precondition(a == b, "pixels differ at \(scale)/8, strict \(strict)")
+                case (.failure, .failure):
+                    break
+                case let (.failure(e), .success):
+                    precondition(strict && e.reason.contains("bad Huffman code"), "only Tessera's decoder failed: \(e)")
+                case let (.success, .failure(e)):
+                    preconditionFailure("only libjpeg failed, strict \(strict): \(e)")
+                }
+            }
+        }
     }
 
     /// The PNG chunk walker.
