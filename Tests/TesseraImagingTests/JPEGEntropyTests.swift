@@ -146,4 +146,24 @@ final class JPEGEntropyTests: XCTestCase {
         XCTAssertEqual(identical + stricter, total)
         XCTAssertGreaterThan(identical, total * 3 / 4)
     }
+
+    /// Fill bytes before a stuffed 0xFF (FF FF FF 00) in the entropy-coded data read as the one
+    /// 0xFF they stand for: the same pixels as the file without them. (libjpeg-turbo's fast
+    /// path leaves coefficients of an aborted attempt in such a block, and this test fails
+    /// with its decoder; found by the differential fuzz target.)
+    func testFillBytesBeforeAStuffedByteAreSkipped() throws {
+        let jpeg = try Codec.encodeJPEG(Fixtures.noise(width: 160, height: 120), quality: 95)
+        let sos = try XCTUnwrap(jpeg.indices.first { jpeg[$0] == 0xFF && jpeg[$0 + 1] == 0xDA })
+        let stuffed = try XCTUnwrap((sos + 14..<(jpeg.count - 2)).first { jpeg[$0] == 0xFF && jpeg[$0 + 1] == 0x00 })
+        let padded = Array(jpeg[..<stuffed]) + [0xFF, 0xFF, 0xFF] + Array(jpeg[(stuffed + 1)...])
+        XCTAssertEqual(padded.count, jpeg.count + 2)
+        ts_jpeg_own_entropy(1)
+        let before = ts_jpeg_own_entropy_scans()
+        for box in [20, 60, 160] {
+            let r = recipe(box == 160 ? [] : [fit(box, box)], format: .png)
+            XCTAssertEqual(try Renderer.render(padded, recipes: [r]).outputs[0].bytes,
+                           try Renderer.render(jpeg, recipes: [r]).outputs[0].bytes, "box \(box)")
+        }
+        XCTAssertEqual(ts_jpeg_own_entropy_scans() - before, 6)
+    }
 }
