@@ -1,0 +1,157 @@
+// The reduced-size inverse DCT of a JPEG decoded at 3/8, in SIMD, in place of libjpeg-turbo's.
+//
+// Why: at 3/8 (a 12 MP photo to 1280×720) libjpeg-turbo 2.1 turns each 8×8 block into 3×3
+// pixels with `jpeg_idct_3x3`, plain C with a table lookup per pixel and no SIMD version:
+// 7 % of a 1280×720 render. This computes the same integer arithmetic — the 3-point
+// transform of libjpeg's jidctint.c (ITU T.81 A.3.3's inverse DCT, factored as in Loeffler,
+// Ligtenberg and Moschytz, ICASSP 1989, with 13-bit fixed-point constants and a 2-bit
+// intermediate scale), the same rounding and the same wrap-then-clamp of the range-limit
+// table — on the three columns at once, then the three rows at once. The pixels are
+// libjpeg's bit for bit (tests compare them on every corpus photo and on generated blocks).
+//
+// 32-bit lanes give libjpeg's 64-bit results while every dequantised coefficient of the
+// block is below TS_IDCT_SAFE (2^16) in magnitude: the first pass then stays below
+// 2^16 · 24018 < 2^31, and the second pass may wrap, since only bits 18-27 of its results
+// reach the range-limit table (libjpeg masks them with 1023). An 8-bit JPEG's coefficients
+// stay below 2^11 times their quantiser; a block beyond the bound (a 16-bit quantisation
+// table with hostile values) goes to libjpeg's own function, so even then the pixels are
+// libjpeg's.
+//
+// How it plugs in: after jpeg_start_decompress, `ts_jpeg_idct_install` replaces the idct
+// module's method for each component whose method is libjpeg's jpeg_idct_3x3 and whose
+// multiplier table is in the layout this reads (16-bit, as libjpeg-turbo's SIMD builds
+// have it: checked against the quantisation table).
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#define JPEG_INTERNALS
+#include <jpeglib.h>
+
+#include "tessera_shim.h"
+
+enum { TS_IDCT_SAFE = 1 << 16 };
+
+static int ts_idct_use = -1;  // atomic: -1 until the environment is read
+static long ts_idct_installs;
+
+void ts_jpeg_own_idct(int enable) { __atomic_store_n(&ts_idct_use, enable ? 1 : 0, __ATOMIC_RELAXED); }
+
+long ts_jpeg_own_idct_components(void) { return __atomic_load_n(&ts_idct_installs, __ATOMIC_RELAXED); }
+
+// libjpeg's own 3×3 inverse DCT (jidctint.c, exported by libjpeg-turbo).
+void jpeg_idct_3x3(j_decompress_ptr cinfo, jpeg_component_info *compptr, JCOEFPTR coef_block,
+                   JSAMPARRAY output_buf, JDIMENSION output_col);
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+#define TS_FIX_0_707106781 5793   // round(0.707106781 * 2^13)
+#define TS_FIX_1_224744871 10033  // round(1.224744871 * 2^13)
+
+/// Dequantised row `r`, columns 0-3, as 32-bit lanes.
+__attribute__((target("sse4.1"))) static inline __m128i ts_row(const JCOEF *c, const int16_t *q, int r) {
+    __m128i cv = _mm_cvtepi16_epi32(_mm_loadl_epi64((const __m128i *)(c + 8 * r)));
+    __m128i qv = _mm_cvtepi16_epi32(_mm_loadl_epi64((const __m128i *)(q + 8 * r)));
+    return _mm_mullo_epi32(cv, qv);
+}
+
+/// Lanes: libjpeg's range limit after the IDCT — the low 10 bits as a signed number, plus
+/// 128, clamped to 0-255 — packed as 16-bit values by the caller.
+__attribute__((target("sse4.1"))) static inline __m128i ts_limit(__m128i x) {
+    return _mm_add_epi32(_mm_srai_epi32(_mm_slli_epi32(x, 22), 22), _mm_set1_epi32(128));
+}
+
+__attribute__((target("sse4.1,ssse3"))) static void ts_idct_3x3(j_decompress_ptr cinfo, jpeg_component_info *compptr,
+                                                                JCOEFPTR coef, JSAMPARRAY output_buf,
+                                                                JDIMENSION output_col) {
+    const int16_t *q = (const int16_t *)compptr->dct_table;
+    __m128i r0 = ts_row(coef, q, 0), r1 = ts_row(coef, q, 1), r2 = ts_row(coef, q, 2);
+    // Columns 0-2 only: lane 3 (column 3) is not part of the 3×3 transform.
+    __m128i big = _mm_or_si128(_mm_or_si128(_mm_cmpgt_epi32(_mm_abs_epi32(r0), _mm_set1_epi32(TS_IDCT_SAFE)),
+                                            _mm_cmpgt_epi32(_mm_abs_epi32(r1), _mm_set1_epi32(TS_IDCT_SAFE))),
+                               _mm_cmpgt_epi32(_mm_abs_epi32(r2), _mm_set1_epi32(TS_IDCT_SAFE)));
+    if (_mm_movemask_ps(_mm_castsi128_ps(big)) & 7) {
+        jpeg_idct_3x3(cinfo, compptr, coef, output_buf, output_col);
+        return;
+    }
+    const __m128i c2 = _mm_set1_epi32(TS_FIX_0_707106781), c1 = _mm_set1_epi32(TS_FIX_1_224744871);
+    // Pass 1, down the columns (lanes: columns); outputs carry 2 extra bits.
+    __m128i t0 = _mm_add_epi32(_mm_slli_epi32(r0, 13), _mm_set1_epi32(1 << 10));
+    __m128i t12 = _mm_mullo_epi32(r2, c2);
+    __m128i t10 = _mm_add_epi32(t0, t12);
+    __m128i t2 = _mm_sub_epi32(_mm_sub_epi32(t0, t12), t12);
+    __m128i odd = _mm_mullo_epi32(r1, c1);
+    __m128i w0 = _mm_srai_epi32(_mm_add_epi32(t10, odd), 11);
+    __m128i w1 = _mm_srai_epi32(t2, 11);
+    __m128i w2 = _mm_srai_epi32(_mm_sub_epi32(t10, odd), 11);
+    // Transpose: lanes become rows, vectors columns.
+    __m128i z = _mm_setzero_si128();
+    __m128i a = _mm_unpacklo_epi32(w0, w1), b = _mm_unpackhi_epi32(w0, w1);
+    __m128i c = _mm_unpacklo_epi32(w2, z), d = _mm_unpackhi_epi32(w2, z);
+    __m128i k0 = _mm_unpacklo_epi64(a, c), k1 = _mm_unpackhi_epi64(a, c), k2 = _mm_unpacklo_epi64(b, d);
+    // Pass 2, along the rows (lanes: rows).
+    t0 = _mm_slli_epi32(_mm_add_epi32(k0, _mm_set1_epi32(1 << 4)), 13);
+    t12 = _mm_mullo_epi32(k2, c2);
+    t10 = _mm_add_epi32(t0, t12);
+    t2 = _mm_sub_epi32(_mm_sub_epi32(t0, t12), t12);
+    odd = _mm_mullo_epi32(k1, c1);
+    __m128i o0 = ts_limit(_mm_srai_epi32(_mm_add_epi32(t10, odd), 18));
+    __m128i o1 = ts_limit(_mm_srai_epi32(t2, 18));
+    __m128i o2 = ts_limit(_mm_srai_epi32(_mm_sub_epi32(t10, odd), 18));
+    // Bytes: column c of row r at 4c + r; gathered row by row.
+    __m128i bytes = _mm_packus_epi16(_mm_packs_epi32(o0, o1), _mm_packs_epi32(o2, z));
+    bytes = _mm_shuffle_epi8(bytes, _mm_setr_epi8(0, 4, 8, -1, 1, 5, 9, -1, 2, 6, 10, -1, -1, -1, -1, -1));
+    uint32_t row0 = (uint32_t)_mm_cvtsi128_si32(bytes), row1 = (uint32_t)_mm_extract_epi32(bytes, 1),
+             row2 = (uint32_t)_mm_extract_epi32(bytes, 2);
+    memcpy(output_buf[0] + output_col, &row0, 3);
+    memcpy(output_buf[1] + output_col, &row1, 3);
+    memcpy(output_buf[2] + output_col, &row2, 3);
+}
+
+static int ts_idct_simd(void) {
+    static int level = -1;
+    int l = __atomic_load_n(&level, __ATOMIC_RELAXED);
+    if (l < 0) {
+        __builtin_cpu_init();
+        l = __builtin_cpu_supports("sse4.1") && __builtin_cpu_supports("ssse3");
+        __atomic_store_n(&level, l, __ATOMIC_RELAXED);
+    }
+    return l;
+}
+#endif
+
+static int ts_idct_enabled(void) {
+    int use = __atomic_load_n(&ts_idct_use, __ATOMIC_RELAXED);
+    if (use < 0) {
+        const char *v = getenv("TESSERA_JPEG_IDCT");
+        use = !(v && strcmp(v, "libjpeg") == 0);
+        int unset = -1;
+        __atomic_compare_exchange_n(&ts_idct_use, &unset, use, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    }
+    return use;
+}
+
+int ts_jpeg_idct_install(j_decompress_ptr cinfo) {
+    int installed = 0;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (!ts_idct_enabled() || !ts_idct_simd() || cinfo->data_precision != 8 || !cinfo->idct) return 0;
+    jpeg_component_info *comp = cinfo->comp_info;
+    for (int ci = 0; ci < cinfo->num_components && ci < MAX_COMPONENTS; ci++, comp++) {
+        if (cinfo->idct->inverse_DCT[ci] != jpeg_idct_3x3 || !comp->dct_table || !comp->quant_table) continue;
+        // The multipliers must be the quantisation table as 16-bit values (libjpeg-turbo's
+        // ISLOW_MULT_TYPE in its SIMD builds); any other layout keeps libjpeg's function.
+        const int16_t *q = (const int16_t *)comp->dct_table;
+        int same = 1;
+        for (int k = 0; k < DCTSIZE2 && same; k++) same = q[k] == (int16_t)comp->quant_table->quantval[k];
+        if (!same) continue;
+        cinfo->idct->inverse_DCT[ci] = ts_idct_3x3;
+        installed++;
+    }
+    if (installed) __atomic_fetch_add(&ts_idct_installs, installed, __ATOMIC_RELAXED);
+#else
+    (void)cinfo;
+#endif
+    return installed;
+}
