@@ -370,7 +370,7 @@ if sys.argv[1:] == ["jxl"]:
     write("jxl", jxls())
     sys.exit(0)
 if sys.argv[1:] == ["entropy"]:
-    write("entropy", {k: v for k, v in jpegs().items() if k.startswith("base") or k == "cmyk.jpg"})
+    write("entropy", {k: v for k, v in jpegs().items() if k.startswith(("base", "prog")) or k == "cmyk.jpg"})
     sys.exit(0)
 if sys.argv[1:] == ["video"]:
     write("video", videos())
@@ -387,7 +387,7 @@ write("render", {**images, **webps()})
 write("inspect", images)
 write("strip", images)
 write("progressive", {k: v for k, v in j.items() if k.startswith("prog")})
-write("entropy", {k: v for k, v in j.items() if k.startswith("base") or k == "cmyk.jpg"})
+write("entropy", {k: v for k, v in j.items() if k.startswith(("base", "prog")) or k == "cmyk.jpg"})
 write("png", p)
 write("exif", {"gps_orient6.exif": exif_bytes(), "thumbnail.exif": exif_bytes(thumbnail=True),
                "plain.exif": exif_bytes(orientation=1, gps=False, copyright=False)})

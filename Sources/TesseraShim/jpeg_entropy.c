@@ -24,6 +24,7 @@
 // mode): libjpeg-turbo warns only in its slow path (every MCU of a file with restart markers;
 // otherwise near a marker or the end of its buffer) and passes such damage silently elsewhere.
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,10 @@
 #include <jerror.h>
 
 #include "tessera_shim.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 enum { FAST_BITS = 10, FAST_SIZE = 1 << FAST_BITS };
 
@@ -92,7 +97,7 @@ static inline int32_t ts_extend(int32_t v, int s) { return v < (1 << (s - 1)) ? 
 
 /// Builds the tables of a DHT (ITU T.81 Annex C). 0 when its counts do not make a prefix code
 /// (libjpeg's own start_pass has refused such a table before this runs; checked again here).
-static int ts_build(const JHUFF_TBL *h, int is_dc, ts_htable *t) {
+static int ts_build(const JHUFF_TBL *h, int is_dc, int progressive, ts_htable *t) {
     memset(t, 0, sizeof *t);
     int count = 0;
     for (int l = 1; l <= 16; l++) count += h->bits[l];
@@ -113,6 +118,8 @@ static int ts_build(const JHUFF_TBL *h, int is_dc, ts_htable *t) {
                 t->symbol[idx] = (uint16_t)(l << 8 | sym);
                 int s = sym & 15, step = is_dc ? 0 : (sym >> 4) + 1;
                 if (!is_dc && s == 0) step = (sym >> 4) == 15 ? 16 : 64;  // ZRL, or end of block
+                // A progressive end-of-band run (EOBn, n > 0) has n more bits: the slow path.
+                if (progressive && !is_dc && s == 0 && (sym >> 4) != 15 && (sym >> 4) != 0) continue;
                 if (l + s > FAST_BITS) continue;
                 int32_t v = s ? ts_extend((j >> (spare - s)) & ((1 << s) - 1), s) : 0;
                 t->fast[idx] = (int32_t)((uint32_t)v << 16 | (uint32_t)step << 8 | (uint32_t)(l + s));
@@ -303,7 +310,7 @@ static void ts_start_pass(j_decompress_ptr cinfo) {
                 JHUFF_TBL *h = i == 0 ? cinfo->dc_huff_tbl_ptrs[no] : cinfo->ac_huff_tbl_ptrs[no];
                 if (!h) ERREXIT1(cinfo, JERR_NO_HUFF_TABLE, no);
                 ts_htable *t = (ts_htable *)(*cinfo->mem->alloc_small)((j_common_ptr)cinfo, JPOOL_IMAGE, sizeof *t);
-                if (!ts_build(h, i == 0, t)) ERREXIT(cinfo, JERR_BAD_HUFF_TABLE);
+                if (!ts_build(h, i == 0, 0, t)) ERREXIT(cinfo, JERR_BAD_HUFF_TABLE);
                 e->tables[slots[i]] = t;
             }
         }
@@ -338,5 +345,354 @@ int ts_jpeg_entropy_install(j_decompress_ptr cinfo) {
     ts_start_pass(cinfo);
     e->pub.insufficient_data = library->insufficient_data;
     __atomic_fetch_add(&ts_installs, 1, __ATOMIC_RELAXED);
+    return 1;
+}
+
+// MARK: Progressive scans
+//
+// The same tables and bit reader for the four kinds of progressive scan (ITU T.81 G.1.2):
+// DC first (differences, shifted by Al), DC refinement (one bit a block), AC first (one band
+// of one component, with end-of-band runs across blocks) and AC refinement (new coefficients
+// of ±1 at Al, and a correction bit for each coefficient already nonzero). A progressive file
+// is most often decoded to a thumbnail or a screen-size image, and libjpeg-turbo 2.1's
+// progressive decoder reads codes and bits one call at a time: a 24 MP progressive photo took
+// three times as long as a baseline one at 3/8.
+//
+// Each scan's parameters are first given to libjpeg's own start_pass: it validates them,
+// keeps the progression status (coef_bits, which libjpeg's block smoothing reads) and warns
+// about bogus progressions exactly as before. What the decoding routines do with damaged data
+// is libjpeg-turbo's, step by step: a run past the band stores where libjpeg stores, a
+// refinement symbol of size other than 1 warns and reads one sign bit, a DC value that
+// overflows is JERR_BAD_DCT_COEF, a missing marker pads with zeros.
+
+typedef struct {
+    struct jpeg_entropy_decoder pub;  // first: libjpeg reads pub.insufficient_data
+    struct jpeg_entropy_decoder *library;
+    uint64_t buf;
+    int bits;
+    unsigned restarts_to_go, eobrun;
+    int last_dc[MAX_COMPS_IN_SCAN];
+    int Ss, Se, Al;
+    const ts_htable *dc[D_MAX_BLOCKS_IN_MCU], *ac;
+    int comp[D_MAX_BLOCKS_IN_MCU];
+    ts_htable *tables[8];  ///< DC 0-3, AC 4-7: storage, rebuilt for each scan (a DHT may come between scans)
+} ts_pentropy;
+
+static void (*ts_library_start_input_pass)(j_decompress_ptr);
+static long ts_progressive_installs;
+
+long ts_jpeg_own_progressive_images(void) { return __atomic_load_n(&ts_progressive_installs, __ATOMIC_RELAXED); }
+
+/// Bits past a marker were needed during this MCU: zeros were decoded, as libjpeg does.
+static void ts_p_end_mcu(j_decompress_ptr cinfo, ts_pentropy *e, const JOCTET *p, size_t n, uint64_t buf, int bits) {
+    cinfo->src->next_input_byte = p;
+    cinfo->src->bytes_in_buffer = n;
+    if (bits < 0) {
+        buf = 0;
+        bits = 0;
+        e->pub.insufficient_data = TRUE;
+        WARNMS(cinfo, JWRN_HIT_MARKER);
+    }
+    e->buf = buf;
+    e->bits = bits;
+}
+
+static boolean ts_p_restart(j_decompress_ptr cinfo, ts_pentropy *e) {
+    if (e->bits > 0) cinfo->marker->discarded_bytes += (unsigned)e->bits / 8;
+    e->buf = 0;
+    e->bits = 0;
+    if (!(*cinfo->marker->read_restart_marker)(cinfo)) return FALSE;
+    for (int ci = 0; ci < cinfo->comps_in_scan; ci++) e->last_dc[ci] = 0;
+    e->eobrun = 0;
+    e->restarts_to_go = cinfo->restart_interval;
+    if (cinfo->unread_marker == 0) e->pub.insufficient_data = FALSE;
+    return TRUE;
+}
+
+#define TS_P_BEGIN()                                                                              \
+    ts_pentropy *e = (ts_pentropy *)cinfo->entropy;                                               \
+    if (cinfo->restart_interval && e->restarts_to_go == 0 && !ts_p_restart(cinfo, e)) return FALSE; \
+    if (!e->pub.insufficient_data) {                                                              \
+        const JOCTET *p = cinfo->src->next_input_byte;                                            \
+        size_t n = cinfo->src->bytes_in_buffer;                                                   \
+        uint64_t buf = e->buf;                                                                    \
+        int bits = e->bits;                                                                       \
+        int stopped = cinfo->unread_marker != 0;
+
+#define TS_P_END()                                                                                \
+        ts_p_end_mcu(cinfo, e, p, n, buf, bits);                                                  \
+    }                                                                                             \
+    if (cinfo->restart_interval) e->restarts_to_go--;                                             \
+    return TRUE;
+
+/// The next `k_` (1-16) bits as a number; the buffer holds at least that many (or zeros).
+#define TS_BITS(k_) ((int32_t)(buf >> (64 - (k_))))
+
+static boolean ts_p_dc_first(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
+    TS_P_BEGIN()
+    JBLOCK scratch;
+    for (int b = 0; b < cinfo->blocks_in_MCU; b++) {
+        JCOEF *blk = MCU_data ? MCU_data[b][0] : scratch;
+        const ts_htable *dc = e->dc[b];
+        TS_REFILL();
+        int32_t f = dc->fast[buf >> (64 - FAST_BITS)];
+        int32_t diff;
+        if (f) {
+            diff = f >> 16;
+            TS_DROP(f & 0xFF);
+        } else {
+            int len, sz = ts_symbol(dc, buf, &len);
+            if (len > 16) WARNMS(cinfo, JWRN_HUFF_BAD_CODE);
+            TS_DROP(len);
+            diff = 0;
+            if (sz) {
+                diff = ts_extend(TS_BITS(sz), sz);
+                TS_DROP(sz);
+            }
+        }
+        int ci = e->comp[b], last = e->last_dc[ci];
+        if ((last >= 0 && diff > INT32_MAX - last) || (last < 0 && diff < INT32_MIN - last))
+            ERREXIT(cinfo, JERR_BAD_DCT_COEF);
+        e->last_dc[ci] = last + diff;
+        blk[0] = (JCOEF)((uint32_t)(last + diff) << e->Al);
+    }
+    TS_P_END()
+}
+
+static boolean ts_p_dc_refine(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
+    TS_P_BEGIN()
+    JCOEF p1 = (JCOEF)(1 << e->Al);
+    for (int b = 0; b < cinfo->blocks_in_MCU; b++) {
+        TS_REFILL();
+        if (buf >> 63 && MCU_data) MCU_data[b][0][0] |= p1;
+        TS_DROP(1);
+    }
+    TS_P_END()
+}
+
+static boolean ts_p_ac_first(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
+    TS_P_BEGIN()
+    if (e->eobrun > 0) {
+        e->eobrun--;
+    } else {
+        JBLOCK scratch;
+        JCOEF *blk = MCU_data ? MCU_data[0][0] : scratch;
+        const ts_htable *ac = e->ac;
+        int Se = e->Se, Al = e->Al;
+        for (int k = e->Ss; k <= Se;) {
+            TS_REFILL();
+            int32_t f = ac->fast[buf >> (64 - FAST_BITS)];
+            if (f) {
+                int step = (f >> 8) & 0xFF;
+                TS_DROP(f & 0xFF);
+                if (step == 64) break;  // EOB0: this block's band ends
+                k += step;
+                if (f >> 16) blk[ts_natural[k - 1]] = (JCOEF)((uint32_t)(f >> 16) << Al);
+            } else {
+                int len, sym = ts_symbol(ac, buf, &len);
+                if (len > 16) WARNMS(cinfo, JWRN_HUFF_BAD_CODE);
+                TS_DROP(len);
+                int r = sym >> 4, sz = sym & 15;
+                if (sz) {
+                    k += r;
+                    blk[ts_natural[k]] = (JCOEF)((uint32_t)ts_extend(TS_BITS(sz), sz) << Al);
+                    TS_DROP(sz);
+                    k++;
+                } else if (r == 15) {
+                    k += 16;
+                } else {
+                    unsigned run = 1u << r;
+                    if (r) {
+                        run += (unsigned)TS_BITS(r);
+                        TS_DROP(r);
+                    }
+                    e->eobrun = run - 1;
+                    break;
+                }
+            }
+        }
+    }
+    TS_P_END()
+}
+
+/// Correction bits for the nonzero coefficients whose zigzag indexes are the bits of `m_`, in
+/// that order: a 1 moves a coefficient one step of 2^Al away from zero (unless this scan did).
+/// No branch on the bit: they are as good as random.
+#define TS_CORRECT(m_)                                                                            \
+    do {                                                                                          \
+        for (uint64_t left_ = (m_); left_; left_ &= left_ - 1) {                                  \
+            JCOEF *c_ = blk + ts_natural[__builtin_ctzll(left_)];                                 \
+            TS_REFILL();                                                                          \
+            int on_ = (int)(buf >> 63) & ((*c_ & p1) == 0);                                       \
+            *c_ = (JCOEF)(*c_ + (-on_ & (*c_ >= 0 ? p1 : m1)));                                   \
+            TS_DROP(1);                                                                           \
+        }                                                                                         \
+    } while (0)
+
+/// For each byte j of a block's natural-order nonzero mask, the zigzag-order bits its 8 bits stand for.
+static uint64_t ts_zigzag_bits[8][256];
+static pthread_once_t ts_zigzag_once = PTHREAD_ONCE_INIT;
+
+static void ts_zigzag_init(void) {
+    uint8_t zigzag_of[64];
+    for (int k = 0; k < 64; k++) zigzag_of[ts_natural[k]] = (uint8_t)k;
+    for (int j = 0; j < 8; j++)
+        for (int v = 0; v < 256; v++) {
+            uint64_t m = 0;
+            for (int b = 0; b < 8; b++)
+                if (v >> b & 1) m |= 1ull << zigzag_of[8 * j + b];
+            ts_zigzag_bits[j][v] = m;
+        }
+}
+
+/// Bit k: the coefficient at zigzag index k is nonzero.
+static inline uint64_t ts_nonzero_zigzag(const JCOEF *blk) {
+    uint64_t natural = 0;
+#if defined(__SSE2__)
+    const __m128i zero = _mm_setzero_si128();
+    for (int i = 0; i < 4; i++) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(blk + 16 * i)), b = _mm_loadu_si128((const __m128i *)(blk + 16 * i + 8));
+        // Saturating packs keep zero and nonzero apart.
+        unsigned z = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_packs_epi16(a, b), zero));
+        natural |= (uint64_t)(~z & 0xFFFF) << (16 * i);
+    }
+#else
+    for (int i = 0; i < 64; i++) natural |= (uint64_t)(blk[i] != 0) << i;
+#endif
+    uint64_t m = 0;
+    for (int j = 0; j < 8; j++) m |= ts_zigzag_bits[j][(natural >> (8 * j)) & 0xFF];
+    return m;
+}
+
+/// Bits from..to-1 (0 <= from <= to <= 64).
+static inline uint64_t ts_bit_range(int from, int to) {
+    uint64_t below_to = to >= 64 ? ~0ull : (1ull << to) - 1;
+    return below_to & ~((1ull << from) - 1);
+}
+
+static boolean ts_p_ac_refine(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
+    TS_P_BEGIN()
+    JBLOCK scratch;
+    JCOEF *blk = scratch;
+    if (MCU_data) blk = MCU_data[0][0];
+    else memset(scratch, 0, sizeof scratch);
+    const ts_htable *ac = e->ac;
+    int Se = e->Se, p1 = 1 << e->Al, m1 = (int)(~0u << e->Al);
+    int k = e->Ss;
+    unsigned eobrun = e->eobrun;
+    // The coefficients nonzero before this scan: only they take correction bits, and the new
+    // ones this block gets are behind the position reached when they are set.
+    uint64_t nonzero = ts_nonzero_zigzag(blk);
+    if (eobrun == 0) {
+        for (; k <= Se; k++) {
+            TS_REFILL();
+            int len, sym = ts_symbol(ac, buf, &len);
+            if (len > 16) WARNMS(cinfo, JWRN_HUFF_BAD_CODE);
+            TS_DROP(len);
+            int r = sym >> 4, sz = sym & 15, value = 0;
+            if (sz) {
+                if (sz != 1) WARNMS(cinfo, JWRN_HUFF_BAD_CODE);  // a new coefficient is always ±1
+                value = buf >> 63 ? p1 : m1;
+                TS_DROP(1);
+            } else if (r != 15) {
+                eobrun = 1u << r;
+                if (r) {
+                    eobrun += (unsigned)TS_BITS(r);
+                    TS_DROP(r);
+                }
+                break;
+            }
+            // Past the coefficients already nonzero (each with its correction bit) and r
+            // zeros, to the next zero: the (r+1)th zero from k, or past the band.
+            uint64_t zeros = ~nonzero & ts_bit_range(k, Se + 1);
+            for (int i = 0; i < r && zeros; i++) zeros &= zeros - 1;
+            int to = zeros ? __builtin_ctzll(zeros) : Se + 1;
+            TS_CORRECT(nonzero & ts_bit_range(k, to));
+            k = to;
+            if (value) blk[ts_natural[k]] = (JCOEF)value;
+        }
+    }
+    if (eobrun > 0) {
+        // The rest of the band: correction bits only.
+        if (k <= Se) TS_CORRECT(nonzero & ts_bit_range(k, Se + 1));
+        eobrun--;
+    }
+    e->eobrun = eobrun;
+    TS_P_END()
+}
+
+static void ts_p_start_pass(j_decompress_ptr cinfo) {
+    ts_pentropy *e = (ts_pentropy *)cinfo->entropy;
+    // libjpeg's start_pass: scan validation, progression status, warnings, its table checks.
+    cinfo->entropy = e->library;
+    (*e->library->start_pass)(cinfo);
+    cinfo->entropy = &e->pub;
+    int dc_band = cinfo->Ss == 0, first = cinfo->Ah == 0;
+    e->Ss = cinfo->Ss;
+    e->Se = cinfo->Se;
+    e->Al = cinfo->Al;
+    int built[8] = {0};
+    for (int b = 0; b < cinfo->blocks_in_MCU; b++) {
+        int ci = cinfo->MCU_membership[b];
+        if (ci < 0 || ci >= cinfo->comps_in_scan) ERREXIT(cinfo, JERR_BAD_MCU_SIZE);
+        jpeg_component_info *comp = cinfo->cur_comp_info[ci];
+        e->comp[b] = ci;
+        e->dc[b] = NULL;
+        if (dc_band && !first) continue;  // DC refinement reads bits, no codes
+        int is_dc = dc_band, no = is_dc ? comp->dc_tbl_no : comp->ac_tbl_no;
+        if (no < 0 || no >= NUM_HUFF_TBLS) ERREXIT1(cinfo, JERR_NO_HUFF_TABLE, no);
+        int slot = (is_dc ? 0 : 4) + no;
+        if (!built[slot]) {
+            JHUFF_TBL *h = is_dc ? cinfo->dc_huff_tbl_ptrs[no] : cinfo->ac_huff_tbl_ptrs[no];
+            if (!h) ERREXIT1(cinfo, JERR_NO_HUFF_TABLE, no);
+            if (!e->tables[slot])
+                e->tables[slot] = (ts_htable *)(*cinfo->mem->alloc_small)((j_common_ptr)cinfo, JPOOL_IMAGE, sizeof(ts_htable));
+            if (!ts_build(h, is_dc, 1, e->tables[slot])) ERREXIT(cinfo, JERR_BAD_HUFF_TABLE);
+            built[slot] = 1;
+        }
+        if (is_dc) e->dc[b] = e->tables[slot];
+        else e->ac = e->tables[slot];
+    }
+    e->pub.decode_mcu = dc_band ? (first ? ts_p_dc_first : ts_p_dc_refine) : (first ? ts_p_ac_first : ts_p_ac_refine);
+    for (int ci = 0; ci < MAX_COMPS_IN_SCAN; ci++) e->last_dc[ci] = 0;
+    e->buf = 0;
+    e->bits = 0;
+    e->eobrun = 0;
+    e->pub.insufficient_data = FALSE;
+    e->restarts_to_go = cinfo->restart_interval;
+}
+
+/// In place of libjpeg's first start_input_pass (jpeg_start_decompress, after it has made its
+/// modules and before the first scan): puts Tessera's decoder in front of libjpeg's
+/// progressive one. Later scans reach it through cinfo->entropy.
+static void ts_first_input_pass(j_decompress_ptr cinfo) {
+    void (*library)(j_decompress_ptr) = __atomic_load_n(&ts_library_start_input_pass, __ATOMIC_RELAXED);
+    cinfo->inputctl->start_input_pass = library;
+    if (cinfo->progressive_mode && !cinfo->arith_code && cinfo->data_precision == 8 && cinfo->entropy &&
+        cinfo->coef_bits && cinfo->input_scan_number == 1) {
+        ts_pentropy *e = (ts_pentropy *)(*cinfo->mem->alloc_small)((j_common_ptr)cinfo, JPOOL_IMAGE, sizeof *e);
+        memset(e, 0, sizeof *e);
+        e->pub.start_pass = ts_p_start_pass;
+        e->pub.decode_mcu = ts_p_dc_first;
+        e->library = cinfo->entropy;
+        cinfo->entropy = &e->pub;
+        pthread_once(&ts_zigzag_once, ts_zigzag_init);
+        __atomic_fetch_add(&ts_progressive_installs, 1, __ATOMIC_RELAXED);
+    }
+    (*library)(cinfo);
+}
+
+int ts_jpeg_progressive_prepare(j_decompress_ptr cinfo) {
+    if (!ts_own_enabled() || !cinfo->progressive_mode || cinfo->arith_code || !cinfo->inputctl) return 0;
+    if (cinfo->global_state != DSTATE_READY) return 0;  // after jpeg_read_header, before jpeg_start_decompress
+    void (*current)(j_decompress_ptr) = cinfo->inputctl->start_input_pass;
+    if (!current || current == ts_first_input_pass) return 0;
+    // Every decompressor of this libjpeg has the same start_input_pass.
+    void (*expected)(j_decompress_ptr) = NULL;
+    if (!__atomic_compare_exchange_n(&ts_library_start_input_pass, &expected, current, 0, __ATOMIC_RELAXED,
+                                     __ATOMIC_RELAXED) &&
+        expected != current)
+        return 0;
+    cinfo->inputctl->start_input_pass = ts_first_input_pass;
     return 1;
 }

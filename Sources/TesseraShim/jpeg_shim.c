@@ -13,6 +13,7 @@ void ts_free(void *p) { free(p); }
 
 int ts_jpeg_entropy_install(j_decompress_ptr cinfo);
 int ts_jpeg_idct_install(j_decompress_ptr cinfo);
+int ts_jpeg_progressive_prepare(j_decompress_ptr cinfo);
 
 typedef struct {
     struct jpeg_error_mgr pub;
@@ -396,6 +397,7 @@ int ts_jpeg_dec_start(ts_jpeg_dec *d, int scale_num, int scale_denom, int out_la
         c->dct_method = JDCT_IFAST;
         c->do_fancy_upsampling = FALSE;
     }
+    ts_jpeg_progressive_prepare(c);  // jpeg_entropy.c: a progressive file's scans
     jpeg_start_decompress(c);
     ts_jpeg_entropy_install(c);  // jpeg_entropy.c: a single-scan baseline file's Huffman decoding
     ts_jpeg_idct_install(c);     // jpeg_idct.c: the 3/8 inverse DCT in SIMD

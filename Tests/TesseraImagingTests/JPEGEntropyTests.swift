@@ -102,6 +102,69 @@ final class JPEGEntropyTests: XCTestCase {
         }
     }
 
+    /// Progressive files (libjpeg's scan script: DC and AC first scans at Al 1 and 2, then
+    /// refinement scans, end-of-band runs across blocks): the same pixels at every scale.
+    func testProgressiveMatchesLibjpegAtEveryScale() throws {
+        let before = ts_jpeg_own_progressive_images()
+        let cases: [(ChromaSubsampling, Int, Int, Int, Int)] = [
+            (.s420, 320, 240, 0, 85), (.s420, 333, 217, 2, 100), (.s422, 257, 129, 1, 75),
+            (.s444, 97, 313, 0, 95), (.s444, 160, 120, 5, 30), (.s420, 9, 7, 0, 90), (.s420, 1, 1, 1, 90),
+        ]
+        for (sub, w, h, restart, quality) in cases {
+            for image in [Self.scene(width: w, height: h), Fixtures.noise(width: w, height: h)] {
+                let jpeg = try Codec.encodeJPEG(image, quality: quality, subsampling: sub, progressive: true,
+                                                restartInterval: restart)
+                assertSame(jpeg, "progressive \(sub) \(w)×\(h) q\(quality) restart \(restart)")
+            }
+        }
+        let gray = try Codec.encodeJPEG(Self.scene(width: 250, height: 170, layout: .gray), quality: 80, progressive: true)
+        assertSame(gray, "progressive gray")
+        // Every case decoded with Tessera's decoder at seven libjpeg scales (1/8 is ProgressiveDC's).
+        XCTAssertGreaterThanOrEqual(ts_jpeg_own_progressive_images() - before, 15 * 7)
+    }
+
+    /// The corpus's progressive photos at 3/8 (what a 1280×720 box asks of a 12-24 MP photo).
+    func testCorpusProgressivePhotosMatch() throws {
+        let files = Fixtures.corpusFiles("photos").filter { $0.pathExtension == "jpg" }
+        guard !files.isEmpty else { throw XCTSkip("corpus not present") }
+        var progressive = 0
+        for f in files {
+            let jpeg = try bytes(of: f)
+            guard try ImageInfo.inspect(jpeg).progressive == true else { continue }
+            progressive += 1
+            ts_jpeg_own_entropy(1)
+            let own = try Codec.decodeJPEG(jpeg, scaleEighths: 3)
+            ts_jpeg_own_entropy(0)
+            let library = try Codec.decodeJPEG(jpeg, scaleEighths: 3)
+            ts_jpeg_own_entropy(1)
+            XCTAssertTrue(own.bytes == library.bytes, f.lastPathComponent)
+        }
+        XCTAssertGreaterThan(progressive, 0)
+    }
+
+    /// A progressive file cut in any scan, or with bytes overwritten: libjpeg's outcome.
+    func testDamagedProgressiveMatchesLibjpeg() throws {
+        let jpeg = try Codec.encodeJPEG(Self.scene(width: 200, height: 136), quality: 88, progressive: true, restartInterval: 3)
+        let scans = jpeg.indices.dropLast().filter { jpeg[$0] == 0xFF && jpeg[$0 + 1] == 0xDA }
+        XCTAssertGreaterThan(scans.count, 5)
+        for cut in stride(from: scans[0] + 12, to: jpeg.count - 1, by: jpeg.count / 19) {
+            let part = Array(jpeg.prefix(cut))
+            assertSame(part, strict: true, scales: [2, 3, 8], "cut at \(cut) of \(jpeg.count), strict")
+            assertSame(part, strict: false, scales: [2, 3, 8], "cut at \(cut) of \(jpeg.count), lenient")
+        }
+        var state: UInt64 = 999
+        for trial in 0..<24 {
+            var damaged = jpeg
+            for _ in 0..<(1 + trial % 3) {
+                state = state &* 6364136223846793005 &+ 1442695040888963407
+                let at = scans[0] + 20 + Int(state >> 33) % (jpeg.count - scans[0] - 24)
+                damaged[at] = [0xFF, 0x00, UInt8(truncatingIfNeeded: state >> 13), 0xD3][trial % 4]
+            }
+            assertSame(damaged, strict: true, scales: [3, 8], "trial \(trial), strict")
+            assertSame(damaged, strict: false, scales: [3, 8], "trial \(trial), lenient")
+        }
+    }
+
     /// Truncated anywhere: strict, both fail the same way; lenient, both give the same grey-padded pixels.
     func testTruncationsMatchLibjpeg() throws {
         let jpeg = try Codec.encodeJPEG(Self.scene(width: 240, height: 160), quality: 90, restartInterval: 4)

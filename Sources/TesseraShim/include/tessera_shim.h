@@ -70,6 +70,8 @@ int ts_jpeg_dec_start(ts_jpeg_dec *d, int scale_num, int scale_denom, int out_la
 void ts_jpeg_own_entropy(int enable);
 /// How many scans Tessera's Huffman decoder has decoded in this process (for tests).
 long ts_jpeg_own_entropy_scans(void);
+/// How many progressive images Tessera's Huffman decoder has decoded in this process (for tests).
+long ts_jpeg_own_progressive_images(void);
 /// Whether a 3/8-scaled component's inverse DCT is Tessera's SIMD one (jpeg_idct.c, the default
 /// where the CPU has SSE4.1) or libjpeg-turbo's (also `TESSERA_JPEG_IDCT=libjpeg`).
 void ts_jpeg_own_idct(int enable);
