@@ -22,6 +22,8 @@
 // multiplier table is in the layout this reads (16-bit, as libjpeg-turbo's SIMD builds
 // have it: checked against the quantisation table).
 
+#include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,9 +42,31 @@ void ts_jpeg_own_idct(int enable) { __atomic_store_n(&ts_idct_use, enable ? 1 : 
 
 long ts_jpeg_own_idct_components(void) { return __atomic_load_n(&ts_idct_installs, __ATOMIC_RELAXED); }
 
-// libjpeg's own 3×3 inverse DCT (jidctint.c, exported by libjpeg-turbo).
-void jpeg_idct_3x3(j_decompress_ptr cinfo, jpeg_component_info *compptr, JCOEFPTR coef_block,
-                   JSAMPARRAY output_buf, JDIMENSION output_col);
+// libjpeg's own reduced and enlarged inverse DCTs (jidctint.c, exported by libjpeg-turbo).
+#define TS_LIBJPEG_IDCT(name)                                                                     \
+    void name(j_decompress_ptr cinfo, jpeg_component_info *compptr, JCOEFPTR coef_block, JSAMPARRAY output_buf, \
+              JDIMENSION output_col);
+TS_LIBJPEG_IDCT(jpeg_idct_3x3)
+TS_LIBJPEG_IDCT(jpeg_idct_5x5)
+TS_LIBJPEG_IDCT(jpeg_idct_6x6)
+TS_LIBJPEG_IDCT(jpeg_idct_7x7)
+TS_LIBJPEG_IDCT(jpeg_idct_10x10)
+TS_LIBJPEG_IDCT(jpeg_idct_12x12)
+TS_LIBJPEG_IDCT(jpeg_idct_14x14)
+
+// TESSERA_JPEG_IDCT=libjpeg: libjpeg's everywhere; =exact: only the bit-exact 3×3.
+static int ts_float_use = -1;
+static int ts_float_enabled(void) {
+    int use = __atomic_load_n(&ts_float_use, __ATOMIC_RELAXED);
+    if (use < 0) {
+        const char *v = getenv("TESSERA_JPEG_IDCT");
+        use = !(v && strcmp(v, "exact") == 0);
+        __atomic_store_n(&ts_float_use, use, __ATOMIC_RELAXED);
+    }
+    return use;
+}
+
+void ts_jpeg_float_idct(int enable) { __atomic_store_n(&ts_float_use, enable ? 1 : 0, __ATOMIC_RELAXED); }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -110,6 +134,105 @@ __attribute__((target("sse4.1,ssse3"))) static void ts_idct_3x3(j_decompress_ptr
     memcpy(output_buf[2] + output_col, &row2, 3);
 }
 
+// MARK: 5×5 to 7×7, 10×10 to 14×14: a float inverse DCT of any size
+//
+// libjpeg-turbo has SIMD inverse DCTs for 1, 2, 4 and 8 only. Boxes of 1920×1080 and more
+// decode 8-16 MP photos at 5/8, 6/8 or 7/8, and the chroma of a 4:2:0 file at twice that
+// (10×10 to 14×14, libjpeg's way of upsampling chroma in the IDCT): their C functions took
+// 12-21 % of such a render. This one computes the definition instead of a factorisation —
+// pixel(y, x) = Σ_r Σ_c a(y, r) a(x, c) K(r, c) + 128, a(x, u) = C(u)/2 · cos((2x+1)uπ/2N),
+// C(0) = 1/√2, over the frequencies below min(N, 8), which is what libjpeg's reduced and
+// enlarged IDCTs compute in 13-bit fixed point (ITU T.81 A.3.3 sampled at N points) — in
+// single-precision floats, eight frequencies or pixels at a time (AVX2, FMA). The result is
+// within one level of libjpeg's (tests): rounding differs, not the transform.
+
+enum { TS_FLOAT_MIN = 5, TS_FLOAT_MAX = 14 };
+
+/// a(x, u) for each size: [N - TS_FLOAT_MIN][x][u]; u past min(N, 8) is 0.
+static float ts_basis[TS_FLOAT_MAX - TS_FLOAT_MIN + 1][16][8];
+/// The same transposed for the horizontal pass: [N - TS_FLOAT_MIN][u][x], x padded to 16.
+static float ts_basis_t[TS_FLOAT_MAX - TS_FLOAT_MIN + 1][8][16];
+static pthread_once_t ts_basis_once = PTHREAD_ONCE_INIT;
+
+static void ts_basis_init(void) {
+    const double pi = 3.14159265358979323846;
+    for (int n = TS_FLOAT_MIN; n <= TS_FLOAT_MAX; n++)
+        for (int x = 0; x < n; x++)
+            for (int u = 0; u < 8 && u < n; u++) {
+                double a = (u == 0 ? 0.70710678118654752440 : 1.0) / 2 * cos((2 * x + 1) * u * pi / (2 * n));
+                ts_basis[n - TS_FLOAT_MIN][x][u] = (float)a;
+                ts_basis_t[n - TS_FLOAT_MIN][u][x] = (float)a;
+            }
+}
+
+/// One block: N×N pixels from the frequencies below min(N, 8), + 128, rounded, clamped to 0-255.
+__attribute__((target("avx2,fma"))) static inline void ts_float_idct(jpeg_component_info *compptr, JCOEFPTR coef,
+                                                                      JSAMPARRAY output_buf, JDIMENSION output_col,
+                                                                      const int n) {
+    const int16_t *q = (const int16_t *)compptr->dct_table;
+    const int used = n < 8 ? n : 8;
+    const float(*a)[8] = ts_basis[n - TS_FLOAT_MIN];
+    const float(*at)[16] = ts_basis_t[n - TS_FLOAT_MIN];
+    __m256 k[8];
+    for (int r = 0; r < used; r++) {
+        __m256i c = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(coef + 8 * r)));
+        __m256i m = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(q + 8 * r)));
+        k[r] = _mm256_cvtepi32_ps(_mm256_mullo_epi32(c, m));
+    }
+    // The DC term is K(0, 0)/8 exactly, added with the centre (128) and the half that rounds:
+    // a block of DC alone then rounds its ties up as libjpeg does, not to the float product.
+    float dc = (float)((int32_t)coef[0] * (int32_t)q[0]);
+    k[0] = _mm256_blend_ps(k[0], _mm256_setzero_ps(), 1);
+    // Vertical: row y of v (lanes: horizontal frequencies) = Σ_r a(y, r) · K(r, ·).
+    float v[16][8];
+    for (int y = 0; y < n; y++) {
+        __m256 acc = _mm256_mul_ps(_mm256_set1_ps(a[y][0]), k[0]);
+        for (int r = 1; r < used; r++) acc = _mm256_fmadd_ps(_mm256_set1_ps(a[y][r]), k[r], acc);
+        _mm256_storeu_ps(v[y], acc);
+    }
+    // Horizontal: pixel row y (lanes: x) = Σ_c v(y, c) · a(·, c), then + 128, rounded, clamped.
+    const __m256 centre = _mm256_set1_ps(128.5f + dc * 0.125f);
+    for (int y = 0; y < n; y++) {
+        __m256 lo = centre, hi = centre;
+        for (int c = 0; c < used; c++) {
+            __m256 w = _mm256_broadcast_ss(&v[y][c]);
+            lo = _mm256_fmadd_ps(w, _mm256_loadu_ps(at[c]), lo);
+            if (n > 8) hi = _mm256_fmadd_ps(w, _mm256_loadu_ps(at[c] + 8), hi);
+        }
+        // Rounded half up (the half is in `centre`: libjpeg adds it before its shifts), clamped by the packs.
+        __m256i l = _mm256_cvttps_epi32(_mm256_floor_ps(lo)), h = _mm256_cvttps_epi32(_mm256_floor_ps(hi));
+        __m256i words = _mm256_permute4x64_epi64(_mm256_packs_epi32(l, h), 0xD8);
+        __m128i bytes = _mm_packus_epi16(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
+        uint8_t row[16];
+        _mm_storeu_si128((__m128i *)row, bytes);
+        memcpy(output_buf[y] + output_col, row, (size_t)n);
+    }
+}
+
+#define TS_FLOAT_IDCT(n)                                                                          \
+    __attribute__((target("avx2,fma"))) static void ts_idct_##n##x##n(                            \
+        j_decompress_ptr cinfo, jpeg_component_info *compptr, JCOEFPTR coef, JSAMPARRAY out, JDIMENSION col) { \
+        (void)cinfo;                                                                              \
+        ts_float_idct(compptr, coef, out, col, n);                                                \
+    }
+TS_FLOAT_IDCT(5)
+TS_FLOAT_IDCT(6)
+TS_FLOAT_IDCT(7)
+TS_FLOAT_IDCT(10)
+TS_FLOAT_IDCT(12)
+TS_FLOAT_IDCT(14)
+
+static int ts_float_simd(void) {
+    static int level = -1;
+    int l = __atomic_load_n(&level, __ATOMIC_RELAXED);
+    if (l < 0) {
+        __builtin_cpu_init();
+        l = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        __atomic_store_n(&level, l, __ATOMIC_RELAXED);
+    }
+    return l;
+}
+
 static int ts_idct_simd(void) {
     static int level = -1;
     int l = __atomic_load_n(&level, __ATOMIC_RELAXED);
@@ -139,14 +262,25 @@ int ts_jpeg_idct_install(j_decompress_ptr cinfo) {
     if (!ts_idct_enabled() || !ts_idct_simd() || cinfo->data_precision != 8 || !cinfo->idct) return 0;
     jpeg_component_info *comp = cinfo->comp_info;
     for (int ci = 0; ci < cinfo->num_components && ci < MAX_COMPONENTS; ci++, comp++) {
-        if (cinfo->idct->inverse_DCT[ci] != jpeg_idct_3x3 || !comp->dct_table || !comp->quant_table) continue;
+        inverse_DCT_method_ptr library = cinfo->idct->inverse_DCT[ci], own = NULL;
+        if (library == jpeg_idct_3x3) own = ts_idct_3x3;
+        else if (ts_float_simd() && ts_float_enabled()) {
+            if (library == jpeg_idct_5x5) own = ts_idct_5x5;
+            else if (library == jpeg_idct_6x6) own = ts_idct_6x6;
+            else if (library == jpeg_idct_7x7) own = ts_idct_7x7;
+            else if (library == jpeg_idct_10x10) own = ts_idct_10x10;
+            else if (library == jpeg_idct_12x12) own = ts_idct_12x12;
+            else if (library == jpeg_idct_14x14) own = ts_idct_14x14;
+            if (own) pthread_once(&ts_basis_once, ts_basis_init);
+        }
+        if (!own || !comp->dct_table || !comp->quant_table) continue;
         // The multipliers must be the quantisation table as 16-bit values (libjpeg-turbo's
         // ISLOW_MULT_TYPE in its SIMD builds); any other layout keeps libjpeg's function.
         const int16_t *q = (const int16_t *)comp->dct_table;
         int same = 1;
         for (int k = 0; k < DCTSIZE2 && same; k++) same = q[k] == (int16_t)comp->quant_table->quantval[k];
         if (!same) continue;
-        cinfo->idct->inverse_DCT[ci] = ts_idct_3x3;
+        cinfo->idct->inverse_DCT[ci] = own;
         installed++;
     }
     if (installed) __atomic_fetch_add(&ts_idct_installs, installed, __ATOMIC_RELAXED);

@@ -19,9 +19,15 @@ final class JPEGIDCTTests: XCTestCase {
         super.tearDown()
     }
 
-    func decoded(_ jpeg: [UInt8], own: Bool, eighths: Int = 3) throws -> PixelBuffer {
+    /// `own`: Tessera's inverse DCTs; `float` too, those within a level of libjpeg's (without
+    /// it, only the bit-exact 3×3).
+    func decoded(_ jpeg: [UInt8], own: Bool, float: Bool = false, eighths: Int = 3) throws -> PixelBuffer {
         ts_jpeg_own_idct(own ? 1 : 0)
-        defer { ts_jpeg_own_idct(1) }
+        ts_jpeg_float_idct(float ? 1 : 0)
+        defer {
+            ts_jpeg_own_idct(1)
+            ts_jpeg_float_idct(1)
+        }
         return try Codec.decodeJPEG(jpeg, scaleEighths: eighths)
     }
 
@@ -97,6 +103,53 @@ final class JPEGIDCTTests: XCTestCase {
         for q in [300, 40_000, 65_535] {
             try assertSame(Self.requantised(jpeg, { _ in q }, sixteenBit: true), "16-bit multiplier \(q)", components: 3)
         }
+    }
+
+    /// Largest and mean absolute difference, and mean difference, between two decodes of one size.
+    static func difference(_ a: PixelBuffer, _ b: PixelBuffer) -> (max: Int, mean: Double, signed: Double) {
+        let x = a.bytes, y = b.bytes
+        var largest = 0, sum = 0, signed = 0
+        for i in x.indices {
+            let d = Int(x[i]) - Int(y[i])
+            largest = max(largest, abs(d))
+            sum += abs(d)
+            signed += d
+        }
+        let n = Double(max(1, x.count))
+        return (largest, Double(sum) / n, Double(signed) / n)
+    }
+
+    /// The float inverse DCTs (5/8-7/8, and 4:2:0 chroma at 10/8-14/8): a gray image within one
+    /// level of libjpeg's (RGB within three: a level of Cr is 1.4 of R), and equal almost everywhere.
+    func testFloatSizesStayWithinOneLevelOfLibjpeg() throws {
+        let cases: [(ChromaSubsampling, Int, Int, Int)] = [
+            (.s420, 320, 240, 85), (.s420, 333, 217, 100), (.s422, 257, 129, 75), (.s444, 97, 313, 95),
+            (.s444, 160, 120, 30), (.s420, 9, 7, 90),
+        ]
+        var worst = 0.0, signed = 0.0, samples = 0.0
+        for (sub, w, h, quality) in cases {
+            for layout in [PixelLayout.rgb, .gray] {
+                for image in [JPEGEntropyTests.scene(width: w, height: h, layout: layout), Fixtures.noise(width: w, height: h, layout: layout)] {
+                    let jpeg = try Codec.encodeJPEG(image, quality: quality, subsampling: sub)
+                    for eighths in [5, 6, 7] {
+                        let before = ts_jpeg_own_idct_components()
+                        let own = try decoded(jpeg, own: true, float: true, eighths: eighths)
+                        XCTAssertEqual(ts_jpeg_own_idct_components() - before, layout == .gray ? 1 : 3,
+                                       "\(sub) at \(eighths)/8: components on the float path")
+                        let library = try decoded(jpeg, own: false, eighths: eighths)
+                        XCTAssertEqual(own.width, library.width)
+                        let d = Self.difference(own, library)
+                        XCTAssertLessThanOrEqual(d.max, layout == .gray ? 1 : 3, "\(layout) \(sub) \(w)×\(h) q\(quality) at \(eighths)/8")
+                        worst = max(worst, d.mean)
+                        signed += d.signed * Double(own.bytes.count)
+                        samples += Double(own.bytes.count)
+                    }
+                }
+            }
+        }
+        // Rounding noise, not a shift: ties round up as libjpeg's do (a DC-only block exactly).
+        XCTAssertLessThan(worst, 0.1, "mean difference")
+        XCTAssertLessThan(abs(signed / samples), 0.005, "mean signed difference over every case")
     }
 
     func testCorpusPhotosMatch() throws {

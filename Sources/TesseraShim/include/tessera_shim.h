@@ -75,6 +75,9 @@ long ts_jpeg_own_progressive_images(void);
 /// Whether a 3/8-scaled component's inverse DCT is Tessera's SIMD one (jpeg_idct.c, the default
 /// where the CPU has SSE4.1) or libjpeg-turbo's (also `TESSERA_JPEG_IDCT=libjpeg`).
 void ts_jpeg_own_idct(int enable);
+/// Whether the 5/8-7/8 (and 4:2:0 chroma 10/8-14/8) inverse DCTs are Tessera's float ones
+/// (jpeg_idct.c, the default where the CPU has AVX2; `TESSERA_JPEG_IDCT=exact` keeps libjpeg's).
+void ts_jpeg_float_idct(int enable);
 /// How many components Tessera's inverse DCT has been installed for in this process (for tests).
 long ts_jpeg_own_idct_components(void);
 /// Wraps `jpeg_read_scanlines`: reads up to `max_rows` rows; `*rows` gets the count.
