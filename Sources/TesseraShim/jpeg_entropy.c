@@ -34,10 +34,7 @@
 #include <jerror.h>
 
 #include "tessera_shim.h"
-
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
+#include "jpeg_internal.h"
 
 enum { FAST_BITS = 10, FAST_SIZE = 1 << FAST_BITS };
 
@@ -529,8 +526,7 @@ static boolean ts_p_ac_first(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
         }                                                                                         \
     } while (0)
 
-/// For each byte j of a block's natural-order nonzero mask, the zigzag-order bits its 8 bits stand for.
-static uint64_t ts_zigzag_bits[8][256];
+uint64_t ts_zigzag_bits[8][256];
 static pthread_once_t ts_zigzag_once = PTHREAD_ONCE_INIT;
 
 static void ts_zigzag_init(void) {
@@ -545,24 +541,7 @@ static void ts_zigzag_init(void) {
         }
 }
 
-/// Bit k: the coefficient at zigzag index k is nonzero.
-static inline uint64_t ts_nonzero_zigzag(const JCOEF *blk) {
-    uint64_t natural = 0;
-#if defined(__SSE2__)
-    const __m128i zero = _mm_setzero_si128();
-    for (int i = 0; i < 4; i++) {
-        __m128i a = _mm_loadu_si128((const __m128i *)(blk + 16 * i)), b = _mm_loadu_si128((const __m128i *)(blk + 16 * i + 8));
-        // Saturating packs keep zero and nonzero apart.
-        unsigned z = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_packs_epi16(a, b), zero));
-        natural |= (uint64_t)(~z & 0xFFFF) << (16 * i);
-    }
-#else
-    for (int i = 0; i < 64; i++) natural |= (uint64_t)(blk[i] != 0) << i;
-#endif
-    uint64_t m = 0;
-    for (int j = 0; j < 8; j++) m |= ts_zigzag_bits[j][(natural >> (8 * j)) & 0xFF];
-    return m;
-}
+void ts_zigzag_prepare(void) { pthread_once(&ts_zigzag_once, ts_zigzag_init); }
 
 /// Bits from..to-1 (0 <= from <= to <= 64).
 static inline uint64_t ts_bit_range(int from, int to) {
@@ -676,7 +655,7 @@ static void ts_first_input_pass(j_decompress_ptr cinfo) {
         e->pub.decode_mcu = ts_p_dc_first;
         e->library = cinfo->entropy;
         cinfo->entropy = &e->pub;
-        pthread_once(&ts_zigzag_once, ts_zigzag_init);
+        ts_zigzag_prepare();
         __atomic_fetch_add(&ts_progressive_installs, 1, __ATOMIC_RELAXED);
     }
     (*library)(cinfo);

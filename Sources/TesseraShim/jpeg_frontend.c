@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "tessera_shim.h"
+#include "jpeg_internal.h"
 
 #include <jpeglib.h>
 
@@ -32,7 +33,7 @@ typedef float ts_v8 __attribute__((vector_size(32)));
 /// of Arai, Agui and Nakajima (1988; Pennebaker & Mitchell, "JPEG", §4.3.5): 5 multiplies,
 /// 29 adds. Output k is the DCT coefficient times 2·sqrt(2)·s(k), s(0) = 1/sqrt(2),
 /// s(k) = cos(k·pi/16); see ts_fdct for the 2-D scale.
-static inline void ts_aan(ts_v8 d[8]) {
+static inline __attribute__((always_inline)) void ts_aan(ts_v8 d[8]) {
     ts_v8 t0 = d[0] + d[7], t7 = d[0] - d[7], t1 = d[1] + d[6], t6 = d[1] - d[6];
     ts_v8 t2 = d[2] + d[5], t5 = d[2] - d[5], t3 = d[3] + d[4], t4 = d[3] - d[4];
     ts_v8 e0 = t0 + t3, e3 = t0 - t3, e1 = t1 + t2, e2 = t1 - t2;
@@ -51,7 +52,7 @@ static inline void ts_aan(ts_v8 d[8]) {
     d[7] = z11 - z4;
 }
 
-static inline void ts_transpose(ts_v8 m[8]) {
+static inline __attribute__((always_inline)) void ts_transpose(ts_v8 m[8]) {
     float t[64];
     memcpy(t, m, sizeof t);
     float *o = (float *)m;
@@ -62,7 +63,7 @@ static inline void ts_transpose(ts_v8 m[8]) {
 /// The forward DCT of one 8×8 block (rows `stride` floats apart) into `out`, natural order,
 /// in the AAN scale: coefficient (u,v) times 8·a(u)·a(v), a(0) = 1, a(k) = sqrt(2)·cos(k·pi/16).
 /// The quantiser's reciprocal table takes that scale out (ts_jpeg_frontend_write).
-static void ts_fdct(const float *block, size_t stride, float out[64]) {
+static inline __attribute__((always_inline)) void ts_fdct(const float *block, size_t stride, float out[64]) {
     ts_v8 m[8];
     for (int y = 0; y < 8; y++) memcpy(&m[y], block + (size_t)y * stride, sizeof m[y]);
     ts_aan(m);       // down the columns: m[v] holds frequency v of every column
@@ -119,7 +120,7 @@ typedef int16_t ts_s8 __attribute__((vector_size(16)));
 /// (natural order), eight at a time; then, from the end of the block in zig-zag order, each
 /// trailing ±1 is dropped while its code (run/size symbol, its magnitude bit, any ZRLs) costs
 /// more, at the trellis's lambda, than the error its dropping adds (a² against (a − 1)²).
-static void ts_quantize_fast(const float f[64], const float rq[64], const float offset[64], const ts_rate *rate,
+static inline __attribute__((always_inline)) void ts_quantize_fast(const float f[64], const float rq[64], const float offset[64], const ts_rate *rate,
                              JCOEF out[64]) {
     ts_i8 lastRank = {0};  // per lane, the greatest zig-zag position holding a non-zero
     for (int i = 0; i < 64; i += 8) {
@@ -246,9 +247,8 @@ static void ts_quantize_block(const float f[64], const float rq[64], const ts_ra
 /// Counts the AC symbols of one quantised block (natural order) as the sequential Huffman
 /// coder will code them (JPEG F.1.2.2): a run/size symbol per non-zero coefficient, a ZRL
 /// (0xF0) per 16 zeros before it beyond 15, and an EOB (0x00) unless position 63 is non-zero.
-static void ts_count_ac(const JCOEF b[64], uint32_t ac[256]) {
-    uint64_t nonzero = 0;  // bit k: zig-zag position k
-    for (int k = 1; k < 64; k++) nonzero |= (uint64_t)(b[ts_zigzag[k]] != 0) << k;
+static inline __attribute__((always_inline)) void ts_count_ac(const JCOEF b[64], uint32_t ac[256]) {
+    uint64_t nonzero = ts_nonzero_zigzag(b) & ~1ull;  // bit k: zig-zag position k (AC only)
     int prev = 0;
     while (nonzero) {
         int k = __builtin_ctzll(nonzero);
@@ -327,44 +327,46 @@ static void ts_huffman_table(const uint32_t *count, int n, JHUFF_TBL *t) {
 /// F.1.2.1) in the order jpeg_write_coefficients codes the blocks: MCU by MCU, each
 /// component's blocks in the MCU row by row, the prediction restarting at each restart
 /// interval; the dummy blocks at the right and bottom edges of an MCU repeat the previous
-/// block's DC and code an EOB, so each adds a size-0 DC symbol and an EOB.
-static void ts_count_dc(j_compress_ptr c, jvirt_barray_ptr *arrays, const int *wBlocks, const int *hBlocks,
-                        int maxH, int maxV, uint32_t dc[2][17], uint32_t ac[2][256]) {
+/// block's DC and code an EOB, so each adds a size-0 DC symbol and an EOB. One MCU row at a
+/// time, right after its band is quantised (its blocks are still in the cache).
+typedef struct {
+    int last[3];
+    unsigned int toGo;
+} ts_dc_state;
+
+static void ts_count_dc_row(j_compress_ptr c, jvirt_barray_ptr *arrays, const int *wBlocks, const int *hBlocks,
+                            int maxH, int my, ts_dc_state *st, uint32_t dc[2][17], uint32_t ac[2][256]) {
     int n = c->num_components, interleaved = n > 1;
     int mcuCols = interleaved ? ((int)c->image_width + 8 * maxH - 1) / (8 * maxH) : wBlocks[0];
-    int mcuRows = interleaved ? ((int)c->image_height + 8 * maxV - 1) / (8 * maxV) : hBlocks[0];
-    int last[3] = {0, 0, 0};
-    unsigned int toGo = c->restart_interval;
-    for (int my = 0; my < mcuRows; my++) {
-        JBLOCKARRAY rows[3];
-        for (int ci = 0; ci < n; ci++) {
-            int v = interleaved ? c->comp_info[ci].v_samp_factor : 1;
-            rows[ci] = (*c->mem->access_virt_barray)((j_common_ptr)c, arrays[ci], (JDIMENSION)(my * v), (JDIMENSION)v, FALSE);
+    int *last = st->last;
+    JBLOCKARRAY rows[3];
+    for (int ci = 0; ci < n; ci++) {
+        int v = interleaved ? c->comp_info[ci].v_samp_factor : 1;
+        rows[ci] = (*c->mem->access_virt_barray)((j_common_ptr)c, arrays[ci], (JDIMENSION)(my * v), (JDIMENSION)v, FALSE);
+    }
+    for (int mx = 0; mx < mcuCols; mx++) {
+        if (c->restart_interval) {
+            if (st->toGo == 0) {
+                last[0] = last[1] = last[2] = 0;
+                st->toGo = c->restart_interval;
+            }
+            st->toGo--;
         }
-        for (int mx = 0; mx < mcuCols; mx++) {
-            if (c->restart_interval) {
-                if (toGo == 0) {
-                    last[0] = last[1] = last[2] = 0;
-                    toGo = c->restart_interval;
-                }
-                toGo--;
-            }
-            for (int ci = 0; ci < n; ci++) {
-                jpeg_component_info *comp = &c->comp_info[ci];
-                int h = interleaved ? comp->h_samp_factor : 1, v = interleaved ? comp->v_samp_factor : 1;
-                for (int yi = 0; yi < v; yi++)
-                    for (int xi = 0; xi < h; xi++) {
-                        int by = my * v + yi, bx = mx * h + xi, diff = 0;
-                        if (by < hBlocks[ci] && bx < wBlocks[ci]) {
-                            int value = rows[ci][yi][bx][0];
-                            diff = value - last[ci];
-                            last[ci] = value;
-                        } else {
-                            ac[comp->ac_tbl_no][0x00]++;
-                        }
-                        dc[comp->dc_tbl_no][ts_nbits(diff < 0 ? -diff : diff)]++;
+        for (int ci = 0; ci < n; ci++) {
+            jpeg_component_info *comp = &c->comp_info[ci];
+            int h = interleaved ? comp->h_samp_factor : 1, v = interleaved ? comp->v_samp_factor : 1;
+            for (int yi = 0; yi < v; yi++)
+                for (int xi = 0; xi < h; xi++) {
+                    int by = my * v + yi, bx = mx * h + xi, diff = 0;
+                    if (by < hBlocks[ci] && bx < wBlocks[ci]) {
+                        int value = rows[ci][yi][bx][0];
+                        diff = value - last[ci];
+                        last[ci] = value;
+                    } else {
+                        ac[comp->ac_tbl_no][0x00]++;
                     }
-            }
+                    dc[comp->dc_tbl_no][ts_nbits(diff < 0 ? -diff : diff)]++;
+                }
         }
     }
 }
@@ -420,6 +422,12 @@ void ts_jpeg_tessera_tables(j_compress_ptr c, int quality) {
 /// (size, components, sampling factors, tables, Huffman optimisation) and still at
 /// CSTATE_START; libjpeg errors longjmp to the caller's handler, and every buffer here comes
 /// from the image pool, which jpeg_destroy frees.
+#if defined(__x86_64__) && defined(__clang__)
+// Eight-float vectors are one register with AVX (two with SSE2, and byte shuffles without
+// pshufb): the same IEEE operations either way (no FMA: "avx2" alone does not contract), so
+// the same bytes out.
+__attribute__((target_clones("avx2", "default")))
+#endif
 void ts_jpeg_frontend_write(j_compress_ptr c, const uint8_t *pixels, size_t stride, int components, int trellis,
                             int own_tables) {
     uint32_t dcCount[2][17], acCount[2][256];
@@ -478,6 +486,8 @@ void ts_jpeg_frontend_write(j_compress_ptr c, const uint8_t *pixels, size_t stri
         const UINT16 *q = c->quant_tbl_ptrs[comp->quant_tbl_no]->quantval;
         for (int k = 0; k < 64; k++) rq[ci][k] = (float)(1.0 / (q[k] * 8.0 * aan[k % 8] * aan[k / 8]));
     }
+    if (own_tables) ts_zigzag_prepare();
+    ts_dc_state dcState = {{0, 0, 0}, c->restart_interval};
     for (int y0 = 0; y0 < height; y0 += bandRows) {
         // Colour conversion (JFIF YCbCr, full range, level-shifted), edges replicated.
         for (int r = 0; r < bandRows; r++) {
@@ -542,11 +552,18 @@ void ts_jpeg_frontend_write(j_compress_ptr c, const uint8_t *pixels, size_t stri
                 }
             }
         }
+        if (own_tables) {
+            // The band's MCU rows: one when interleaved; a single component's are its block rows.
+            if (c->num_components > 1)
+                ts_count_dc_row(c, arrays, wBlocks, hBlocks, maxH, y0 / bandRows, &dcState, dcCount, acCount);
+            else
+                for (int my = y0 / 8; my < (y0 + bandRows) / 8 && my < hBlocks[0]; my++)
+                    ts_count_dc_row(c, arrays, wBlocks, hBlocks, maxH, my, &dcState, dcCount, acCount);
+        }
     }
     if (own_tables) {
         // The statistics pass libjpeg-turbo would make over the coefficients is made here, and
         // the tables built from them: jpeg_write_coefficients then codes in one pass.
-        ts_count_dc(c, arrays, wBlocks, hBlocks, maxH, maxV, dcCount, acCount);
         for (int t = 0; t < 2; t++) {
             int used = 0;
             for (int ci = 0; ci < c->num_components; ci++) used |= c->comp_info[ci].dc_tbl_no == t;

@@ -212,6 +212,36 @@ static void convert_out(const float *acc, int width, int channels, const uint8_t
     }
 }
 
+#ifdef TS_X86
+/// convert_out for RGB and gray with AVX2: the LUT indexes of eight samples at once — the same
+/// clamp (NaN to 0: maxps returns its second operand for a NaN), the same multiply and add
+/// (not fused) and the same truncation as ts_lut_index — then the table read per sample.
+__attribute__((target("avx2")))
+static void convert_out_avx2(const float *acc, int width, int channels, const uint8_t *lut, uint8_t *out) {
+    const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f), scale = _mm256_set1_ps(65535.0f),
+                 half = _mm256_set1_ps(0.5f);
+    int32_t idx[8];
+    int x = 0;
+    for (; x + 2 <= width; x += 2) {
+        __m256 v = _mm256_min_ps(_mm256_max_ps(_mm256_loadu_ps(acc + 4 * x), zero), one);
+        _mm256_storeu_si256((__m256i *)idx, _mm256_cvttps_epi32(_mm256_add_ps(_mm256_mul_ps(v, scale), half)));
+        if (channels == 3) {
+            out[3 * x] = lut[idx[0]];
+            out[3 * x + 1] = lut[idx[1]];
+            out[3 * x + 2] = lut[idx[2]];
+            out[3 * x + 3] = lut[idx[4]];
+            out[3 * x + 4] = lut[idx[5]];
+            out[3 * x + 5] = lut[idx[6]];
+        } else {
+            out[x] = lut[idx[0]];
+            out[x + 1] = lut[idx[4]];
+        }
+    }
+    for (; x < width; x++)
+        for (int ch = 0; ch < channels; ch++) out[channels * x + ch] = lut[ts_lut_index(acc[4 * x + ch])];
+}
+#endif
+
 #define TS_CHUNK 256  // floats per pass: the partial sums stay in L1
 
 /// acc = (accumulate ? acc : 0) + sum of w[k] * rows[k].
@@ -268,7 +298,12 @@ void ts_filter_v_out(const float *const *rows, const float *w, int taps, int wid
 #endif
                 filter_v_generic(slice, w + k0, t, 4 * n, acc, k0 > 0);
         }
-        convert_out(acc, n, channels, lut, out + (size_t)x0 * channels);
+#ifdef TS_X86
+        if ((channels == 1 || channels == 3) && ts_kernels_avx2())
+            convert_out_avx2(acc, n, channels, lut, out + (size_t)x0 * channels);
+        else
+#endif
+            convert_out(acc, n, channels, lut, out + (size_t)x0 * channels);
     }
 }
 

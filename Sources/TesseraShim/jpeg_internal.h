@@ -1,0 +1,35 @@
+// What the shim's JPEG files share and Swift does not see.
+#ifndef TS_JPEG_INTERNAL_H
+#define TS_JPEG_INTERNAL_H
+
+#include <stdint.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+/// For each byte j of a block's natural-order nonzero mask, the zigzag-order bits its eight
+/// bits stand for (jpeg_entropy.c); filled by ts_zigzag_prepare, once per process.
+extern uint64_t ts_zigzag_bits[8][256];
+void ts_zigzag_prepare(void);
+
+/// Bit k: the coefficient at zigzag index k of the block (natural order, 64 JCOEFs) is nonzero.
+/// ts_zigzag_prepare must have run.
+static inline uint64_t ts_nonzero_zigzag(const int16_t *blk) {
+    uint64_t natural = 0;
+#if defined(__SSE2__)
+    const __m128i zero = _mm_setzero_si128();
+    for (int i = 0; i < 4; i++) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(blk + 16 * i)), b = _mm_loadu_si128((const __m128i *)(blk + 16 * i + 8));
+        // Saturating packs keep zero and nonzero apart.
+        unsigned z = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_packs_epi16(a, b), zero));
+        natural |= (uint64_t)(~z & 0xFFFF) << (16 * i);
+    }
+#else
+    for (int i = 0; i < 64; i++) natural |= (uint64_t)(blk[i] != 0) << i;
+#endif
+    uint64_t m = 0;
+    for (int j = 0; j < 8; j++) m |= ts_zigzag_bits[j][(natural >> (8 * j)) & 0xFF];
+    return m;
+}
+
+#endif
