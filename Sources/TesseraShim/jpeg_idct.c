@@ -173,28 +173,36 @@ __attribute__((target("avx2,fma"))) static inline void ts_float_idct(jpeg_compon
     const int used = n < 8 ? n : 8;
     const float(*a)[8] = ts_basis[n - TS_FLOAT_MIN];
     const float(*at)[16] = ts_basis_t[n - TS_FLOAT_MIN];
+    // The rows and columns that hold a nonzero AC coefficient (within min(N, 8)): most blocks
+    // of a photo end well before, and a block of DC alone is one value.
     __m256 k[8];
+    const int inside = (1 << (2 * used)) - 1;  // movemask bits of the used columns
+    int last_row = 0, columns = 0;
     for (int r = 0; r < used; r++) {
-        __m256i c = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(coef + 8 * r)));
+        __m128i c16 = _mm_loadu_si128((const __m128i *)(coef + 8 * r));
+        if (r == 0) c16 = _mm_insert_epi16(c16, 0, 0);  // the DC term is added on its own
+        int nz = ~_mm_movemask_epi8(_mm_cmpeq_epi16(c16, _mm_setzero_si128())) & inside;
+        if (nz) last_row = r + 1;
+        columns |= nz;
         __m256i m = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(q + 8 * r)));
-        k[r] = _mm256_cvtepi32_ps(_mm256_mullo_epi32(c, m));
+        k[r] = _mm256_cvtepi32_ps(_mm256_mullo_epi32(_mm256_cvtepi16_epi32(c16), m));
     }
+    const int last_column = columns ? (32 - __builtin_clz((unsigned)columns) + 1) / 2 : 0;
     // The DC term is K(0, 0)/8 exactly, added with the centre (128) and the half that rounds:
     // a block of DC alone then rounds its ties up as libjpeg does, not to the float product.
     float dc = (float)((int32_t)coef[0] * (int32_t)q[0]);
-    k[0] = _mm256_blend_ps(k[0], _mm256_setzero_ps(), 1);
     // Vertical: row y of v (lanes: horizontal frequencies) = Σ_r a(y, r) · K(r, ·).
     float v[16][8];
-    for (int y = 0; y < n; y++) {
+    for (int y = 0; y < n && last_row; y++) {
         __m256 acc = _mm256_mul_ps(_mm256_set1_ps(a[y][0]), k[0]);
-        for (int r = 1; r < used; r++) acc = _mm256_fmadd_ps(_mm256_set1_ps(a[y][r]), k[r], acc);
+        for (int r = 1; r < last_row; r++) acc = _mm256_fmadd_ps(_mm256_set1_ps(a[y][r]), k[r], acc);
         _mm256_storeu_ps(v[y], acc);
     }
     // Horizontal: pixel row y (lanes: x) = Σ_c v(y, c) · a(·, c), then + 128, rounded, clamped.
     const __m256 centre = _mm256_set1_ps(128.5f + dc * 0.125f);
     for (int y = 0; y < n; y++) {
         __m256 lo = centre, hi = centre;
-        for (int c = 0; c < used; c++) {
+        for (int c = 0; c < last_column; c++) {
             __m256 w = _mm256_broadcast_ss(&v[y][c]);
             lo = _mm256_fmadd_ps(w, _mm256_loadu_ps(at[c]), lo);
             if (n > 8) hi = _mm256_fmadd_ps(w, _mm256_loadu_ps(at[c] + 8), hi);
