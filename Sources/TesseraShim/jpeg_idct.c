@@ -12,10 +12,10 @@
 // 32-bit lanes give libjpeg's 64-bit results while every dequantised coefficient of the
 // block is below TS_IDCT_SAFE (2^16) in magnitude: the first pass then stays below
 // 2^16 · 24018 < 2^31, and the second pass may wrap, since only bits 18-27 of its results
-// reach the range-limit table (libjpeg masks them with 1023). An 8-bit JPEG's coefficients
-// stay below 2^11 times their quantiser; a block beyond the bound (a 16-bit quantisation
-// table with hostile values) goes to libjpeg's own function, so even then the pixels are
-// libjpeg's.
+// reach the range-limit table (libjpeg masks them with 1023). A well-formed 8-bit JPEG's
+// coefficients stay below 2^11 times their quantiser; a block beyond the bound (hostile
+// coefficients, or a 16-bit quantisation table) goes to libjpeg's own function, so even then
+// the pixels are libjpeg's.
 //
 // How it plugs in: after jpeg_start_decompress, `ts_jpeg_idct_install` replaces the idct
 // module's method for each component whose method is libjpeg's jpeg_idct_3x3 and whose
