@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Huffman decoding alone: libjpeg-turbo's decoder against Tessera's (jpeg_entropy.c), the same
-# files at each DCT scale, interleaved runs, best of RUNS. The checksums must match.
+# Huffman decoding alone: libjpeg-turbo's decoders against Tessera's (jpeg_entropy.c: baseline
+# and progressive), the same files at each DCT scale, interleaved runs, best of RUNS. The
+# checksums must match.
 #
 #   Benchmarks/entropy.sh [DIR (default ../shared/corpus/photos)] [RUNS (3)] [SCALES ("1 2 3 4 8")]
 set -euo pipefail
@@ -11,7 +12,7 @@ scales=${3:-1 2 3 4 8}
 bin=$(mktemp -d)/entropy_loop
 trap 'rm -rf "$(dirname "$bin")"' EXIT
 cc -O2 -o "$bin" "$root/Benchmarks/entropy/entropy_loop.c" "$root/Sources/TesseraShim/jpeg_entropy.c" \
-    -I"$root/Sources/TesseraShim/include" -ljpeg
+    -I"$root/Sources/TesseraShim/include" -I"$root/Sources/TesseraShim" -ljpeg -lpthread
 shopt -s nullglob
 files=("$dir"/*.jpg "$dir"/*.jpeg "$dir"/*.JPG)
 [ ${#files[@]} -gt 0 ] || { echo "no JPEGs in $dir" >&2; exit 2; }
@@ -29,4 +30,4 @@ for s in $scales; do
     [ "$sum0" = "$sum1" ] || { echo "checksums differ at $s/8: $sum0 / $sum1" >&2; exit 1; }
     printf '| %s/8 | %.3f s | %.3f s | %.3f× |\n' "$s" "$best0" "$best1" "$(echo "$best1 / $best0" | bc -l)"
 done
-echo "($(basename "$dir"): ${#files[@]} files, progressive and multi-scan ones skipped; best of $runs)"
+echo "($(basename "$dir"): ${#files[@]} files, baseline and progressive (other multi-scan files skipped); best of $runs)"

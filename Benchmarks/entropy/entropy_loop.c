@@ -1,8 +1,9 @@
 // Times libjpeg-turbo's Huffman decoding against Tessera's (Sources/TesseraShim/jpeg_entropy.c)
-// on the same files, at one DCT scale: read each file, jpeg_start_decompress at SCALE/8, swap
-// in Tessera's entropy decoder or not, read every row. Progressive and multi-scan files are
-// skipped (Tessera's decoder takes single-scan baseline files only). Prints the time and a
-// checksum of the pixels (the same for both decoders). Built and run by Benchmarks/entropy.sh.
+// on the same files, at one DCT scale: read each file, put Tessera's progressive decoder in
+// front of the first scan or not, jpeg_start_decompress at SCALE/8, swap in Tessera's baseline
+// decoder or not, read every row. Other multi-scan files are skipped. The inverse DCTs are
+// libjpeg's on both sides. Prints the time and a checksum of the pixels (the same for both
+// decoders). Built and run by Benchmarks/entropy.sh.
 //
 //   entropy_loop OWN(0|1) SCALE(1..16) REPEATS FILE...
 #include <stdio.h>
@@ -13,6 +14,7 @@
 
 void ts_jpeg_own_entropy(int enable);
 int ts_jpeg_entropy_install(j_decompress_ptr cinfo);
+int ts_jpeg_progressive_prepare(j_decompress_ptr cinfo);
 
 static double now(void) {
     struct timespec t;
@@ -46,7 +48,7 @@ int main(int argc, char **argv) {
             jpeg_create_decompress(&c);
             jpeg_mem_src(&c, b, (unsigned long)n);
             double t0 = now();
-            if (n == 0 || jpeg_read_header(&c, TRUE) != JPEG_HEADER_OK || c.progressive_mode || c.comps_in_scan != c.num_components) {
+            if (n == 0 || jpeg_read_header(&c, TRUE) != JPEG_HEADER_OK || (!c.progressive_mode && c.comps_in_scan != c.num_components)) {
                 jpeg_destroy_decompress(&c);
                 free(b);
                 continue;
@@ -54,6 +56,7 @@ int main(int argc, char **argv) {
             c.scale_num = (unsigned)scale;
             c.scale_denom = 8;
             c.out_color_space = c.num_components == 1 ? JCS_GRAYSCALE : JCS_EXT_RGB;
+            ts_jpeg_progressive_prepare(&c);
             jpeg_start_decompress(&c);
             ts_jpeg_entropy_install(&c);
             while (c.output_scanline < c.output_height) {
