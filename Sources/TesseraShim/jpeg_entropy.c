@@ -79,16 +79,7 @@ void ts_jpeg_own_entropy(int enable) { __atomic_store_n(&ts_use_own, enable ? 1 
 
 long ts_jpeg_own_entropy_scans(void) { return __atomic_load_n(&ts_installs, __ATOMIC_RELAXED); }
 
-static int ts_own_enabled(void) {
-    int use = __atomic_load_n(&ts_use_own, __ATOMIC_RELAXED);
-    if (use < 0) {
-        const char *v = getenv("TESSERA_JPEG_ENTROPY");
-        use = !(v && strcmp(v, "libjpeg") == 0);
-        int unset = -1;
-        __atomic_compare_exchange_n(&ts_use_own, &unset, use, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-    }
-    return use;
-}
+static int ts_own_enabled(void) { return ts_env_switch(&ts_use_own, "TESSERA_JPEG_ENTROPY", "libjpeg"); }
 
 static inline int32_t ts_extend(int32_t v, int s) { return v < (1 << (s - 1)) ? v - (1 << s) + 1 : v; }
 
@@ -217,6 +208,50 @@ static boolean ts_restart(j_decompress_ptr cinfo, ts_entropy *e) {
     return TRUE;
 }
 
+/// The end of an MCU: the source advanced, the bit buffer kept. Bits past a marker or the end
+/// of the data were needed when `bits` < 0: zeros were decoded, as libjpeg does.
+static void ts_end_mcu(j_decompress_ptr cinfo, ts_entropy *e, const JOCTET *p, size_t n, uint64_t buf, int bits) {
+    cinfo->src->next_input_byte = p;
+    cinfo->src->bytes_in_buffer = n;
+    if (bits < 0) {
+        buf = 0;
+        bits = 0;
+        e->pub.insufficient_data = TRUE;
+        WARNMS(cinfo, JWRN_HIT_MARKER);
+    }
+    e->buf = buf;
+    e->bits = bits;
+}
+
+/// A scan's start: no bits, predictions at 0, the restart count full.
+static void ts_reset(j_decompress_ptr cinfo, ts_entropy *e) {
+    for (int ci = 0; ci < MAX_COMPS_IN_SCAN; ci++) e->last_dc[ci] = 0;
+    e->buf = 0;
+    e->bits = 0;
+    e->pub.insufficient_data = FALSE;
+    e->restarts_to_go = cinfo->restart_interval;
+}
+
+/// The next DC difference with table `dc_` into `diff_` (a code in no table: 0 after 17 bits, warned).
+#define TS_DC_DIFF(dc_, diff_)                                                                    \
+    do {                                                                                          \
+        TS_REFILL();                                                                              \
+        int32_t f_ = (dc_)->fast[buf >> (64 - FAST_BITS)];                                        \
+        if (f_) {                                                                                 \
+            (diff_) = f_ >> 16;                                                                   \
+            TS_DROP(f_ & 0xFF);                                                                   \
+        } else {                                                                                  \
+            int len_, s_ = ts_symbol((dc_), buf, &len_);                                          \
+            if (len_ > 16) WARNMS(cinfo, JWRN_HUFF_BAD_CODE);                                     \
+            TS_DROP(len_);                                                                        \
+            (diff_) = 0;                                                                          \
+            if (s_) {                                                                             \
+                (diff_) = ts_extend((int32_t)(buf >> (64 - s_)), s_);                             \
+                TS_DROP(s_);                                                                      \
+            }                                                                                     \
+        }                                                                                         \
+    } while (0)
+
 static boolean ts_decode_mcu(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
     ts_entropy *e = (ts_entropy *)cinfo->entropy;
     if (cinfo->restart_interval && e->restarts_to_go == 0 && !ts_restart(cinfo, e)) return FALSE;
@@ -230,30 +265,16 @@ static boolean ts_decode_mcu(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
         JBLOCK scratch;
         for (int b = 0; b < cinfo->blocks_in_MCU; b++) {
             JCOEF *blk = MCU_data ? MCU_data[b][0] : scratch;
-            const ts_htable *dc = e->dc[b], *ac = e->ac[b];
-            TS_REFILL();
-            int32_t f = dc->fast[buf >> (64 - FAST_BITS)];
+            const ts_htable *ac = e->ac[b];
             int32_t diff;
-            if (f) {
-                diff = f >> 16;
-                TS_DROP(f & 0xFF);
-            } else {
-                int len, s = ts_symbol(dc, buf, &len);
-                if (len > 16) WARNMS(cinfo, JWRN_HUFF_BAD_CODE);
-                TS_DROP(len);
-                diff = 0;
-                if (s) {
-                    diff = ts_extend((int32_t)(buf >> (64 - s)), s);
-                    TS_DROP(s);
-                }
-            }
+            TS_DC_DIFF(e->dc[b], diff);
             int ci = e->comp[b];
             unsigned dcv = (unsigned)diff + (unsigned)e->last_dc[ci];
             e->last_dc[ci] = (int)dcv;
             blk[0] = (JCOEF)dcv;
             for (int k = 1; k < 64;) {
                 TS_REFILL();
-                f = ac->fast[buf >> (64 - FAST_BITS)];
+                int32_t f = ac->fast[buf >> (64 - FAST_BITS)];
                 if (f) {
                     // Run, value and end of block at once; a ZRL or an end of block stores a
                     // zero where nothing was stored yet.
@@ -278,17 +299,7 @@ static boolean ts_decode_mcu(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
                 }
             }
         }
-        src->next_input_byte = p;
-        src->bytes_in_buffer = n;
-        if (bits < 0) {
-            // Bits past a marker or the end of the data were needed: zeros were decoded.
-            buf = 0;
-            bits = 0;
-            e->pub.insufficient_data = TRUE;
-            WARNMS(cinfo, JWRN_HIT_MARKER);
-        }
-        e->buf = buf;
-        e->bits = bits;
+        ts_end_mcu(cinfo, e, p, n, buf, bits);
     }
     if (cinfo->restart_interval) e->restarts_to_go--;
     return TRUE;
@@ -315,11 +326,7 @@ static void ts_start_pass(j_decompress_ptr cinfo) {
         e->ac[b] = e->tables[slots[1]];
         e->comp[b] = cinfo->MCU_membership[b];
     }
-    for (int ci = 0; ci < MAX_COMPS_IN_SCAN; ci++) e->last_dc[ci] = 0;
-    e->buf = 0;
-    e->bits = 0;
-    e->pub.insufficient_data = FALSE;
-    e->restarts_to_go = cinfo->restart_interval;
+    ts_reset(cinfo, e);
 }
 
 int ts_jpeg_entropy_install(j_decompress_ptr cinfo) {
@@ -362,17 +369,13 @@ int ts_jpeg_entropy_install(j_decompress_ptr cinfo) {
 // refinement symbol of size other than 1 warns and reads one sign bit, a DC value that
 // overflows is JERR_BAD_DCT_COEF, a missing marker pads with zeros.
 
+/// The baseline decoder's state (its AC table in ac[0]; tables rebuilt for each scan, since
+/// a DHT may come between scans) and what progressive scans add.
 typedef struct {
-    struct jpeg_entropy_decoder pub;  // first: libjpeg reads pub.insufficient_data
+    ts_entropy b;  // first: libjpeg reads b.pub
     struct jpeg_entropy_decoder *library;
-    uint64_t buf;
-    int bits;
-    unsigned restarts_to_go, eobrun;
-    int last_dc[MAX_COMPS_IN_SCAN];
+    unsigned eobrun;
     int Ss, Se, Al;
-    const ts_htable *dc[D_MAX_BLOCKS_IN_MCU], *ac;
-    int comp[D_MAX_BLOCKS_IN_MCU];
-    ts_htable *tables[8];  ///< DC 0-3, AC 4-7: storage, rebuilt for each scan (a DHT may come between scans)
 } ts_pentropy;
 
 static void (*ts_library_start_input_pass)(j_decompress_ptr);
@@ -380,35 +383,16 @@ static long ts_progressive_installs;
 
 long ts_jpeg_own_progressive_images(void) { return __atomic_load_n(&ts_progressive_installs, __ATOMIC_RELAXED); }
 
-/// Bits past a marker were needed during this MCU: zeros were decoded, as libjpeg does.
-static void ts_p_end_mcu(j_decompress_ptr cinfo, ts_pentropy *e, const JOCTET *p, size_t n, uint64_t buf, int bits) {
-    cinfo->src->next_input_byte = p;
-    cinfo->src->bytes_in_buffer = n;
-    if (bits < 0) {
-        buf = 0;
-        bits = 0;
-        e->pub.insufficient_data = TRUE;
-        WARNMS(cinfo, JWRN_HIT_MARKER);
-    }
-    e->buf = buf;
-    e->bits = bits;
-}
-
-static boolean ts_p_restart(j_decompress_ptr cinfo, ts_pentropy *e) {
-    if (e->bits > 0) cinfo->marker->discarded_bytes += (unsigned)e->bits / 8;
-    e->buf = 0;
-    e->bits = 0;
-    if (!(*cinfo->marker->read_restart_marker)(cinfo)) return FALSE;
-    for (int ci = 0; ci < cinfo->comps_in_scan; ci++) e->last_dc[ci] = 0;
-    e->eobrun = 0;
-    e->restarts_to_go = cinfo->restart_interval;
-    if (cinfo->unread_marker == 0) e->pub.insufficient_data = FALSE;
+static boolean ts_p_restart(j_decompress_ptr cinfo, ts_pentropy *pe) {
+    if (!ts_restart(cinfo, &pe->b)) return FALSE;
+    pe->eobrun = 0;
     return TRUE;
 }
 
 #define TS_P_BEGIN()                                                                              \
-    ts_pentropy *e = (ts_pentropy *)cinfo->entropy;                                               \
-    if (cinfo->restart_interval && e->restarts_to_go == 0 && !ts_p_restart(cinfo, e)) return FALSE; \
+    ts_pentropy *pe = (ts_pentropy *)cinfo->entropy;                                              \
+    ts_entropy *e = &pe->b;                                                                       \
+    if (cinfo->restart_interval && e->restarts_to_go == 0 && !ts_p_restart(cinfo, pe)) return FALSE; \
     if (!e->pub.insufficient_data) {                                                              \
         const JOCTET *p = cinfo->src->next_input_byte;                                            \
         size_t n = cinfo->src->bytes_in_buffer;                                                   \
@@ -417,7 +401,7 @@ static boolean ts_p_restart(j_decompress_ptr cinfo, ts_pentropy *e) {
         int stopped = cinfo->unread_marker != 0;
 
 #define TS_P_END()                                                                                \
-        ts_p_end_mcu(cinfo, e, p, n, buf, bits);                                                  \
+        ts_end_mcu(cinfo, e, p, n, buf, bits);                                                    \
     }                                                                                             \
     if (cinfo->restart_interval) e->restarts_to_go--;                                             \
     return TRUE;
@@ -430,35 +414,20 @@ static boolean ts_p_dc_first(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
     JBLOCK scratch;
     for (int b = 0; b < cinfo->blocks_in_MCU; b++) {
         JCOEF *blk = MCU_data ? MCU_data[b][0] : scratch;
-        const ts_htable *dc = e->dc[b];
-        TS_REFILL();
-        int32_t f = dc->fast[buf >> (64 - FAST_BITS)];
         int32_t diff;
-        if (f) {
-            diff = f >> 16;
-            TS_DROP(f & 0xFF);
-        } else {
-            int len, sz = ts_symbol(dc, buf, &len);
-            if (len > 16) WARNMS(cinfo, JWRN_HUFF_BAD_CODE);
-            TS_DROP(len);
-            diff = 0;
-            if (sz) {
-                diff = ts_extend(TS_BITS(sz), sz);
-                TS_DROP(sz);
-            }
-        }
+        TS_DC_DIFF(e->dc[b], diff);
         int ci = e->comp[b], last = e->last_dc[ci];
         if ((last >= 0 && diff > INT32_MAX - last) || (last < 0 && diff < INT32_MIN - last))
             ERREXIT(cinfo, JERR_BAD_DCT_COEF);
         e->last_dc[ci] = last + diff;
-        blk[0] = (JCOEF)((uint32_t)(last + diff) << e->Al);
+        blk[0] = (JCOEF)((uint32_t)(last + diff) << pe->Al);
     }
     TS_P_END()
 }
 
 static boolean ts_p_dc_refine(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
     TS_P_BEGIN()
-    JCOEF p1 = (JCOEF)(1 << e->Al);
+    JCOEF p1 = (JCOEF)(1 << pe->Al);
     for (int b = 0; b < cinfo->blocks_in_MCU; b++) {
         TS_REFILL();
         if (buf >> 63 && MCU_data) MCU_data[b][0][0] |= p1;
@@ -469,14 +438,14 @@ static boolean ts_p_dc_refine(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
 
 static boolean ts_p_ac_first(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
     TS_P_BEGIN()
-    if (e->eobrun > 0) {
-        e->eobrun--;
+    if (pe->eobrun > 0) {
+        pe->eobrun--;
     } else {
         JBLOCK scratch;
         JCOEF *blk = MCU_data ? MCU_data[0][0] : scratch;
-        const ts_htable *ac = e->ac;
-        int Se = e->Se, Al = e->Al;
-        for (int k = e->Ss; k <= Se;) {
+        const ts_htable *ac = e->ac[0];
+        int Se = pe->Se, Al = pe->Al;
+        for (int k = pe->Ss; k <= Se;) {
             TS_REFILL();
             int32_t f = ac->fast[buf >> (64 - FAST_BITS)];
             if (f) {
@@ -503,7 +472,7 @@ static boolean ts_p_ac_first(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
                         run += (unsigned)TS_BITS(r);
                         TS_DROP(r);
                     }
-                    e->eobrun = run - 1;
+                    pe->eobrun = run - 1;
                     break;
                 }
             }
@@ -555,10 +524,10 @@ static boolean ts_p_ac_refine(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
     JCOEF *blk = scratch;
     if (MCU_data) blk = MCU_data[0][0];
     else memset(scratch, 0, sizeof scratch);
-    const ts_htable *ac = e->ac;
-    int Se = e->Se, p1 = 1 << e->Al, m1 = (int)(~0u << e->Al);
-    int k = e->Ss;
-    unsigned eobrun = e->eobrun;
+    const ts_htable *ac = e->ac[0];
+    int Se = pe->Se, p1 = 1 << pe->Al, m1 = (int)(~0u << pe->Al);
+    int k = pe->Ss;
+    unsigned eobrun = pe->eobrun;
     // The coefficients nonzero before this scan: only they take correction bits, and the new
     // ones this block gets are behind the position reached when they are set.
     uint64_t nonzero = ts_nonzero_zigzag(blk);
@@ -596,20 +565,21 @@ static boolean ts_p_ac_refine(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
         if (k <= Se) TS_CORRECT(nonzero & ts_bit_range(k, Se + 1));
         eobrun--;
     }
-    e->eobrun = eobrun;
+    pe->eobrun = eobrun;
     TS_P_END()
 }
 
 static void ts_p_start_pass(j_decompress_ptr cinfo) {
-    ts_pentropy *e = (ts_pentropy *)cinfo->entropy;
+    ts_pentropy *pe = (ts_pentropy *)cinfo->entropy;
+    ts_entropy *e = &pe->b;
     // libjpeg's start_pass: scan validation, progression status, warnings, its table checks.
-    cinfo->entropy = e->library;
-    (*e->library->start_pass)(cinfo);
+    cinfo->entropy = pe->library;
+    (*pe->library->start_pass)(cinfo);
     cinfo->entropy = &e->pub;
     int dc_band = cinfo->Ss == 0, first = cinfo->Ah == 0;
-    e->Ss = cinfo->Ss;
-    e->Se = cinfo->Se;
-    e->Al = cinfo->Al;
+    pe->Ss = cinfo->Ss;
+    pe->Se = cinfo->Se;
+    pe->Al = cinfo->Al;
     int built[8] = {0};
     for (int b = 0; b < cinfo->blocks_in_MCU; b++) {
         int ci = cinfo->MCU_membership[b];
@@ -630,15 +600,11 @@ static void ts_p_start_pass(j_decompress_ptr cinfo) {
             built[slot] = 1;
         }
         if (is_dc) e->dc[b] = e->tables[slot];
-        else e->ac = e->tables[slot];
+        else e->ac[0] = e->tables[slot];
     }
     e->pub.decode_mcu = dc_band ? (first ? ts_p_dc_first : ts_p_dc_refine) : (first ? ts_p_ac_first : ts_p_ac_refine);
-    for (int ci = 0; ci < MAX_COMPS_IN_SCAN; ci++) e->last_dc[ci] = 0;
-    e->buf = 0;
-    e->bits = 0;
-    e->eobrun = 0;
-    e->pub.insufficient_data = FALSE;
-    e->restarts_to_go = cinfo->restart_interval;
+    ts_reset(cinfo, e);
+    pe->eobrun = 0;
 }
 
 /// In place of libjpeg's first start_input_pass (jpeg_start_decompress, after it has made its
@@ -649,12 +615,12 @@ static void ts_first_input_pass(j_decompress_ptr cinfo) {
     cinfo->inputctl->start_input_pass = library;
     if (cinfo->progressive_mode && !cinfo->arith_code && cinfo->data_precision == 8 && cinfo->entropy &&
         cinfo->coef_bits && cinfo->input_scan_number == 1) {
-        ts_pentropy *e = (ts_pentropy *)(*cinfo->mem->alloc_small)((j_common_ptr)cinfo, JPOOL_IMAGE, sizeof *e);
-        memset(e, 0, sizeof *e);
-        e->pub.start_pass = ts_p_start_pass;
-        e->pub.decode_mcu = ts_p_dc_first;
-        e->library = cinfo->entropy;
-        cinfo->entropy = &e->pub;
+        ts_pentropy *pe = (ts_pentropy *)(*cinfo->mem->alloc_small)((j_common_ptr)cinfo, JPOOL_IMAGE, sizeof *pe);
+        memset(pe, 0, sizeof *pe);
+        pe->b.pub.start_pass = ts_p_start_pass;
+        pe->b.pub.decode_mcu = ts_p_dc_first;
+        pe->library = cinfo->entropy;
+        cinfo->entropy = &pe->b.pub;
         ts_zigzag_prepare();
         __atomic_fetch_add(&ts_progressive_installs, 1, __ATOMIC_RELAXED);
     }

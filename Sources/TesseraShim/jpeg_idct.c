@@ -32,6 +32,7 @@
 #include <jpeglib.h>
 
 #include "tessera_shim.h"
+#include "jpeg_internal.h"
 
 enum { TS_IDCT_SAFE = 1 << 16 };
 
@@ -56,15 +57,7 @@ TS_LIBJPEG_IDCT(jpeg_idct_14x14)
 
 // TESSERA_JPEG_IDCT=libjpeg: libjpeg's everywhere; =exact: only the bit-exact 3×3.
 static int ts_float_use = -1;
-static int ts_float_enabled(void) {
-    int use = __atomic_load_n(&ts_float_use, __ATOMIC_RELAXED);
-    if (use < 0) {
-        const char *v = getenv("TESSERA_JPEG_IDCT");
-        use = !(v && strcmp(v, "exact") == 0);
-        __atomic_store_n(&ts_float_use, use, __ATOMIC_RELAXED);
-    }
-    return use;
-}
+static int ts_float_enabled(void) { return ts_env_switch(&ts_float_use, "TESSERA_JPEG_IDCT", "exact"); }
 
 void ts_jpeg_float_idct(int enable) { __atomic_store_n(&ts_float_use, enable ? 1 : 0, __ATOMIC_RELAXED); }
 
@@ -230,16 +223,6 @@ TS_FLOAT_IDCT(10)
 TS_FLOAT_IDCT(12)
 TS_FLOAT_IDCT(14)
 
-static int ts_float_simd(void) {
-    static int level = -1;
-    int l = __atomic_load_n(&level, __ATOMIC_RELAXED);
-    if (l < 0) {
-        __builtin_cpu_init();
-        l = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-        __atomic_store_n(&level, l, __ATOMIC_RELAXED);
-    }
-    return l;
-}
 
 static int ts_idct_simd(void) {
     static int level = -1;
@@ -253,16 +236,7 @@ static int ts_idct_simd(void) {
 }
 #endif
 
-static int ts_idct_enabled(void) {
-    int use = __atomic_load_n(&ts_idct_use, __ATOMIC_RELAXED);
-    if (use < 0) {
-        const char *v = getenv("TESSERA_JPEG_IDCT");
-        use = !(v && strcmp(v, "libjpeg") == 0);
-        int unset = -1;
-        __atomic_compare_exchange_n(&ts_idct_use, &unset, use, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-    }
-    return use;
-}
+static int ts_idct_enabled(void) { return ts_env_switch(&ts_idct_use, "TESSERA_JPEG_IDCT", "libjpeg"); }
 
 int ts_jpeg_idct_install(j_decompress_ptr cinfo) {
     int installed = 0;
@@ -272,7 +246,7 @@ int ts_jpeg_idct_install(j_decompress_ptr cinfo) {
     for (int ci = 0; ci < cinfo->num_components && ci < MAX_COMPONENTS; ci++, comp++) {
         inverse_DCT_method_ptr library = cinfo->idct->inverse_DCT[ci], own = NULL;
         if (library == jpeg_idct_3x3) own = ts_idct_3x3;
-        else if (ts_float_simd() && ts_float_enabled()) {
+        else if (ts_kernels_avx2() && ts_float_enabled()) {
             if (library == jpeg_idct_5x5) own = ts_idct_5x5;
             else if (library == jpeg_idct_6x6) own = ts_idct_6x6;
             else if (library == jpeg_idct_7x7) own = ts_idct_7x7;

@@ -3,9 +3,25 @@
 #define TS_JPEG_INTERNAL_H
 
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+
+/// A switch of the decoder's own parts: `*slot` once read (tests set it directly; -1 until
+/// then), else 1 unless the environment variable `name` is `off`.
+static inline int ts_env_switch(int *slot, const char *name, const char *off) {
+    int use = __atomic_load_n(slot, __ATOMIC_RELAXED);
+    if (use < 0) {
+        const char *v = getenv(name);
+        use = !(v && strcmp(v, off) == 0);
+        int unset = -1;
+        __atomic_compare_exchange_n(slot, &unset, use, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+        use = __atomic_load_n(slot, __ATOMIC_RELAXED);
+    }
+    return use;
+}
 
 /// For each byte j of a block's natural-order nonzero mask, the zigzag-order bits its eight
 /// bits stand for (jpeg_entropy.c); filled by ts_zigzag_prepare, once per process.
