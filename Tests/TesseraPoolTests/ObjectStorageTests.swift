@@ -57,6 +57,23 @@ final class ObjectStorageTests: XCTestCase {
         proxy.requests.filter { $0.method == "GET" && $0.path.hasPrefix(prefix) && $0.path != prefix && $0.status == 200 }.count
     }
 
+    /// The coordinator's dispatch counter, once its published value reached `atLeast`
+    /// (counters are published twice a second).
+    func dispatchCount(_ port: Int, atLeast: Int) throws -> Int {
+        let name = "tessera_task_dispatches_total"
+        let deadline = Date().addingTimeInterval(10)
+        while true {
+            let text = try httpRequest(port, "/metrics").body
+            let value = text.split(separator: "\n").first { $0.hasPrefix(name + " ") }
+                .flatMap { Double($0.dropFirst(name.count + 1)) }.map { Int($0) }
+            if let value, value >= atLeast { return value }
+            guard Date() < deadline else {
+                throw NSError(domain: "metrics", code: 1, userInfo: [NSLocalizedDescriptionKey: "no \(name) ≥ \(atLeast) in: \(text.prefix(400))"])
+            }
+            Thread.sleep(forTimeInterval: 0.2)
+        }
+    }
+
     // MARK: -
 
     /// s3:// to s3:// with 3 workers and no shared filesystem; a rerun skips unchanged
@@ -67,6 +84,8 @@ final class ObjectStorageTests: XCTestCase {
         let cluster = try Cluster()
         cluster.environment = s3.environment(via: proxy.endpoint)
         let urls = try upload(cluster, s3, bucket: "photos", prefix: "2024/", count: 12)
+        let metrics = freePort()
+        cluster.coordinatorArguments = ["--metrics-port", String(metrics), "--metrics-address", "127.0.0.1"]
         try cluster.startCoordinator()
         for _ in 0..<3 { try cluster.startWorker(["--concurrency", "1"]) }
         let spec = try job([.path("s3://photos/2024/", patterns: [], recursive: true)], output: "s3://thumbs/t")
@@ -88,8 +107,17 @@ final class ObjectStorageTests: XCTestCase {
             XCTAssertNotNil(t.etag)
         }
         XCTAssertEqual(Set(records.map { $0.worker?.split(separator: "@").first ?? "" }).count, 3, "all three workers took part")
+        // Every object downloaded once, except a task taken back from a worker that had
+        // prefetched it (the tail's rebalancing) and given to an idle one: at most one
+        // download per dispatch.
         let getsAfterFirst = gets(proxy, under: "/photos/")
-        XCTAssertEqual(getsAfterFirst, 12)
+        let dispatches = try dispatchCount(metrics, atLeast: 12)
+        XCTAssertEqual(Set(proxy.requests.filter { $0.method == "GET" && $0.status == 200 }.map(\.path))
+                        .filter { $0.hasPrefix("/photos/") && $0 != "/photos/" }.count, 12, "every object downloaded")
+        XCTAssertGreaterThanOrEqual(getsAfterFirst, 12)
+        XCTAssertLessThanOrEqual(getsAfterFirst, dispatches, "no download without a dispatch")
+        if dispatches == 12 { XCTAssertEqual(getsAfterFirst, 12) }
+        print("bucket to bucket: 12 objects, \(dispatches) dispatches, \(getsAfterFirst) downloads")
 
         // Rerun: unchanged objects and recipe, outputs still there (HEAD) — nothing downloaded.
         let second = try cluster.client.submit(spec)
