@@ -11,12 +11,13 @@ REPEATS interleaved repetitions:
   + encode) and its decode-only variant; vipsthumbnail and the bare loop as two
   processes on halves of the files.
 It reports median images/s and megapixels/s with min/max, each tool's ratio to
-tessera render, peak RSS per process, and output quality (SSIM, PSNR) against the
-gold reference of quality.py (full decode + float Lanczos-3 in linear light).
+tessera render, peak RSS per process, and output quality (SSIM, SSIMULACRA2, PSNR) against
+the gold reference of quality.py (full decode + float Lanczos-3 in linear light).
 Writes Benchmarks/results/<date>-<host>.{md,json,png}.
 
 usage: Benchmarks/bench.py [--photos DIR] [--targets 64,256,1280x720] [--repeats 3]
-                           [--install-peers | --fresh] [--tools a,b,...] [--no-quality] [--modern]
+                           [--install-peers | --fresh] [--tools a,b,...] [--no-quality]
+                           [--no-ssimulacra2] [--modern]
 --fresh (a new machine): installs the peers (Debian: libvips-tools, imagemagick, graphicsmagick,
 libheif-examples for --modern's HEIC set, libjxl-tools) and the Python packages (pyvips,
 pyvips-binary, ssimulacra2, pyjpegli, pillow, scipy, numpy, matplotlib), then runs.
@@ -194,6 +195,8 @@ def main():
     ap.add_argument("--fresh", action="store_true", help="a new machine: install the peers and Python packages first")
     ap.add_argument("--tools", help="comma-separated substrings of tool names to run")
     ap.add_argument("--no-quality", action="store_true")
+    ap.add_argument("--no-ssimulacra2", action="store_true",
+                    help="SSIM and PSNR only (SSIMULACRA2 takes about 1.5 s per 2560x1440 output)")
     ap.add_argument("--subset", choices=["all", "exif-thumbnail"], default="all",
                     help="exif-thumbnail: only photos that embed an EXIF thumbnail (for fast mode)")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
@@ -273,18 +276,21 @@ def main():
                 base = r["images_per_s"]
             if t.outputs and not args.no_quality:
                 out = outdirs[t.name]
-                ssims, psnrs, cache = [], [], {}
+                ssims, psnrs, s2s, cache = [], [], [], {}
+                gold_dir = os.environ.get("TESSERA_GOLD_CACHE", "/tmp/tessera-gold")
                 for f in files:
                     stem = os.path.splitext(os.path.basename(f))[0]
                     match = [o for o in os.listdir(out) if os.path.splitext(o)[0] == stem]
                     if not match:
                         continue
-                    s, p, _ = quality.compare(os.path.join(out, match[0]), cache, f,
-                                              os.environ.get("TESSERA_GOLD_CACHE", "/tmp/tessera-gold"), orient=t.orients)
+                    s, p, _ = quality.compare(os.path.join(out, match[0]), cache, f, gold_dir, orient=t.orients)
                     ssims.append(s)
                     psnrs.append(p)
+                    if not args.no_ssimulacra2:
+                        s2s.append(quality.ssimulacra2_score(os.path.join(out, match[0]), f, gold_dir, orient=t.orients))
                 r["ssim"] = statistics.mean(ssims) if ssims else None
                 r["psnr"] = statistics.mean(psnrs) if psnrs else None
+                r["ssimulacra2"] = statistics.mean(s2s) if s2s else None
                 r["outputs"] = len(ssims)
             entry["tools"].append(r)
         for r in entry["tools"]:
@@ -315,19 +321,20 @@ def markdown(res):
              f"single-threaded unless the tool says 2.", "",
              f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, Linux {m['kernel']}, host {m['host']}. "
              + "; ".join(f"{k} {v}" for k, v in m["versions"].items()), "",
-             "SSIM/PSNR: mean over the photos against full decode + float Lanczos-3 in linear light at each output's "
-             "size (Benchmarks/quality.py; Wang et al. SSIM, σ 1.5, RGB). The bare loop ignores EXIF orientation, so "
+             "SSIM, SSIMULACRA2 and PSNR: mean over the photos against full decode + float Lanczos-3 in linear light at "
+             "each output's size (Benchmarks/quality.py; Wang et al. SSIM, σ 1.5, RGB; SSIMULACRA2 from PyPI `ssimulacra2`). The bare loop ignores EXIF orientation, so "
              "it is compared with an unrotated reference.", ""]
     for t in res["targets"]:
         w, h = t["box"]
         lines += [f"## Box {w}×{h}", "",
-                  "| tool | images/s | MP/s | vs tessera render | peak RSS | SSIM | PSNR |",
-                  "| --- | --- | --- | --- | --- | --- | --- |"]
+                  "| tool | images/s | MP/s | vs tessera render | peak RSS | SSIM | SSIMULACRA2 | PSNR |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in t["tools"]:
             q = f"{r['ssim']:.4f}" if r.get("ssim") else "–"
             p = f"{r['psnr']:.2f} dB" if r.get("psnr") else "–"
+            s2 = f"{r['ssimulacra2']:.2f}" if r.get("ssimulacra2") is not None else "–"
             lines.append(f"| {r['tool']} | {r['images_per_s']:.1f} [{r['images_per_s_min']:.1f}–{r['images_per_s_max']:.1f}] "
-                         f"| {r['megapixels_per_s']:.0f} | {r['ratio_to_tessera']:.2f}× | {r['peak_rss_mb']:.0f} MB | {q} | {p} |")
+                         f"| {r['megapixels_per_s']:.0f} | {r['ratio_to_tessera']:.2f}× | {r['peak_rss_mb']:.0f} MB | {q} | {s2} | {p} |")
         by = {r["tool"]: r["images_per_s"] for r in t["tools"]}
         def find(*parts):
             return next((v for k, v in by.items() if all(p in k for p in parts)), None)

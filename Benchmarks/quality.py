@@ -105,6 +105,16 @@ def compare(out_path, ref_cache, src_path, cache_dir, orient=True):
     return ssim, psnr, size
 
 
+def ssimulacra2_score(out_path, src_path, cache_dir, orient=True):
+    """SSIMULACRA2 (PyPI `ssimulacra2`) of one output against its gold reference, the PNG
+    `compare` cached for the output's size (call `compare` first)."""
+    import ssimulacra2
+    size = Image.open(out_path).size
+    stem = os.path.splitext(os.path.basename(src_path))[0]
+    gold_png = os.path.join(cache_dir, f"{stem}_{size[0]}x{size[1]}{'' if orient else '_raw'}.png")
+    return float(ssimulacra2.compute_ssimulacra2(gold_png, out_path))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("sources")
