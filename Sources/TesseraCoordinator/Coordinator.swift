@@ -832,7 +832,10 @@ public final class Coordinator: @unchecked Sendable {
         for w in workers.values where room(w) > 0 {
             var batch: [TaskAssignment] = []
             var needsInline: [(ActiveJob, TaskRef)] = []
-            while batch.count + needsInline.count < min(room(w), config.maxBatch), workers[w.identity] === w,
+            // Taken once: each dispatch lowers the worker's free credit, so a bound read again
+            // on every turn of the loop would stop at about half of it.
+            let limit = min(room(w), config.maxBatch)
+            while batch.count + needsInline.count < limit, workers[w.identity] === w,
                   let (job, id) = scheduler.nextReady(now: now) ?? { more = false; return nil }() {
                 if !w.announced.contains(job.id) {
                     if !batch.isEmpty { send(w.identity, TaskAssignment.envelope(batch)); batch = [] }

@@ -44,9 +44,9 @@ final class TrustTests: XCTestCase {
             return out
         }
 
-        func hello(_ id: String, credit: Int = 1, holding: [TaskRef] = []) throws {
+        func hello(_ id: String, credit: Int = 1, inline: Bool = true, holding: [TaskRef] = []) throws {
             try send(Envelope(MessageType.hello, json: WorkerHello(worker: id, host: "attacker", pid: 1, concurrency: 1,
-                                                                    credit: credit, inline: true, holding: holding)))
+                                                                    credit: credit, inline: inline, holding: holding)))
         }
     }
 
@@ -253,6 +253,22 @@ final class TrustTests: XCTestCase {
         try c.assertExactlyOnce(records, inputs: inputs)
         let log = try String(contentsOfFile: c.dir + "/coordinator.log", encoding: .utf8)
         XCTAssertFalse(log.contains("lost"), "the worker was never lost:\n" + log)
+    }
+
+    /// A worker's whole free credit goes out in one assignment message (the bound was once
+    /// read again after every dispatch, which lowers it: 4 of 8, then 2, then 1…).
+    func testAWorkersCreditIsFilledInOneBatch() throws {
+        let cc = try curveCluster()
+        let c = cc.c
+        _ = try StopTests.makeInputs(c, count: 20)
+        let alice = try cc.client("alice")
+        let job = try alice.submit(try c.job(presets: ["thumbnail"])).job
+        let peer = try RawPeer(endpoint: cc.endpoint, keys: try cc.pair("good"), serverKey: cc.serverKey)
+        try peer.hello("good", credit: 8, inline: false)
+        let got = try peer.receive(for: 2)
+        let batches = try got.filter { $0.type == MessageType.tasks }.map { try TaskAssignment.decode($0) }
+        XCTAssertEqual(batches.map(\.count), [8], "one message with the whole credit: \(got.map(\.type))")
+        XCTAssertEqual(Set(batches.joined().map(\.job)), [job])
     }
 
     /// The first task id of a job, from the journal.
