@@ -277,7 +277,7 @@ def main():
             if t.outputs and not args.no_quality:
                 out = outdirs[t.name]
                 ssims, psnrs, s2s, cache = [], [], [], {}
-                gold_dir = os.environ.get("TESSERA_GOLD_CACHE", "/tmp/tessera-gold")
+                gold_dir = os.environ.get("TESSERA_GOLD_CACHE") or "/tmp/tessera-gold"  # SSIMULACRA2 reads its PNG
                 for f in files:
                     stem = os.path.splitext(os.path.basename(f))[0]
                     match = [o for o in os.listdir(out) if os.path.splitext(o)[0] == stem]

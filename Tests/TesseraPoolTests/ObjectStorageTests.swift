@@ -57,10 +57,12 @@ final class ObjectStorageTests: XCTestCase {
         proxy.requests.filter { $0.method == "GET" && $0.path.hasPrefix(prefix) && $0.path != prefix && $0.status == 200 }.count
     }
 
-    /// The coordinator's dispatch counter, once its published value reached `atLeast`
-    /// (counters are published twice a second).
+    /// The coordinator's dispatch counter, once its published value reached `atLeast`.
+    /// Counters are published twice a second: the first read waits for a publication after
+    /// the caller's last dispatch (its job has finished).
     func dispatchCount(_ port: Int, atLeast: Int) throws -> Int {
         let name = "tessera_task_dispatches_total"
+        Thread.sleep(forTimeInterval: 1.1)
         let deadline = Date().addingTimeInterval(10)
         while true {
             let text = try httpRequest(port, "/metrics").body
