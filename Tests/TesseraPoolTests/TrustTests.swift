@@ -190,10 +190,11 @@ final class TrustTests: XCTestCase {
         let cc = try curveCluster()
         let c = cc.c
         // Enough work that the worker cannot finish it before the revocation takes effect
-        // (up to a reload interval, 3 s), on a fast machine too.
-        let inputs = try StopTests.makeInputs(c, count: 160)
+        // (up to a reload interval, 3 s), on a fast machine too: 160 tasks on two executors
+        // once took a release build 3.5 s; 400 on one take more than twice the interval.
+        let inputs = try StopTests.makeInputs(c, count: 400)
         let alice = try cc.client("alice")
-        c.workers.append(try Cluster.spawn(["worker", "--connect", cc.endpoint, "--id", "evil", "--curve-secret",
+        c.workers.append(try Cluster.spawn(["worker", "--connect", cc.endpoint, "--id", "evil", "--concurrency", "1", "--curve-secret",
                                             cc.keys + "/evil.secret", "--server-key", cc.keys + "/coordinator.pub"],
                                            log: c.dir + "/evil.log"))
         let job = try alice.submit(try c.job(presets: ["thumbnail"])).job
