@@ -832,17 +832,26 @@ public final class Coordinator: @unchecked Sendable {
         for w in workers.values where room(w) > 0 {
             var batch: [TaskAssignment] = []
             var needsInline: [(ActiveJob, TaskRef)] = []
-            // Taken once: each dispatch lowers the worker's free credit, so a bound read again
-            // on every turn of the loop would stop at about half of it.
+            func flush() {
+                guard !batch.isEmpty else { return }
+                metrics.dispatched.increment(by: batch.count)
+                send(w.identity, TaskAssignment.envelope(batch))
+                batch = []
+            }
+            // Taken once and counted across messages: each dispatch lowers the worker's free
+            // credit (a bound read again would stop at about half of it), and a new job's
+            // announcement cuts the message short.
             let limit = min(room(w), config.maxBatch)
-            while batch.count + needsInline.count < limit, workers[w.identity] === w,
+            var given = 0
+            while given < limit, workers[w.identity] === w,
                   let (job, id) = scheduler.nextReady(now: now) ?? { more = false; return nil }() {
                 if !w.announced.contains(job.id) {
-                    if !batch.isEmpty { send(w.identity, TaskAssignment.envelope(batch)); batch = [] }
+                    flush()
                     send(w.identity, Envelope(MessageType.job, body: job.announcement))
                     w.announced.insert(job.id)
                 }
                 let ref = scheduler.dispatch(job, id, to: w, now: now)
+                given += 1
                 // A URL input is fetched by the worker itself, never through the coordinator.
                 if (w.inline || job.spec.options.inline) && !Location.isRemote(job.live[id]?.input.path ?? "") {
                     needsInline.append((job, ref))
@@ -854,10 +863,7 @@ public final class Coordinator: @unchecked Sendable {
                 // Read off the loop: sent when the bytes are in (inlineReadsDone).
                 readInline(job, ref: ref, for: w, now: now)
             }
-            if !batch.isEmpty {
-                metrics.dispatched.increment(by: batch.count)
-                send(w.identity, TaskAssignment.envelope(batch))
-            }
+            flush()
             // Found unreachable while sending the job's announcement: the task taken for it
             // went to a worker already given up; it goes back (uncharged: never received).
             if workers[w.identity] !== w { scheduler.lose(w, reason: "unreachable", charge: false) }

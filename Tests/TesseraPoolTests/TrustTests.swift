@@ -272,6 +272,22 @@ final class TrustTests: XCTestCase {
         XCTAssertEqual(Set(batches.joined().map(\.job)), [job])
     }
 
+    /// The credit bounds what a worker is given across jobs too: a message cut short by the
+    /// next job's announcement does not start the count again.
+    func testTheCreditBoundsTasksAcrossJobs() throws {
+        let cc = try curveCluster()
+        let c = cc.c
+        _ = try StopTests.makeInputs(c, count: 3)
+        let alice = try cc.client("alice")
+        let jobs = [try alice.submit(try c.job(presets: ["thumbnail"])).job, try alice.submit(try c.job(presets: ["thumbnail"])).job]
+        let peer = try RawPeer(endpoint: cc.endpoint, keys: try cc.pair("good"), serverKey: cc.serverKey)
+        try peer.hello("good", credit: 4, inline: false)
+        let got = try peer.receive(for: 2)
+        let tasks = try got.filter { $0.type == MessageType.tasks }.flatMap { try TaskAssignment.decode($0) }
+        XCTAssertEqual(tasks.count, 4, "no more than the credit: \(got.map(\.type))")
+        XCTAssertEqual(Set(tasks.map(\.job)), Set(jobs), "both jobs' tasks")
+    }
+
     /// The first task id of a job, from the journal.
     static func firstTask(_ journal: String, job: String) throws -> UInt64? {
         UInt64(try sqliteValue(journal, "select first_task from jobs where id=?", [job]))
