@@ -283,11 +283,12 @@ def main():
                     match = [o for o in os.listdir(out) if os.path.splitext(o)[0] == stem]
                     if not match:
                         continue
-                    s, p, _ = quality.compare(os.path.join(out, match[0]), cache, f, gold_dir, orient=t.orients)
+                    path = os.path.join(out, match[0])
+                    s, p, size = quality.compare(path, cache, f, gold_dir, orient=t.orients)
                     ssims.append(s)
                     psnrs.append(p)
                     if not args.no_ssimulacra2:
-                        s2s.append(quality.ssimulacra2_score(os.path.join(out, match[0]), f, gold_dir, orient=t.orients))
+                        s2s.append(quality.ssimulacra2_score(path, f, gold_dir, size, orient=t.orients))
                 r["ssim"] = statistics.mean(ssims) if ssims else None
                 r["psnr"] = statistics.mean(psnrs) if psnrs else None
                 r["ssimulacra2"] = statistics.mean(s2s) if s2s else None

@@ -75,6 +75,12 @@ def ssim_channel(x, y):
     return float(m.mean())
 
 
+def gold_png(cache_dir, src_path, size, orient=True):
+    """Where the gold reference of `src_path` at `size` is cached."""
+    stem = os.path.splitext(os.path.basename(src_path))[0]
+    return os.path.join(cache_dir, f"{stem}_{size[0]}x{size[1]}{'' if orient else '_raw'}.png")
+
+
 def compare(out_path, ref_cache, src_path, cache_dir, orient=True):
     """SSIM and PSNR of one output against the gold reference at the output's size.
     orient=False compares with an unrotated gold (for tools that ignore EXIF orientation)."""
@@ -84,8 +90,7 @@ def compare(out_path, ref_cache, src_path, cache_dir, orient=True):
     if key not in ref_cache:
         cached = None
         if cache_dir:
-            stem = os.path.splitext(os.path.basename(src_path))[0]
-            cached = os.path.join(cache_dir, f"{stem}_{size[0]}x{size[1]}{'' if orient else '_raw'}.png")
+            cached = gold_png(cache_dir, src_path, size, orient)
             if os.path.exists(cached):
                 ref_cache[key] = np.asarray(Image.open(cached).convert("RGB"), dtype=np.float64)
         if key not in ref_cache:
@@ -105,14 +110,11 @@ def compare(out_path, ref_cache, src_path, cache_dir, orient=True):
     return ssim, psnr, size
 
 
-def ssimulacra2_score(out_path, src_path, cache_dir, orient=True):
-    """SSIMULACRA2 (PyPI `ssimulacra2`) of one output against its gold reference, the PNG
-    `compare` cached for the output's size (call `compare` first)."""
+def ssimulacra2_score(out_path, src_path, cache_dir, size, orient=True):
+    """SSIMULACRA2 (PyPI `ssimulacra2`) of one output of `size` against its gold reference,
+    the PNG `compare` cached (call `compare` first)."""
     import ssimulacra2
-    size = Image.open(out_path).size
-    stem = os.path.splitext(os.path.basename(src_path))[0]
-    gold_png = os.path.join(cache_dir, f"{stem}_{size[0]}x{size[1]}{'' if orient else '_raw'}.png")
-    return float(ssimulacra2.compute_ssimulacra2(gold_png, out_path))
+    return float(ssimulacra2.compute_ssimulacra2(gold_png(cache_dir, src_path, size, orient), out_path))
 
 
 def main():

@@ -1,4 +1,6 @@
-// The reduced-size inverse DCT of a JPEG decoded at 3/8, in SIMD, in place of libjpeg-turbo's.
+// The reduced-size inverse DCTs libjpeg-turbo 2.1 has only in C, in SIMD in place of its own:
+// the 3×3 of a JPEG decoded at 3/8, bit-exact (this header), and the 5×5-7×7 and the 4:2:0
+// chroma's 10×10-14×14 in float (TS_FLOAT_IDCT below: within a level of libjpeg's).
 //
 // Why: at 3/8 (a 12 MP photo to 1280×720) libjpeg-turbo 2.1 turns each 8×8 block into 3×3
 // pixels with `jpeg_idct_3x3`, plain C with a table lookup per pixel and no SIMD version:
@@ -57,11 +59,11 @@ TS_LIBJPEG_IDCT(jpeg_idct_14x14)
 
 // TESSERA_JPEG_IDCT=libjpeg: libjpeg's everywhere; =exact: only the bit-exact 3×3.
 static int ts_float_use = -1;
-static int ts_float_enabled(void) { return ts_env_switch(&ts_float_use, "TESSERA_JPEG_IDCT", "exact"); }
 
 void ts_jpeg_float_idct(int enable) { __atomic_store_n(&ts_float_use, enable ? 1 : 0, __ATOMIC_RELAXED); }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+static int ts_float_enabled(void) { return ts_env_switch(&ts_float_use, "TESSERA_JPEG_IDCT", "exact"); }
 #include <immintrin.h>
 
 #define TS_FIX_0_707106781 5793   // round(0.707106781 * 2^13)
@@ -234,9 +236,9 @@ static int ts_idct_simd(void) {
     }
     return l;
 }
-#endif
 
 static int ts_idct_enabled(void) { return ts_env_switch(&ts_idct_use, "TESSERA_JPEG_IDCT", "libjpeg"); }
+#endif
 
 int ts_jpeg_idct_install(j_decompress_ptr cinfo) {
     int installed = 0;

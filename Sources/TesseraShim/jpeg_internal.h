@@ -3,8 +3,10 @@
 #define TS_JPEG_INTERNAL_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <jpeglib.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -22,6 +24,13 @@ static inline int ts_env_switch(int *slot, const char *name, const char *off) {
     }
     return use;
 }
+
+/// Installed around jpeg_start_decompress by jpeg_shim.c: a progressive file's scans before it
+/// (jpeg_entropy.c), a single-scan file's Huffman decoding and the SIMD inverse DCTs after it
+/// (jpeg_entropy.c, jpeg_idct.c).
+int ts_jpeg_progressive_prepare(j_decompress_ptr cinfo);
+int ts_jpeg_entropy_install(j_decompress_ptr cinfo);
+int ts_jpeg_idct_install(j_decompress_ptr cinfo);
 
 /// For each byte j of a block's natural-order nonzero mask, the zigzag-order bits its eight
 /// bits stand for (jpeg_entropy.c); filled by ts_zigzag_prepare, once per process.

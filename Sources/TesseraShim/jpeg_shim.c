@@ -9,11 +9,9 @@
 #include <jpeglib.h>
 #include <jerror.h>
 
-void ts_free(void *p) { free(p); }
+#include "jpeg_internal.h"
 
-int ts_jpeg_entropy_install(j_decompress_ptr cinfo);
-int ts_jpeg_idct_install(j_decompress_ptr cinfo);
-int ts_jpeg_progressive_prepare(j_decompress_ptr cinfo);
+void ts_free(void *p) { free(p); }
 
 typedef struct {
     struct jpeg_error_mgr pub;
@@ -400,7 +398,7 @@ int ts_jpeg_dec_start(ts_jpeg_dec *d, int scale_num, int scale_denom, int out_la
     ts_jpeg_progressive_prepare(c);  // jpeg_entropy.c: a progressive file's scans
     jpeg_start_decompress(c);
     ts_jpeg_entropy_install(c);  // jpeg_entropy.c: a single-scan baseline file's Huffman decoding
-    ts_jpeg_idct_install(c);     // jpeg_idct.c: the 3/8 inverse DCT in SIMD
+    ts_jpeg_idct_install(c);     // jpeg_idct.c: the inverse DCTs libjpeg-turbo has only in C, in SIMD
     d->started = 1;
     *out_w = (int)c->output_width;
     *out_h = (int)c->output_height;

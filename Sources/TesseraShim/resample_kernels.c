@@ -237,8 +237,7 @@ static void convert_out_avx2(const float *acc, int width, int channels, const ui
             out[x + 1] = lut[idx[4]];
         }
     }
-    for (; x < width; x++)
-        for (int ch = 0; ch < channels; ch++) out[channels * x + ch] = lut[ts_lut_index(acc[4 * x + ch])];
+    convert_out(acc + 4 * x, width - x, channels, lut, out + (size_t)channels * x);  // an odd last pixel
 }
 #endif
 
