@@ -55,14 +55,14 @@ typedef struct {
     uint64_t buf;   ///< bits, most significant first; what follows `bits` is zero or the stream's next bits
     int bits;       ///< valid bits in buf (negative once zero padding was consumed past a marker)
     unsigned restarts_to_go;
+    unsigned eobrun;  ///< progressive AC scans: blocks left in the current end-of-band run
     int last_dc[MAX_COMPS_IN_SCAN];
     const ts_htable *dc[D_MAX_BLOCKS_IN_MCU], *ac[D_MAX_BLOCKS_IN_MCU];
     int comp[D_MAX_BLOCKS_IN_MCU];
     ts_htable *tables[8];  ///< DC 0-3, AC 4-7, built when a scan uses them
 } ts_entropy;
 
-/// Zigzag index to natural index; past 63 (a corrupt run or the end-of-block step) stays at 63.
-static const uint8_t ts_natural[64 + 80] = {
+const uint8_t ts_natural[64 + 80] = {
     0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33, 40, 48,
     41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23,
     30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63,
@@ -203,6 +203,7 @@ static boolean ts_restart(j_decompress_ptr cinfo, ts_entropy *e) {
     if (!(*cinfo->marker->read_restart_marker)(cinfo)) return FALSE;
     for (int ci = 0; ci < cinfo->comps_in_scan; ci++) e->last_dc[ci] = 0;
     e->restarts_to_go = cinfo->restart_interval;
+    e->eobrun = 0;
     // Still against a marker (a lost restart): leave the segment empty, as libjpeg does.
     if (cinfo->unread_marker == 0) e->pub.insufficient_data = FALSE;
     return TRUE;
@@ -223,14 +224,33 @@ static void ts_end_mcu(j_decompress_ptr cinfo, ts_entropy *e, const JOCTET *p, s
     e->bits = bits;
 }
 
-/// A scan's start: no bits, predictions at 0, the restart count full.
+/// A scan's start: no bits, predictions at 0, no end-of-band run, the restart count full.
 static void ts_reset(j_decompress_ptr cinfo, ts_entropy *e) {
     for (int ci = 0; ci < MAX_COMPS_IN_SCAN; ci++) e->last_dc[ci] = 0;
     e->buf = 0;
     e->bits = 0;
+    e->eobrun = 0;
     e->pub.insufficient_data = FALSE;
     e->restarts_to_go = cinfo->restart_interval;
 }
+
+/// Every decode_mcu's frame: a restart marker read when one is due; then, unless the segment
+/// already ran out of data, the bit reader's state in locals (p, n, buf, bits, stopped) for the
+/// body, and written back after it by TS_MCU_END (which also returns).
+#define TS_MCU_BEGIN(e_)                                                                          \
+    if (cinfo->restart_interval && (e_)->restarts_to_go == 0 && !ts_restart(cinfo, (e_))) return FALSE; \
+    if (!(e_)->pub.insufficient_data) {                                                           \
+        const JOCTET *p = cinfo->src->next_input_byte;                                            \
+        size_t n = cinfo->src->bytes_in_buffer;                                                   \
+        uint64_t buf = (e_)->buf;                                                                 \
+        int bits = (e_)->bits;                                                                    \
+        int stopped = cinfo->unread_marker != 0;
+
+#define TS_MCU_END(e_)                                                                            \
+        ts_end_mcu(cinfo, (e_), p, n, buf, bits);                                                 \
+    }                                                                                             \
+    if (cinfo->restart_interval) (e_)->restarts_to_go--;                                          \
+    return TRUE;
 
 /// The next DC difference with table `dc_` into `diff_` (a code in no table: 0 after 17 bits, warned).
 #define TS_DC_DIFF(dc_, diff_)                                                                    \
@@ -254,14 +274,7 @@ static void ts_reset(j_decompress_ptr cinfo, ts_entropy *e) {
 
 static boolean ts_decode_mcu(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
     ts_entropy *e = (ts_entropy *)cinfo->entropy;
-    if (cinfo->restart_interval && e->restarts_to_go == 0 && !ts_restart(cinfo, e)) return FALSE;
-    if (!e->pub.insufficient_data) {
-        struct jpeg_source_mgr *src = cinfo->src;
-        const JOCTET *p = src->next_input_byte;
-        size_t n = src->bytes_in_buffer;
-        uint64_t buf = e->buf;
-        int bits = e->bits;
-        int stopped = cinfo->unread_marker != 0;
+    TS_MCU_BEGIN(e)
         JBLOCK scratch;
         for (int b = 0; b < cinfo->blocks_in_MCU; b++) {
             JCOEF *blk = MCU_data ? MCU_data[b][0] : scratch;
@@ -299,31 +312,34 @@ static boolean ts_decode_mcu(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
                 }
             }
         }
-        ts_end_mcu(cinfo, e, p, n, buf, bits);
+    TS_MCU_END(e)
+}
+
+/// Table `no` of a class (DC or AC) for the scan starting: checked, and built from its DHT the
+/// first time the scan uses it (`built`: a mask of the slots built for this scan; a DHT may
+/// come between the scans of a progressive file).
+static const ts_htable *ts_scan_table(j_decompress_ptr cinfo, ts_entropy *e, int is_dc, int no, int progressive,
+                                      unsigned *built) {
+    if (no < 0 || no >= NUM_HUFF_TBLS) ERREXIT1(cinfo, JERR_NO_HUFF_TABLE, no);
+    int slot = (is_dc ? 0 : 4) + no;
+    if (!(*built >> slot & 1)) {
+        JHUFF_TBL *h = is_dc ? cinfo->dc_huff_tbl_ptrs[no] : cinfo->ac_huff_tbl_ptrs[no];
+        if (!h) ERREXIT1(cinfo, JERR_NO_HUFF_TABLE, no);
+        if (!e->tables[slot])
+            e->tables[slot] = (ts_htable *)(*cinfo->mem->alloc_small)((j_common_ptr)cinfo, JPOOL_IMAGE, sizeof(ts_htable));
+        if (!ts_build(h, is_dc, progressive, e->tables[slot])) ERREXIT(cinfo, JERR_BAD_HUFF_TABLE);
+        *built |= 1u << slot;
     }
-    if (cinfo->restart_interval) e->restarts_to_go--;
-    return TRUE;
+    return e->tables[slot];
 }
 
 static void ts_start_pass(j_decompress_ptr cinfo) {
     ts_entropy *e = (ts_entropy *)cinfo->entropy;
+    unsigned built = 0;
     for (int b = 0; b < cinfo->blocks_in_MCU; b++) {
         jpeg_component_info *comp = cinfo->cur_comp_info[cinfo->MCU_membership[b]];
-        int numbers[2] = {comp->dc_tbl_no, comp->ac_tbl_no}, slots[2];
-        for (int i = 0; i < 2; i++) {
-            int no = numbers[i];
-            if (no < 0 || no >= NUM_HUFF_TBLS) ERREXIT1(cinfo, JERR_NO_HUFF_TABLE, no);
-            slots[i] = i * 4 + no;
-            if (!e->tables[slots[i]]) {
-                JHUFF_TBL *h = i == 0 ? cinfo->dc_huff_tbl_ptrs[no] : cinfo->ac_huff_tbl_ptrs[no];
-                if (!h) ERREXIT1(cinfo, JERR_NO_HUFF_TABLE, no);
-                ts_htable *t = (ts_htable *)(*cinfo->mem->alloc_small)((j_common_ptr)cinfo, JPOOL_IMAGE, sizeof *t);
-                if (!ts_build(h, i == 0, 0, t)) ERREXIT(cinfo, JERR_BAD_HUFF_TABLE);
-                e->tables[slots[i]] = t;
-            }
-        }
-        e->dc[b] = e->tables[slots[0]];
-        e->ac[b] = e->tables[slots[1]];
+        e->dc[b] = ts_scan_table(cinfo, e, 1, comp->dc_tbl_no, 0, &built);
+        e->ac[b] = ts_scan_table(cinfo, e, 0, comp->ac_tbl_no, 0, &built);
         e->comp[b] = cinfo->MCU_membership[b];
     }
     ts_reset(cinfo, e);
@@ -374,7 +390,6 @@ int ts_jpeg_entropy_install(j_decompress_ptr cinfo) {
 typedef struct {
     ts_entropy b;  // first: libjpeg reads b.pub
     struct jpeg_entropy_decoder *library;
-    unsigned eobrun;
     int Ss, Se, Al;
 } ts_pentropy;
 
@@ -383,28 +398,12 @@ static long ts_progressive_installs;
 
 long ts_jpeg_own_progressive_images(void) { return __atomic_load_n(&ts_progressive_installs, __ATOMIC_RELAXED); }
 
-static boolean ts_p_restart(j_decompress_ptr cinfo, ts_pentropy *pe) {
-    if (!ts_restart(cinfo, &pe->b)) return FALSE;
-    pe->eobrun = 0;
-    return TRUE;
-}
-
 #define TS_P_BEGIN()                                                                              \
     ts_pentropy *pe = (ts_pentropy *)cinfo->entropy;                                              \
     ts_entropy *e = &pe->b;                                                                       \
-    if (cinfo->restart_interval && e->restarts_to_go == 0 && !ts_p_restart(cinfo, pe)) return FALSE; \
-    if (!e->pub.insufficient_data) {                                                              \
-        const JOCTET *p = cinfo->src->next_input_byte;                                            \
-        size_t n = cinfo->src->bytes_in_buffer;                                                   \
-        uint64_t buf = e->buf;                                                                    \
-        int bits = e->bits;                                                                       \
-        int stopped = cinfo->unread_marker != 0;
+    TS_MCU_BEGIN(e)
 
-#define TS_P_END()                                                                                \
-        ts_end_mcu(cinfo, e, p, n, buf, bits);                                                    \
-    }                                                                                             \
-    if (cinfo->restart_interval) e->restarts_to_go--;                                             \
-    return TRUE;
+#define TS_P_END() TS_MCU_END(e)
 
 /// The next `k_` (1-16) bits as a number; the buffer holds at least that many (or zeros).
 #define TS_BITS(k_) ((int32_t)(buf >> (64 - (k_))))
@@ -438,8 +437,8 @@ static boolean ts_p_dc_refine(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
 
 static boolean ts_p_ac_first(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
     TS_P_BEGIN()
-    if (pe->eobrun > 0) {
-        pe->eobrun--;
+    if (e->eobrun > 0) {
+        e->eobrun--;
     } else {
         JBLOCK scratch;
         JCOEF *blk = MCU_data ? MCU_data[0][0] : scratch;
@@ -472,7 +471,7 @@ static boolean ts_p_ac_first(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
                         run += (unsigned)TS_BITS(r);
                         TS_DROP(r);
                     }
-                    pe->eobrun = run - 1;
+                    e->eobrun = run - 1;
                     break;
                 }
             }
@@ -499,13 +498,11 @@ uint64_t ts_zigzag_bits[8][256];
 static pthread_once_t ts_zigzag_once = PTHREAD_ONCE_INIT;
 
 static void ts_zigzag_init(void) {
-    uint8_t zigzag_of[64];
-    for (int k = 0; k < 64; k++) zigzag_of[ts_natural[k]] = (uint8_t)k;
     for (int j = 0; j < 8; j++)
         for (int v = 0; v < 256; v++) {
             uint64_t m = 0;
             for (int b = 0; b < 8; b++)
-                if (v >> b & 1) m |= 1ull << zigzag_of[8 * j + b];
+                if (v >> b & 1) m |= 1ull << ts_rank[8 * j + b];
             ts_zigzag_bits[j][v] = m;
         }
 }
@@ -527,7 +524,7 @@ static boolean ts_p_ac_refine(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
     const ts_htable *ac = e->ac[0];
     int Se = pe->Se, p1 = 1 << pe->Al, m1 = (int)(~0u << pe->Al);
     int k = pe->Ss;
-    unsigned eobrun = pe->eobrun;
+    unsigned eobrun = e->eobrun;
     // The coefficients nonzero before this scan: only they take correction bits, and the new
     // ones this block gets are behind the position reached when they are set.
     uint64_t nonzero = ts_nonzero_zigzag(blk);
@@ -565,7 +562,7 @@ static boolean ts_p_ac_refine(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
         if (k <= Se) TS_CORRECT(nonzero & ts_bit_range(k, Se + 1));
         eobrun--;
     }
-    pe->eobrun = eobrun;
+    e->eobrun = eobrun;
     TS_P_END()
 }
 
@@ -580,7 +577,7 @@ static void ts_p_start_pass(j_decompress_ptr cinfo) {
     pe->Ss = cinfo->Ss;
     pe->Se = cinfo->Se;
     pe->Al = cinfo->Al;
-    int built[8] = {0};
+    unsigned built = 0;
     for (int b = 0; b < cinfo->blocks_in_MCU; b++) {
         int ci = cinfo->MCU_membership[b];
         if (ci < 0 || ci >= cinfo->comps_in_scan) ERREXIT(cinfo, JERR_BAD_MCU_SIZE);
@@ -588,23 +585,11 @@ static void ts_p_start_pass(j_decompress_ptr cinfo) {
         e->comp[b] = ci;
         e->dc[b] = NULL;
         if (dc_band && !first) continue;  // DC refinement reads bits, no codes
-        int is_dc = dc_band, no = is_dc ? comp->dc_tbl_no : comp->ac_tbl_no;
-        if (no < 0 || no >= NUM_HUFF_TBLS) ERREXIT1(cinfo, JERR_NO_HUFF_TABLE, no);
-        int slot = (is_dc ? 0 : 4) + no;
-        if (!built[slot]) {
-            JHUFF_TBL *h = is_dc ? cinfo->dc_huff_tbl_ptrs[no] : cinfo->ac_huff_tbl_ptrs[no];
-            if (!h) ERREXIT1(cinfo, JERR_NO_HUFF_TABLE, no);
-            if (!e->tables[slot])
-                e->tables[slot] = (ts_htable *)(*cinfo->mem->alloc_small)((j_common_ptr)cinfo, JPOOL_IMAGE, sizeof(ts_htable));
-            if (!ts_build(h, is_dc, 1, e->tables[slot])) ERREXIT(cinfo, JERR_BAD_HUFF_TABLE);
-            built[slot] = 1;
-        }
-        if (is_dc) e->dc[b] = e->tables[slot];
-        else e->ac[0] = e->tables[slot];
+        if (dc_band) e->dc[b] = ts_scan_table(cinfo, e, 1, comp->dc_tbl_no, 1, &built);
+        else e->ac[0] = ts_scan_table(cinfo, e, 0, comp->ac_tbl_no, 1, &built);
     }
     e->pub.decode_mcu = dc_band ? (first ? ts_p_dc_first : ts_p_dc_refine) : (first ? ts_p_ac_first : ts_p_ac_refine);
     ts_reset(cinfo, e);
-    pe->eobrun = 0;
 }
 
 /// In place of libjpeg's first start_input_pass (jpeg_start_decompress, after it has made its

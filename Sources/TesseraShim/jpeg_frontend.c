@@ -19,13 +19,6 @@
 
 #include <jpeglib.h>
 
-// Natural index of the k-th coefficient in zig-zag order (the JPEG standard's Figure A.6).
-static const int ts_zigzag[64] = {
-    0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,
-    12, 19, 26, 33, 40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28,
-    35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51,
-    58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63};
-
 /// Eight floats as one value: on x86-64 two SSE registers, one AVX register.
 typedef float ts_v8 __attribute__((vector_size(32)));
 
@@ -98,8 +91,7 @@ static void ts_rate_from_table(ts_rate *r, const JHUFF_TBL *t, float lambda) {
 /// 0.18, 0.05 gave the fewest bytes at equal SSIMULACRA2 70 and 80: decision 024).
 #define TS_LAMBDA 0.05f
 
-/// Zig-zag position of each coefficient in natural order (the inverse of ts_zigzag).
-static const int32_t ts_rank[64] = {
+const int32_t ts_rank[64] = {
     0,  1,  5,  6,  14, 15, 27, 28, 2,  4,  7,  13, 16, 26, 29, 42,
     3,  8,  12, 17, 25, 30, 41, 43, 9,  11, 18, 24, 31, 40, 44, 53,
     10, 19, 23, 32, 39, 45, 52, 54, 20, 22, 33, 38, 46, 51, 55, 60,
@@ -147,10 +139,10 @@ static inline __attribute__((always_inline)) void ts_quantize_fast(const float f
     int k = 0;
     for (int l = 0; l < 8; l++) k = lastRank[l] > k ? lastRank[l] : k;
     while (k > 0) {
-        int n = ts_zigzag[k];
+        int n = ts_natural[k];
         if (out[n] != 1 && out[n] != -1) break;
         int p = k - 1;
-        while (p > 0 && !out[ts_zigzag[p]]) p--;
+        while (p > 0 && !out[ts_natural[p]]) p--;
         int run = k - p - 1;
         float a = fabsf(f[n] * rq[n]);
         float code = (float)(run >> 4) * rate->bits[0xF0] + rate->bits[((run & 15) << 4) | 1] + TS_LAMBDA;
@@ -172,14 +164,14 @@ static void ts_quantize_block(const float f[64], const float rq[64], const ts_ra
     int near[64];
     int last = 0;
     for (int k = 1; k < 64; k++) {
-        a[k] = qa[ts_zigzag[k]];
+        a[k] = qa[ts_natural[k]];
         int n = (int)(a[k] + 0.5f);
         near[k] = n > 1023 ? 1023 : n;
         last = n ? k : last;
     }
     if (!rate || last == 0) {
         for (int k = 1; k <= last; k++)
-            if (near[k]) out[ts_zigzag[k]] = (JCOEF)(f[ts_zigzag[k]] < 0 ? -near[k] : near[k]);
+            if (near[k]) out[ts_natural[k]] = (JCOEF)(f[ts_natural[k]] < 0 ? -near[k] : near[k]);
         return;
     }
     // zero[k]: the error of setting positions 1..k to zero. The path so far, by non-zero
@@ -239,7 +231,7 @@ static void ts_quantize_block(const float f[64], const float rq[64], const ts_ra
         endCost = cost < endCost ? cost : endCost;
     }
     for (int s = end; s > 0; s = from[s]) {
-        int n = ts_zigzag[pos[s]];
+        int n = ts_natural[pos[s]];
         out[n] = (JCOEF)(f[n] < 0 ? -value[s] : value[s]);
     }
 }
@@ -253,7 +245,7 @@ static inline __attribute__((always_inline)) void ts_count_ac(const JCOEF b[64],
     while (nonzero) {
         int k = __builtin_ctzll(nonzero);
         nonzero &= nonzero - 1;
-        int run = k - prev - 1, v = b[ts_zigzag[k]];
+        int run = k - prev - 1, v = b[ts_natural[k]];
         ac[0xF0] += (uint32_t)(run >> 4);
         ac[((run & 15) << 4) | ts_nbits(v < 0 ? -v : v)]++;
         prev = k;
@@ -474,7 +466,7 @@ void ts_jpeg_frontend_write(j_compress_ptr c, const uint8_t *pixels, size_t stri
     for (int k = 0; k < 8; k++) aan[k] = k == 0 ? 1.0 : M_SQRT2 * cos(k * M_PI / 16.0);
     float rq[3][64], offset[64];
     for (int k = 0; k < 64; k++)
-        offset[ts_zigzag[k]] = TS_ROUND_LOW + (TS_ROUND_HIGH - TS_ROUND_LOW) * (float)k / 63.0f;
+        offset[ts_natural[k]] = TS_ROUND_LOW + (TS_ROUND_HIGH - TS_ROUND_LOW) * (float)k / 63.0f;
     for (int ci = 0; ci < c->num_components; ci++) {
         jpeg_component_info *comp = &c->comp_info[ci];
         band[ci].cols = fullCols * comp->h_samp_factor / maxH;

@@ -227,14 +227,8 @@ TS_FLOAT_IDCT(14)
 
 
 static int ts_idct_simd(void) {
-    static int level = -1;
-    int l = __atomic_load_n(&level, __ATOMIC_RELAXED);
-    if (l < 0) {
-        __builtin_cpu_init();
-        l = __builtin_cpu_supports("sse4.1") && __builtin_cpu_supports("ssse3");
-        __atomic_store_n(&level, l, __ATOMIC_RELAXED);
-    }
-    return l;
+    const int needed = TS_CPU_SSE41 | TS_CPU_SSSE3;
+    return (ts_cpu_features() & needed) == needed;
 }
 
 static int ts_idct_enabled(void) { return ts_env_switch(&ts_idct_use, "TESSERA_JPEG_IDCT", "libjpeg"); }

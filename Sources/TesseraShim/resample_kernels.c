@@ -44,18 +44,22 @@ void ts_linearise_row(const uint8_t *src, int width, int channels, const float *
 // MARK: - CPU dispatch
 
 #ifdef TS_X86
-static int ts_level = -1;
-
-int ts_kernels_avx2(void) {
-    if (ts_level < 0) {
+int ts_cpu_features(void) {
+    static int features = -1;  // atomic: -1 until read
+    int f = __atomic_load_n(&features, __ATOMIC_RELAXED);
+    if (f < 0) {
         __builtin_cpu_init();
-        ts_level = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        f = (__builtin_cpu_supports("ssse3") ? TS_CPU_SSSE3 : 0) | (__builtin_cpu_supports("sse4.1") ? TS_CPU_SSE41 : 0) |
+            (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? TS_CPU_AVX2_FMA : 0);
+        __atomic_store_n(&features, f, __ATOMIC_RELAXED);
     }
-    return ts_level;
+    return f;
 }
 #else
-int ts_kernels_avx2(void) { return 0; }
+int ts_cpu_features(void) { return 0; }
 #endif
+
+int ts_kernels_avx2(void) { return (ts_cpu_features() & TS_CPU_AVX2_FMA) != 0; }
 
 // MARK: - Horizontal
 

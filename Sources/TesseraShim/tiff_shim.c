@@ -339,8 +339,7 @@ static size_t ts_undo_predictor8_ssse3(uint8_t *p, size_t row_bytes, int spp) {
 
 static void ts_undo_predictor8(uint8_t *p, size_t rows, size_t row_bytes, int spp) {
 #if defined(__x86_64__)
-    static int ssse3 = -1;
-    if (ssse3 < 0) ssse3 = __builtin_cpu_supports("ssse3") ? 1 : 0;
+    int ssse3 = (ts_cpu_features() & TS_CPU_SSSE3) != 0;
 #endif
     for (size_t r = 0; r < rows; r++, p += row_bytes) {
         size_t i = (size_t)spp;

@@ -225,7 +225,7 @@ enum HDRRendition {
         let scale = Float(sdrWhiteNits / 10000)
         let offS = m.offsetSDR.map(Float.init), offH = m.offsetHDR.map(Float.init)
         let sx = Double(map.width) / Double(w), sy = Double(map.height) / Double(h)
-        let mc = map.channels, ms = map.stride
+        let mc = map.channels
         linear.withUnsafeBufferPointer { lin in
         boost.withUnsafeBufferPointer { boost in
         pq.withUnsafeBufferPointer { pq in

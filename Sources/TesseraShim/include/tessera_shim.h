@@ -239,6 +239,11 @@ void ts_filter_h2(const float *in0, const float *in1, float *out0, float *out1, 
 void ts_filter_v_out(const float *const *rows, const float *w, int taps, int width, int channels,
                      const uint8_t *lut, uint8_t *out);
 
+/// The x86 instruction sets the shim's kernels choose between, read from the CPU once: a mask
+/// of TS_CPU_*; 0 on other architectures.
+enum { TS_CPU_SSSE3 = 1, TS_CPU_SSE41 = 2, TS_CPU_AVX2_FMA = 4 };
+int ts_cpu_features(void);
+
 /// 1 when the AVX2+FMA kernels are in use.
 int ts_kernels_avx2(void);
 
