@@ -91,12 +91,6 @@ static void ts_rate_from_table(ts_rate *r, const JHUFF_TBL *t, float lambda) {
 /// 0.18, 0.05 gave the fewest bytes at equal SSIMULACRA2 70 and 80: decision 024).
 #define TS_LAMBDA 0.05f
 
-const int32_t ts_rank[64] = {
-    0,  1,  5,  6,  14, 15, 27, 28, 2,  4,  7,  13, 16, 26, 29, 42,
-    3,  8,  12, 17, 25, 30, 41, 43, 9,  11, 18, 24, 31, 40, 44, 53,
-    10, 19, 23, 32, 39, 45, 52, 54, 20, 22, 33, 38, 46, 51, 55, 60,
-    21, 34, 37, 47, 50, 56, 59, 61, 35, 36, 48, 49, 57, 58, 62, 63};
-
 /// Eight ints and eight shorts as one value, for the fast quantiser.
 typedef int32_t ts_i8 __attribute__((vector_size(32)));
 typedef int16_t ts_s8 __attribute__((vector_size(16)));
@@ -114,7 +108,6 @@ typedef int16_t ts_s8 __attribute__((vector_size(16)));
 /// more, at the trellis's lambda, than the error its dropping adds (a² against (a − 1)²).
 static inline __attribute__((always_inline)) void ts_quantize_fast(const float f[64], const float rq[64], const float offset[64], const ts_rate *rate,
                              JCOEF out[64]) {
-    ts_i8 lastRank = {0};  // per lane, the greatest zig-zag position holding a non-zero
     for (int i = 0; i < 64; i += 8) {
         ts_v8 x, r, o;
         memcpy(&x, f + i, sizeof x);
@@ -129,26 +122,23 @@ static inline __attribute__((always_inline)) void ts_quantize_fast(const float f
         q = (q & ~over) | (over & 1023);
         ts_s8 v = __builtin_convertvector((q ^ negative) - negative, ts_s8);
         memcpy(out + i, &v, sizeof v);
-        ts_i8 rank;
-        memcpy(&rank, ts_rank + i, sizeof rank);
-        rank &= q != 0;
-        ts_i8 more = rank > lastRank;
-        lastRank = (rank & more) | (lastRank & ~more);
     }
     out[0] = (JCOEF)lrintf(f[0] * rq[0]);
-    int k = 0;
-    for (int l = 0; l < 8; l++) k = lastRank[l] > k ? lastRank[l] : k;
-    while (k > 0) {
+    // Bit k: zig-zag position k (AC only) is nonzero; the last one and the one before it
+    // come from the mask, not from a scan over the zeros.
+    uint64_t nonzero = ts_nonzero_zigzag(out) & ~1ull;
+    while (nonzero) {
+        int k = 63 - __builtin_clzll(nonzero);
         int n = ts_natural[k];
         if (out[n] != 1 && out[n] != -1) break;
-        int p = k - 1;
-        while (p > 0 && !out[ts_natural[p]]) p--;
+        uint64_t before = nonzero & ~(1ull << k);
+        int p = before ? 63 - __builtin_clzll(before) : 0;
         int run = k - p - 1;
         float a = fabsf(f[n] * rq[n]);
         float code = (float)(run >> 4) * rate->bits[0xF0] + rate->bits[((run & 15) << 4) | 1] + TS_LAMBDA;
         if (2 * a - 1 >= code) break;
         out[n] = 0;
-        k = p;
+        nonzero = before;
     }
 }
 
@@ -478,7 +468,7 @@ void ts_jpeg_frontend_write(j_compress_ptr c, const uint8_t *pixels, size_t stri
         const UINT16 *q = c->quant_tbl_ptrs[comp->quant_tbl_no]->quantval;
         for (int k = 0; k < 64; k++) rq[ci][k] = (float)(1.0 / (q[k] * 8.0 * aan[k % 8] * aan[k / 8]));
     }
-    if (own_tables) ts_zigzag_prepare();
+    ts_zigzag_prepare();  // the quantiser's and the symbol count's nonzero masks
     ts_dc_state dcState = {{0, 0, 0}, c->restart_interval};
     for (int y0 = 0; y0 < height; y0 += bandRows) {
         // Colour conversion (JFIF YCbCr, full range, level-shifted), edges replicated.

@@ -34,10 +34,10 @@ int ts_jpeg_idct_install(j_decompress_ptr cinfo);
 
 /// The zig-zag order (the JPEG standard's Figure A.6). ts_natural[k]: the natural index of the
 /// k-th coefficient in zig-zag order; past 63 (a corrupt run or a decoder's end-of-block step)
-/// it stays at 63 (jpeg_entropy.c). ts_rank[n]: the zig-zag position of natural index n, its
-/// inverse (jpeg_frontend.c).
+/// it stays at 63. ts_rank[n]: the zig-zag position of natural index n, its inverse. Both in
+/// jpeg_entropy.c.
 extern const uint8_t ts_natural[64 + 80];
-extern const int32_t ts_rank[64];
+extern const uint8_t ts_rank[64];
 
 /// For each byte j of a block's natural-order nonzero mask, the zigzag-order bits its eight
 /// bits stand for (jpeg_entropy.c); filled by ts_zigzag_prepare, once per process.
