@@ -6,7 +6,9 @@ Sets (made in a temporary directory, nothing committed):
         and encoded with heif-enc (x265, quality 50, a 320 px thumbnail item like an iPhone's)
   webp  the corpus' WebPs, plus the corpus photos encoded with cwebp -q 80
 Decode side, per set and box (256 px, 1280x720), REPEATS interleaved runs, one thread:
-  tessera render -t 1                      vipsthumbnail (VIPS_CONCURRENCY=1)
+  tessera render -t 1                      vipsthumbnail (VIPS_CONCURRENCY=1), and libvips 8.18
+                                           from PyPI (pyvips-binary) timed in-process as bench.py
+                                           does, on the sets it can read
   heic only, primary forced on both sides: tessera render --primary  vs  vips thumbnail_image
   (which loads the whole primary image: vips has no switch to ignore thumbnail items)
   images/s (median), peak RSS, SSIM against a gold reference: the full primary image
@@ -34,16 +36,26 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 TESSERA = os.path.join(ROOT, ".build/release/tessera")
+from bench import PYVIPS_LOOP, pyvips_version  # noqa: E402  (the same in-process loop as bench.py's)
 
 
-def run(cmd, env=None):
-    """Wall seconds and peak RSS (kB) of one command."""
+def run(cmd, env=None, self_timed=False):
+    """Wall seconds and peak RSS (kB) of one command; `self_timed`: the seconds it prints last
+    on stderr ("seconds S", the in-process loop), not the process's."""
     timef = tempfile.mktemp()
     full = ["/usr/bin/time", "-o", timef, "-f", "%e %M"] + cmd
-    subprocess.run(full, check=True, capture_output=True, env=dict(os.environ, **(env or {})))
+    r = subprocess.run(full, check=True, capture_output=True, text=True, env=dict(os.environ, **(env or {})))
     secs, rss = open(timef).read().split()[-2:]
     os.unlink(timef)
+    if self_timed:
+        secs = r.stderr.strip().splitlines()[-1].split()[-1]
     return float(secs), int(rss)
+
+
+def pyvips_reads(path):
+    """Whether the PyPI libvips loads this file (its build may leave out a format, as HEVC)."""
+    probe = "import sys, pyvips; pyvips.Image.new_from_file(sys.argv[1]).avg()"
+    return subprocess.run([sys.executable, "-c", probe, path], capture_output=True).returncode == 0
 
 
 def make_sets(photos, modern, work, count):
@@ -89,10 +101,15 @@ def ssim(sources, outdir, cache):
 def decode_side(sets, work, repeats, cache):
     rows = []
     one = {"VIPS_CONCURRENCY": "1"}
+    version = pyvips_version()
+    vips818 = f"libvips {version} (PyPI, in-process loop)" if version else None
     for set_name, src in sets.items():
         files = sorted(f"{src}/{f}" for f in os.listdir(src))
         n = len(files)
         gold = gold_sources(src, work)
+        in_process = vips818 is not None and all(pyvips_reads(f) for f in files)
+        if vips818 and not in_process:
+            print(f"{set_name}: the PyPI libvips cannot read every file of this set; not timed", file=sys.stderr)
         for box in ((256, 256), (1280, 720)):
             w, h = box
             recipe = f"{work}/r{w}x{h}.json"
@@ -103,6 +120,8 @@ def decode_side(sets, work, repeats, cache):
                 "tessera render": lambda out: ([TESSERA, "render", src, "-r", recipe, "-o", out, "-t", "1", "--quiet"], {}),
                 "vipsthumbnail": lambda out: (["vipsthumbnail", "--size", f"{w}x{h}", "-o", f"{out}/%s.jpg[Q=80]"] + files, one),
             }
+            if in_process:
+                tools[vips818] = lambda out: ([sys.executable, "-c", PYVIPS_LOOP, out, str(w), str(h)] + files, one)
             if set_name == "heic":
                 tools["tessera render --primary"] = lambda out: ([TESSERA, "render", src, "-r", recipe, "-o", out, "-t", "1",
                                                                   "--quiet", "--primary"], {})
@@ -117,7 +136,7 @@ def decode_side(sets, work, repeats, cache):
                     shutil.rmtree(out, ignore_errors=True)
                     os.makedirs(out)
                     cmd, env = build(out)
-                    s, m = run(cmd, env)
+                    s, m = run(cmd, env, self_timed=t == vips818)
                     times[t].append(s)
                     rss[t] = max(rss[t], m)
             for t in tools:
@@ -187,11 +206,15 @@ def main():
     stamp = f"{datetime.date.today().isoformat()}-{socket.gethostname()}"
     os.makedirs(f"{HERE}/results", exist_ok=True)
     json.dump({"decode": decode, "encode": encode}, open(f"{HERE}/results/{stamp}-modern.json", "w"), indent=1)
-    md = ["| set | box | tool | images/s | × vs vipsthumbnail | peak RSS | SSIM |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    md = ["| set | box | tool | images/s | × vs vipsthumbnail | × vs libvips 8.18 in-process | peak RSS | SSIM |",
+          "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for row in decode:
-        ref = next(r for r in decode if r["set"] == row["set"] and r["box"] == row["box"] and r["tool"] == "vipsthumbnail")
+        same = [r for r in decode if r["set"] == row["set"] and r["box"] == row["box"]]
+        ref = next(r for r in same if r["tool"] == "vipsthumbnail")
+        new = next((r for r in same if r["tool"].startswith("libvips ")), None)
+        vs_new = f"{row['images_per_second'] / new['images_per_second']:.2f}" if new else "(cannot read the set)"
         md.append(f"| {row['set']} ({row['images']}) | {row['box']} | {row['tool']} | {row['images_per_second']:.1f} | "
-                  f"{row['images_per_second'] / ref['images_per_second']:.2f} | {row['peak_rss_mb']:.0f} MB | {row['ssim']:.4f} |")
+                  f"{row['images_per_second'] / ref['images_per_second']:.2f} | {vs_new} | {row['peak_rss_mb']:.0f} MB | {row['ssim']:.4f} |")
     md += ["", f"Encode, {encode['photos']} photos at 1280x720, bytes at the SSIM of JPEG q0.8 ({encode['ssim_target']:.4f}):", "",
            "| format | bytes (relative to JPEG) | encode ms/image |", "| --- | --- | --- |"]
     jpeg = encode["at_target"]["jpeg"]["bytes"]
