@@ -106,7 +106,8 @@ typedef int16_t ts_s8 __attribute__((vector_size(16)));
 /// (natural order), eight at a time; then, from the end of the block in zig-zag order, each
 /// trailing ±1 is dropped while its code (run/size symbol, its magnitude bit, any ZRLs) costs
 /// more, at the trellis's lambda, than the error its dropping adds (a² against (a − 1)²).
-static inline __attribute__((always_inline)) void ts_quantize_fast(const float f[64], const float rq[64], const float offset[64], const ts_rate *rate,
+/// Returns the block's AC nonzero mask in zig-zag order (for ts_count_ac).
+static inline __attribute__((always_inline)) uint64_t ts_quantize_fast(const float f[64], const float rq[64], const float offset[64], const ts_rate *rate,
                              JCOEF out[64]) {
     for (int i = 0; i < 64; i += 8) {
         ts_v8 x, r, o;
@@ -140,6 +141,7 @@ static inline __attribute__((always_inline)) void ts_quantize_fast(const float f
         out[n] = 0;
         nonzero = before;
     }
+    return nonzero;
 }
 
 /// Quantises one block's coefficients `f` (natural order; `rq`: 1 / (step × the DCT's scale)) into `out`: the DC
@@ -229,8 +231,8 @@ static void ts_quantize_block(const float f[64], const float rq[64], const ts_ra
 /// Counts the AC symbols of one quantised block (natural order) as the sequential Huffman
 /// coder will code them (JPEG F.1.2.2): a run/size symbol per non-zero coefficient, a ZRL
 /// (0xF0) per 16 zeros before it beyond 15, and an EOB (0x00) unless position 63 is non-zero.
-static inline __attribute__((always_inline)) void ts_count_ac(const JCOEF b[64], uint32_t ac[256]) {
-    uint64_t nonzero = ts_nonzero_zigzag(b) & ~1ull;  // bit k: zig-zag position k (AC only)
+/// `nonzero`: bit k set when zig-zag position k (AC only) is nonzero.
+static inline __attribute__((always_inline)) void ts_count_ac(const JCOEF b[64], uint64_t nonzero, uint32_t ac[256]) {
     int prev = 0;
     while (nonzero) {
         int k = __builtin_ctzll(nonzero);
@@ -526,11 +528,14 @@ void ts_jpeg_frontend_write(j_compress_ptr c, const uint8_t *pixels, size_t stri
                 for (int bx = 0; bx < wBlocks[ci]; bx++) {
                     float f[64];
                     ts_fdct(dst + (size_t)br * 8 * band[ci].cols + bx * 8, (size_t)band[ci].cols, f);
-                    if (trellis)
+                    uint64_t nonzero;
+                    if (trellis) {
                         ts_quantize_block(f, rq[ci], r, rows[br][bx]);
-                    else
-                        ts_quantize_fast(f, rq[ci], offset, r, rows[br][bx]);
-                    if (own_tables) ts_count_ac(rows[br][bx], acCount[comp->ac_tbl_no]);
+                        nonzero = own_tables ? ts_nonzero_zigzag(rows[br][bx]) & ~1ull : 0;
+                    } else {
+                        nonzero = ts_quantize_fast(f, rq[ci], offset, r, rows[br][bx]);
+                    }
+                    if (own_tables) ts_count_ac(rows[br][bx], nonzero, acCount[comp->ac_tbl_no]);
                 }
             }
         }
