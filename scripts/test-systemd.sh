@@ -50,7 +50,9 @@ install -d -m 0750 -o root -g tessera /etc/tessera /etc/tessera/keys /etc/tesser
 install -m 0640 -g tessera deploy/systemd/tessera.env.example /etc/tessera/tessera.env
 # One host: the workers connect over loopback; metrics on loopback only.
 sed -i -e 's|^TESSERA_COORDINATOR=.*|TESSERA_COORDINATOR=tcp://127.0.0.1:5555|' \
-       -e 's|^TESSERA_METRICS_ADDRESS=.*|TESSERA_METRICS_ADDRESS=127.0.0.1|' /etc/tessera/tessera.env
+       -e 's|^TESSERA_METRICS_ADDRESS=.*|TESSERA_METRICS_ADDRESS=127.0.0.1|' \
+       -e 's|^TESSERA_ALLOW_READ=.*|TESSERA_ALLOW_READ=/srv|' \
+       -e 's|^TESSERA_ALLOW_WRITE=.*|TESSERA_ALLOW_WRITE=/var/lib/tessera|' /etc/tessera/tessera.env
 cp deploy/systemd/*.service /etc/systemd/system/ && systemctl daemon-reload
 # Keys: the coordinator's and this host's worker pair (owner tessera, 0600), a client pair
 # for root; the public keys of workers and clients in allow/.

@@ -203,7 +203,8 @@ extension Coordinator {
     static func httpStatus(of code: String) -> Int {
         switch code {
         case "no-such-job": return 404
-        case "forbidden": return 403
+        case "forbidden", "forbidden-source": return 403
+        case "output-exists": return 409
         case "invalid-request", "bad-message": return 400
         case "internal": return 500
         default: return 422  // the job's fault: invalid-job, output-replaces-input, no-inputs, …
@@ -229,7 +230,8 @@ extension Coordinator {
         case .submit(let spec):
             // Through the same path as a ZeroMQ `submit`: one validation, one planner.
             let identity = Array("\u{0}api".utf8)
-            try submit(identity, Envelope(MessageType.submit, json: SubmitRequest(job: spec)), owner: caller.owner, now: now)
+            try submit(identity, Envelope(MessageType.submit, json: SubmitRequest(job: spec)), owner: caller.owner,
+                       submitter: submitter(for: caller), now: now)
             guard let i = pendingReplies.lastIndex(where: { $0.0 == identity }) else {
                 throw ErrorReply(code: "internal", message: "the submission was not answered")
             }

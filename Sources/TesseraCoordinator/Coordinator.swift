@@ -44,6 +44,8 @@ public struct CoordinatorConfig: Sendable {
     public var dashboardToken: String?
     /// Serve the HTTP JSON API (`/api/v1/`) on the HTTP port (nil: off).
     public var api: APIConfig?
+    /// What submitted jobs may reach: roots and the source policy (docs/API.md, "Security").
+    public var access = AccessConfig()
     /// Where metrics are recorded and exported from (default with a metrics port: a
     /// Prometheus exporter of `CoordinatorMetrics.catalog`; without one: nowhere).
     public var metrics: MetricsExporter?
@@ -183,7 +185,7 @@ public final class Coordinator: @unchecked Sendable {
             let job = try activate(row)
             recovered.append(RecoveredJob(id: row.id, spec: row.spec, done: job.done,
                                           worked: job.counts[.succeeded] + job.counts[.failed], total: job.total))
-            logger.info("recovered job \(row.id) (\(row.spec.name)): \(job.done)/\(job.total) done")
+            logger.info("recovered job \(row.id) (\(LogText.field(row.spec.name))): \(job.done)/\(job.total) done")
             // Jobs whose every task finished just before the crash end now.
             scheduler.add(job)
         }
@@ -194,7 +196,7 @@ public final class Coordinator: @unchecked Sendable {
     /// its counts from its results, its pyramid rule from its tasks.
     func activate(_ row: Journal.JobRow) throws -> ActiveJob {
         let job = ActiveJob(id: row.id, seq: row.seq, spec: row.spec, firstTask: row.firstTask, total: row.total,
-                            submitted: row.submitted)
+                            submitted: row.submitted, access: row.access)
         job.owner = row.owner
         job.state = .running
         job.counts = try journal.resultCounts(job: row.id)
@@ -549,11 +551,11 @@ public final class Coordinator: @unchecked Sendable {
                     for ref in try TaskRef.decode(envelope.body) where w.held[ref] != nil { w.running.insert(ref) }
                 }
             case MessageType.bye: try bye(identity, envelope, now: now)
-            case MessageType.submit: try submit(identity, envelope, owner: peer.key ?? "", now: now)
-            case MessageType.status: try status(identity, envelope)
-            case MessageType.wait: try wait(identity, envelope)
+            case MessageType.submit: try submit(identity, envelope, owner: peer.key ?? "", submitter: submitter(for: peer), now: now)
+            case MessageType.status: try status(identity, envelope, peer: peer)
+            case MessageType.wait: try wait(identity, envelope, peer: peer)
             case MessageType.cancel: try cancel(identity, envelope, peer: peer, now: now)
-            case MessageType.results: try results(identity, envelope)
+            case MessageType.results: try results(identity, envelope, peer: peer)
             case MessageType.ping: reply(identity, Envelope(MessageType.pong, json: ["coordinator": id]))
             case MessageType.shutdown:
                 reply(identity, Envelope(MessageType.shutdown, json: ["ok": true]))
@@ -602,7 +604,7 @@ public final class Coordinator: @unchecked Sendable {
         workers[identity] = w
         // Re-attach tasks it still holds (after our restart or a reconnect).
         scheduler.reattach(h.holding, to: w, now: now)
-        logger.info("worker \(h.worker) on \(h.host) pid \(h.pid): capacity \(h.credit), holding \(h.holding.count)")
+        logger.info("worker \(LogText.field(h.worker)) on \(LogText.field(h.host)) pid \(h.pid): capacity \(h.credit), holding \(h.holding.count)")
         send(identity, Envelope(MessageType.welcome, json: Welcome(coordinator: id,
                                                                   heartbeatMilliseconds: Int(config.heartbeatInterval * 1000))))
         // Jobs it holds tasks of need announcing again if it restarted; announce on demand.
@@ -683,9 +685,14 @@ public final class Coordinator: @unchecked Sendable {
                         continue
                     }
                 }
-                if r.status == .succeeded, job.spec.options.incremental, job.spec.kind != .noop, r.inputHash != 0 {
-                    journal.append(.rendition(path: input.key, recipe: job.recipeHash, inputHash: r.inputHash,
-                                              outputs: outputPaths(record, root: job.spec.output)))
+                if r.status == .succeeded, job.spec.kind != .noop {
+                    let written = outputPaths(record, root: job.spec.output)
+                    if job.spec.options.incremental, r.inputHash != 0 {
+                        journal.append(.rendition(path: input.key, recipe: job.recipeHash, inputHash: r.inputHash, outputs: written))
+                    }
+                    // What Tessera wrote: a confined job may replace these, and no other file.
+                    let files = written.filter { !Location.isRemote($0) }
+                    if !files.isEmpty { journal.append(.outputs(task: i, paths: files)) }
                 }
                 scheduler.complete(job, i, status: r.status == .succeeded ? .succeeded : .skipped, record: record,
                                    reported: r.ref)
@@ -761,7 +768,7 @@ public final class Coordinator: @unchecked Sendable {
             pendingReads.removeValue(forKey: ref)
             guard let job = scheduler.job(of: ref.task), let slot = job.live[ref.task], slot.state == .dispatched,
                   slot.attempt == ref.attempt else { continue }
-            logger.warning("reading \(Paths.display(slot.input.name)) took over \(Int(config.inlineReadTimeout)) s: failing the attempt")
+            logger.warning("reading \(LogText.field(Paths.display(slot.input.name))) took over \(Int(config.inlineReadTimeout)) s: failing the attempt")
             if let w = slot.worker { send(w.identity, Envelope(MessageType.revoke, body: TaskRef.encode([ref]))) }
             scheduler.fail(job, ref.task, retryable: true, code: JobError.Code.readFailed.rawValue,
                            message: "\(Paths.display(slot.input.name)): reading the input took over \(Int(config.inlineReadTimeout)) s",

@@ -24,6 +24,8 @@ package final class Journal {
         case retry(task: UInt64, attempts: Int, crashes: Int, notBefore: Double, error: String)
         case rendition(path: String, recipe: UInt64, inputHash: UInt64, outputs: [String])
         case jobState(job: String, state: JobStatus.State, finished: Double?, counts: OutcomeCounts)
+        /// Files a task wrote (local paths): what a confined job may replace later.
+        case outputs(task: UInt64, paths: [String])
     }
 
     package struct JobRow {
@@ -37,6 +39,8 @@ package final class Journal {
         package var finished: Double?
         package var counts: OutcomeCounts
         package var owner: String
+        /// What the coordinator let the job reach (nil: not confined).
+        package var access: JobAccess?
     }
 
     package struct TaskRow {
@@ -105,7 +109,21 @@ package final class Journal {
             // Objects listed from a store: their version (ETag), which reruns and caches key on.
             try db.execute(sql: "ALTER TABLE tasks ADD COLUMN etag TEXT NOT NULL DEFAULT ''")
         }
+        migrator.registerMigration("v5-access") { db in
+            // What a confined job may reach (JSON of JobAccess; "" when not confined), and every
+            // file Tessera wrote (a confined job replaces no other existing file).
+            try db.execute(sql: """
+                ALTER TABLE jobs ADD COLUMN access TEXT NOT NULL DEFAULT '';
+                CREATE TABLE outputs (path TEXT PRIMARY KEY, task INTEGER NOT NULL) WITHOUT ROWID;
+                """)
+        }
         try migrator.migrate(db)
+    }
+
+    /// Whether Tessera wrote the file at `path` (a result journaled it; queued writes included).
+    package func wroteOutput(_ path: String) throws -> Bool {
+        for case .outputs(_, let paths) in pending where paths.contains(path) { return true }
+        return try db.read { db in try Bool.fetchOne(db, sql: "SELECT 1 FROM outputs WHERE path = ?", arguments: [path]) ?? false }
     }
 
     /// Increments and returns the coordinator epoch (one per start): attempt numbers
@@ -129,18 +147,20 @@ package final class Journal {
     /// With `claims`, every task's planned outputs are checked as it comes in (`OutputClaims`):
     /// an output that would replace an input refuses the job (the error is thrown); tasks
     /// whose outputs collide are journaled as failed with their error, and returned.
-    package func insertJob(id: String, spec: JobSpec, submitted: Double, owner: String = "", batch: Int = 20_000,
-                   claims: Bool = false,
+    package func insertJob(id: String, spec: JobSpec, submitted: Double, owner: String = "", access: JobAccess? = nil,
+                   batch: Int = 20_000, claims: Bool = false,
                    plan: (_ add: (InputFile) throws -> Void) throws -> Void)
         throws -> (seq: Int, firstTask: UInt64, total: Int, failed: [(task: UInt64, record: [UInt8])]) {
         let specJSON = try JSONEncoder().encode(spec)
+        let accessJSON = try access.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) } ?? ""
         let (seq, first) = try db.write { db -> (Int, UInt64) in
             let seq = (try Int.fetchOne(db, sql: "SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs")) ?? 1
             let first = UInt64((try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(id), 0) + 1 FROM tasks")) ?? 1)
             try db.execute(sql: """
-                INSERT INTO jobs (id, seq, name, kind, priority, spec, state, total, first_task, submitted, owner)
-                VALUES (?, ?, ?, ?, ?, ?, 'planning', 0, ?, ?, ?)
-                """, arguments: [id, seq, spec.name, spec.kind.rawValue, spec.priority, specJSON, Int64(first), submitted, owner])
+                INSERT INTO jobs (id, seq, name, kind, priority, spec, state, total, first_task, submitted, owner, access)
+                VALUES (?, ?, ?, ?, ?, ?, 'planning', 0, ?, ?, ?, ?)
+                """, arguments: [id, seq, spec.name, spec.kind.rawValue, spec.priority, specJSON, Int64(first), submitted, owner,
+                                 accessJSON])
             return (seq, first)
         }
         var next = first
@@ -297,7 +317,11 @@ package final class Journal {
                       state: JobStatus.State(rawValue: r["state"]) ?? .queued, total: r["total"],
                       firstTask: UInt64(r["first_task"] as Int64), submitted: r["submitted"], finished: r["finished"],
                       counts: OutcomeCounts(succeeded: r["succeeded"], failed: r["failed"], skipped: r["skipped"], cancelled: r["cancelled"]),
-                      owner: r["owner"])
+                      owner: r["owner"], access: Self.access(r["access"]))
+    }
+
+    private static func access(_ text: String) -> JobAccess? {
+        text.isEmpty ? nil : try? JSONDecoder().decode(JobAccess.self, from: Data(text.utf8))
     }
 
     /// Every task of a job with its result status (nil: unfinished): for the pyramid
@@ -431,6 +455,7 @@ package final class Journal {
                 sql: "UPDATE tasks SET attempts = ?, crashes = ?, not_before = ?, last_error = ? WHERE id = ?")
             let rendition = try db.cachedStatement(
                 sql: "INSERT OR REPLACE INTO renditions (path, recipe, input_hash, outputs) VALUES (?, ?, ?, ?)")
+            let output = try db.cachedStatement(sql: "INSERT OR REPLACE INTO outputs (path, task) VALUES (?, ?)")
             let jobState = try db.cachedStatement(sql: """
                 UPDATE jobs SET state = ?, finished = ?, succeeded = ?, failed = ?, skipped = ?, cancelled = ? WHERE id = ?
                 """)
@@ -445,6 +470,8 @@ package final class Journal {
                                                       outputs.joined(separator: "\n")])
                 case .jobState(let job, let state, let finished, let c):
                     try jobState.execute(arguments: [state.rawValue, finished, c[.succeeded], c[.failed], c[.skipped], c[.cancelled], job])
+                case .outputs(let task, let paths):
+                    for path in paths { try output.execute(arguments: [path, Int64(task)]) }
                 }
             }
         }

@@ -150,12 +150,13 @@ package final class ActiveJob {
     /// The job kind's rule on the order of its tasks (tiles: `PyramidGate`).
     package var gate: PyramidGate?
 
-    package init(id: String, seq: Int, spec: JobSpec, firstTask: UInt64, total: Int, submitted: Double) {
+    package init(id: String, seq: Int, spec: JobSpec, firstTask: UInt64, total: Int, submitted: Double, access: JobAccess? = nil) {
         self.id = id
         self.seq = seq
         self.spec = spec
         var executable = spec.executable
         executable.createdAt = submitted
+        executable.access = access
         let e = JSONEncoder()
         e.outputFormatting = [.sortedKeys]
         announcement = Array((try? e.encode(JobAnnouncement(job: id, spec: executable))) ?? Data())
@@ -338,7 +339,7 @@ package final class Scheduler {
         jobs.removeAll { $0 === job }
         jobsByID.removeValue(forKey: job.id)
         finishedJobs[job.id] = status
-        logger.info("job \(job.id) (\(job.spec.name)) \(job.state.rawValue): \(job.counts[.succeeded]) ok, \(job.counts[.failed]) failed, \(job.counts[.skipped]) skipped, \(job.counts[.cancelled]) cancelled")
+        logger.info("job \(job.id) (\(LogText.field(job.spec.name))) \(job.state.rawValue): \(job.counts[.succeeded]) ok, \(job.counts[.failed]) failed, \(job.counts[.skipped]) skipped, \(job.counts[.cancelled]) cancelled")
     }
 
     /// Cancels a job: its unfinished tasks get a cancelled result (in one journal
@@ -586,7 +587,7 @@ package final class Scheduler {
             journal.append(.retry(task: id, attempts: slot.failures, crashes: slot.crashes,
                                   notBefore: Date().timeIntervalSince1970 + delay, error: message))
             metrics.retries.increment()
-            logger.info("retrying \(Paths.display(slot.input.name)) in \(delay) s: \(message)")
+            logger.info("retrying \(LogText.field(Paths.display(slot.input.name))) in \(delay) s: \(message)")
             return
         }
         let rec = record.flatMap { $0.isEmpty ? nil : $0 }
@@ -602,7 +603,7 @@ package final class Scheduler {
         job.live[id] = slot
         if slot.crashes >= policy.poisonThreshold {
             let message = "\(Paths.display(slot.input.name)): poison task: \(reason) \(slot.crashes) times"
-            logger.warning("\(message)")
+            logger.warning("\(LogText.field(message, limit: 1000))")
             metrics.poisoned.increment()
             complete(job, id, status: .failed, record: failureRecord(job, id, code: "poison", message: message))
             return
@@ -656,7 +657,7 @@ package final class Scheduler {
             for (ref, job) in w.held {
                 guard let slot = job.live[ref.task], slot.state == .dispatched, slot.attempt == ref.attempt,
                       now > slot.deadline else { continue }
-                logger.warning("lease expired for \(Paths.display(slot.input.name)) on \(w.id)")
+                logger.warning("lease expired for \(LogText.field(Paths.display(slot.input.name))) on \(LogText.field(w.id))")
                 effects.append(.revoke(worker: w.identity, refs: [ref]))
                 let started = w.running.contains(ref)
                 if started { w.revoked.insert(ref) }

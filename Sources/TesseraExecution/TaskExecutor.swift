@@ -94,7 +94,8 @@ public enum TaskExecutor {
                 return task.outcome
             }
             let options = renderOptions ?? job.options.renderOptions
-            let storage = stores.storage(job.storage)
+            if let roots = job.access?.roots { try confine(input, job, to: roots) }
+            let storage = stores.storage(job.storage, sources: job.access?.sources)
             let remoteInput = inlineInput == nil && Location.isRemote(input.path)
             if remoteInput || publishing == .objectStore { task.record.transfer = .init() }
             // An object listed with its version: unchanged version and recipe, outputs still
@@ -157,6 +158,22 @@ public enum TaskExecutor {
             }
         }
         return outcome
+    }
+
+    /// A confined job's input and output root, judged again where they are read and written
+    /// (the coordinator judged them at planning; a symbolic link changed since is caught here).
+    static func confine(_ input: InputFile, _ job: ExecutableJob, to roots: AccessRoots) throws {
+        func inside(_ path: String, _ allowed: [String]) -> Bool {
+            let resolved = Paths.realPath(path) ?? path
+            return allowed.contains { AccessRoots.root($0, contains: resolved, resolve: { Paths.realPath($0) ?? $0 }) }
+        }
+        if !Location.isRemote(input.path), !inside(input.path, roots.read) {
+            throw JobError(.forbidden, "outside the roots this job may read (it resolves to \(Paths.display(Paths.realPath(input.path) ?? input.path)))",
+                           file: input.path)
+        }
+        if !Location.isRemote(job.outputRoot), Paths.exists(job.outputRoot), !inside(job.outputRoot, roots.write) {
+            throw JobError(.forbidden, "the output root is outside the roots this job may write", file: job.outputRoot)
+        }
     }
 
     /// One task while it runs: its record and what the outcome will carry.

@@ -415,6 +415,7 @@ public enum JobFile {
                 guard let mode = HDRMode(rawValue: s) else { throw error(v, "options.hdr", "expected tone-map or keep, got \"\(s)\"") }
                 o.hdr = mode
             }
+            if let v = m["overwrite"] { o.overwrite = try bool(v, "options.overwrite") }
             if let p = o.problem() {
                 throw error(m[String(p.field.dropFirst("options.".count))], p.field, p.message)
             }

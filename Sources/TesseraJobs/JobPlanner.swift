@@ -19,9 +19,9 @@ public enum JobPlanner {
     /// Calls `body` with each input in order, without deduplicating (the coordinator's
     /// journal deduplicates a job's tasks as it streams them in): a manifest of a million
     /// lines is read line by line, never held as a million values.
-    public static func forEachInput(of job: JobSpec, stores: RemoteStores = RemoteStores(), skipped: SkippedFiles? = nil,
-                                    _ body: (InputFile) throws -> Void) throws {
-        let storage = stores.storage(job.storage)
+    public static func forEachInput(of job: JobSpec, stores: RemoteStores = RemoteStores(), sources: SourcePolicy? = nil,
+                                    skipped: SkippedFiles? = nil, _ body: (InputFile) throws -> Void) throws {
+        let storage = stores.storage(job.storage, sources: sources)
         for source in job.inputs {
             switch source {
             case .path(let path, let patterns, let recursive) where Location.isRemote(path):

@@ -9,7 +9,8 @@ public enum TilePlanner {
     /// One task per pyramid part, for every input. Inputs whose header cannot be read
     /// get one task anyway: it fails on a worker with the reason, without stopping the
     /// other inputs.
-    public static func plan(_ job: JobSpec, inputs: [InputFile], stores: RemoteStores = RemoteStores()) -> [InputFile] {
+    public static func plan(_ job: JobSpec, inputs: [InputFile], stores: RemoteStores = RemoteStores(),
+                            sources: SourcePolicy? = nil) -> [InputFile] {
         let settings = job.tiles ?? TileSettings()
         var tasks: [InputFile] = []
         for input in inputs {
@@ -17,7 +18,7 @@ public enum TilePlanner {
                 let info: TileSourceInfo
                 if Location.isRemote(input.path) {
                     // The header only (a ranged GET); the whole source when it lies further in.
-                    let storage = stores.storage(job.storage)
+                    let storage = stores.storage(job.storage, sources: sources)
                     let head = try storage.fetchPrefix(input.path, count: 1 << 20)
                     if let probed = try? withExtendedLifetime(head, { try TileSourceInfo.probe(head.bytes, limits: job.options.tileLimits) }) {
                         info = probed

@@ -28,14 +28,22 @@ struct HTTPLimits: Sendable {
     var maxHeaders = 100
     /// A request body (routes that take none drop it).
     var maxBody = 64 << 10
+    /// From a request's first byte to the end of its head (slowloris: a client trickling its
+    /// headers is closed with 408 at this deadline).
+    var headSeconds = 5.0
     /// From a request's first byte to its last.
     var requestSeconds = 10.0
     /// An open connection with no request under way.
     var idleSeconds = 60.0
     /// A reply that the peer does not read within this is abandoned.
     var writeSeconds = 30.0
-    /// Open connections; past it, the one idle longest is closed to make room.
-    var maxConnections = 512
+    /// Open connections; past it, the one idle longest (else the oldest with a request still
+    /// incomplete) is closed to make room, so a probe always gets in.
+    var maxConnections = 1024
+    /// Connections of one address that are idle or still sending a request: past it, that
+    /// address's oldest such connection is closed (an answered request or an event stream
+    /// does not count).
+    var maxIncompletePerAddress = 32
     /// Unsent event bytes a slow event-stream reader may hold before it is cut off.
     var maxBacklog = 4 << 20
 }
@@ -180,12 +188,22 @@ final class PollHTTPServer: @unchecked Sendable {
     private final class Connection {
         let fd: Int32
         let id: UInt64
+        /// The peer's address (for the per-address limit).
+        let address: [UInt8]
+        let opened: Double
         var state: State = .reading(since: nil)
+        /// The request being read has a complete head (its body is still coming).
+        var headComplete = false
         var input: [UInt8] = []
         var output: [UInt8] = []
         var sent = 0
         var lastActive: Double
-        init(fd: Int32, id: UInt64, now: Double) { (self.fd, self.id, self.lastActive) = (fd, id, now) }
+        init(fd: Int32, id: UInt64, address: [UInt8], now: Double) {
+            (self.fd, self.id, self.address, self.lastActive, self.opened) = (fd, id, address, now, now)
+        }
+
+        /// Idle, or still sending its request.
+        var isIncomplete: Bool { if case .reading = state { return true } else { return false } }
     }
 
     private var connections: [Int32: Connection] = [:]
@@ -249,19 +267,28 @@ final class PollHTTPServer: @unchecked Sendable {
 
     private func acceptAll(now: Double) {
         while true {
-            let fd = accept(listener, nil, nil)
+            var peer = sockaddr_storage()
+            var peerLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let fd = withUnsafeMutablePointer(to: &peer) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { accept(listener, $0, &peerLength) }
+            }
             if fd < 0 {
-                if errno == EMFILE || errno == ENFILE, evictIdlest() { continue }
+                if errno == EMFILE || errno == ENFILE, evictIdlest() || evictOldestIncomplete(of: nil) { continue }
                 return
             }
-            if connections.count >= limits.maxConnections, !evictIdlest() {
+            let address = Self.addressBytes(peer)
+            // One address's idle and incomplete connections are bounded: its oldest makes room.
+            if connections.values.lazy.filter({ $0.isIncomplete && $0.address == address }).count >= limits.maxIncompletePerAddress {
+                _ = evictOldestIncomplete(of: address)
+            }
+            if connections.count >= limits.maxConnections, !evictIdlest(), !evictOldestIncomplete(of: nil) {
                 close(fd)
                 continue
             }
             Self.configure(fd)
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-            let c = Connection(fd: fd, id: nextID, now: now)
+            let c = Connection(fd: fd, id: nextID, address: address, now: now)
             nextID += 1
             connections[fd] = c
             byID[c.id] = fd
@@ -277,6 +304,28 @@ final class PollHTTPServer: @unchecked Sendable {
         guard let victim = idle.min(by: { $0.lastActive < $1.lastActive }) else { return false }
         drop(victim)
         return true
+    }
+
+    /// Closes the connection whose incomplete request started longest ago (of `address`, or
+    /// of any); false if there is none.
+    private func evictOldestIncomplete(of address: [UInt8]?) -> Bool {
+        var victim: Connection?
+        for c in connections.values where c.isIncomplete && (address == nil || c.address == address) {
+            if victim == nil || c.opened < victim!.opened { victim = c }
+        }
+        guard let victim else { return false }
+        drop(victim)
+        return true
+    }
+
+    /// The peer's IP address as bytes (4 or 16), for counting connections per address.
+    private static func addressBytes(_ s: sockaddr_storage) -> [UInt8] {
+        let family = Int32(s.ss_family)
+        return withUnsafeBytes(of: s) { raw -> [UInt8] in
+            if family == AF_INET { return Array(raw[4..<8]) }  // sin_addr
+            if family == AF_INET6 { return Array(raw[8..<24]) }  // sin6_addr
+            return []
+        }
     }
 
     private func drop(_ c: Connection) {
@@ -365,6 +414,8 @@ final class PollHTTPServer: @unchecked Sendable {
             switch c.state {
             case .reading(since: nil) where now - c.lastActive > limits.idleSeconds:
                 drop(c)
+            case let .reading(since: start?) where !c.headComplete && now - start > limits.headSeconds:
+                fail(c, 408, "the request's headers were not complete within \(Int(limits.headSeconds)) s")
             case let .reading(since: start?) where now - start > limits.requestSeconds:
                 fail(c, 408, "the request was not complete within \(Int(limits.requestSeconds)) s")
             case let .writing(_, since) where now - since > limits.writeSeconds:
@@ -386,62 +437,49 @@ final class PollHTTPServer: @unchecked Sendable {
 
     /// Parses a complete request out of `c.input`, if there is one, and hands it to a task.
     private func parse(_ c: Connection, now: Double) {
-        // Blank lines before a request line are ignored (RFC 9112 §2.2).
-        if let first = c.input.firstIndex(where: { $0 != 13 && $0 != 10 }), first > 0 { c.input.removeFirst(first) }
-        guard let end = Self.endOfHead(c.input) else {
-            if c.input.count > limits.maxHead { fail(c, 431, "request line and headers are limited to \(limits.maxHead) bytes") }
-            return
+        // Blank lines (CRLF) before a request line are ignored (RFC 9112 §2.2).
+        var blank = 0
+        while blank + 1 < c.input.count, c.input[blank] == 13, c.input[blank + 1] == 10 { blank += 2 }
+        if blank > 0 { c.input.removeFirst(blank) }
+        let head: HTTPParser.Head
+        switch HTTPParser.head(c.input, limits: limits) {
+        case .incomplete: return
+        case let .bad(status, reason): return fail(c, status, reason)
+        case let .done(h): head = h
         }
-        guard end.head <= limits.maxHead else {
-            return fail(c, 431, "request line and headers are limited to \(limits.maxHead) bytes")
-        }
-        // Split as bytes: in a Swift string "\r\n" is one character.
-        let lines = c.input[..<end.head].split(separator: 10, omittingEmptySubsequences: false)
-            .map { String(decoding: $0.last == 13 ? $0.dropLast() : $0, as: UTF8.self) }
-        let request = lines[0].split(separator: " ", omittingEmptySubsequences: true)
-        guard request.count == 3, request[0].allSatisfy({ $0.isASCII && $0.isUppercase }),
-              request[2] == "HTTP/1.1" || request[2] == "HTTP/1.0" else {
-            return fail(c, 400, "not an HTTP/1.x request line")
-        }
-        var headers: [String: String] = [:]
-        var count = 0
-        for line in lines.dropFirst() where !line.isEmpty {
-            count += 1
-            guard count <= limits.maxHeaders else { return fail(c, 431, "at most \(limits.maxHeaders) headers") }
-            guard let colon = line.firstIndex(of: ":"), colon != line.startIndex,
-                  !line.first!.isWhitespace else { return fail(c, 400, "malformed header line") }
-            let name = line[..<colon].lowercased()
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-            if name == "content-length", let previous = headers[name], previous != value {
-                return fail(c, 400, "conflicting Content-Length headers")
+        c.headComplete = true
+        let body: [UInt8], end: Int
+        switch head.framing {
+        case .none:
+            (body, end) = ([], head.bodyStart)
+        case .length(let n):
+            guard c.input.count >= head.bodyStart + n else { return }  // the body is still coming
+            (body, end) = (Array(c.input[head.bodyStart..<(head.bodyStart + n)]), head.bodyStart + n)
+        case .chunked:
+            switch HTTPParser.chunked(c.input, from: head.bodyStart, limits: limits) {
+            case .incomplete:
+                if c.input.count > limits.maxHead * 2 + limits.maxBody * 2 { fail(c, 413, "request bodies are limited to \(limits.maxBody) bytes") }
+                return
+            case let .bad(status, reason): return fail(c, status, reason)
+            case let .done(decoded): (body, end) = decoded
             }
-            headers[name] = value
         }
-        if headers["transfer-encoding"] != nil { return fail(c, 411, "request bodies need a Content-Length") }
-        var bodyLength = 0
-        if let text = headers["content-length"] {
-            guard let n = Int(text), n >= 0 else { return fail(c, 400, "bad Content-Length") }
-            guard n <= limits.maxBody else { return fail(c, 413, "request bodies are limited to \(limits.maxBody) bytes") }
-            bodyLength = n
-        }
-        guard c.input.count >= end.body + bodyLength else { return }  // the body is still coming
-        let body = Array(c.input[end.body..<(end.body + bodyLength)])
-        c.input.removeFirst(end.body + bodyLength)
+        c.input.removeFirst(end)
+        c.headComplete = false
 
-        let version11 = request[2] == "HTTP/1.1"
-        let connection = headers["connection"]?.lowercased() ?? ""
-        let keepAlive = version11 ? !connection.contains("close") : connection.contains("keep-alive")
-        var target = String(request[1])
+        let connection = head.headers["connection"]?.lowercased() ?? ""
+        let keepAlive = head.version11 ? !connection.contains("close") : connection.contains("keep-alive")
+        var target = head.target
         if let scheme = target.range(of: "://") {  // absolute form: keep the path
             target = target[scheme.upperBound...].firstIndex(of: "/").map { String(target[$0...]) } ?? "/"
         }
         let (path, query) = Self.split(target)
-        let head = HTTPRequestHead(method: String(request[0]), path: path, query: query, headers: headers, keepAlive: keepAlive,
-                                   body: body)
+        let request = HTTPRequestHead(method: head.method, path: path, query: query, headers: head.headers, keepAlive: keepAlive,
+                                      body: body)
         c.state = .handling
         let id = c.id, dispatch = self.dispatch
         Task.detached { [self] in
-            switch await dispatch(head) {
+            switch await dispatch(request) {
             case let .reply(reply, extra, omitBody):
                 post(.reply(id, Self.encode(reply, extra: extra, omitBody: omitBody, close: !keepAlive), close: !keepAlive))
             case let .events(next, extra):
@@ -454,18 +492,6 @@ final class PollHTTPServer: @unchecked Sendable {
                 post(.end(id))
             }
         }
-    }
-
-    /// Where the head ends (its length without the blank line) and the body starts; lines
-    /// may end in CRLF or LF.
-    static func endOfHead(_ bytes: [UInt8]) -> (head: Int, body: Int)? {
-        var i = 0
-        while let lf = bytes[i...].firstIndex(of: 10) {
-            if lf + 1 < bytes.count, bytes[lf + 1] == 10 { return (lf, lf + 2) }
-            if lf + 2 < bytes.count, bytes[lf + 1] == 13, bytes[lf + 2] == 10 { return (lf, lf + 3) }
-            i = lf + 1
-        }
-        return nil
     }
 
     /// The decoded path and query (`+` is a space; a repeated name keeps its last value).

@@ -6,7 +6,11 @@
 // `tessera` start-up, while most runs never fetch a URL (docs/decisions/026-lazy-ffmpeg.md
 // does the same for FFmpeg). Every curl function this file calls goes through the table.
 #define CURL_DISABLE_TYPECHECK 1
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,7 +105,129 @@ typedef struct {
     size_t max_body;
     const unsigned char *upload;
     size_t upload_length, upload_offset;
+    const ts_http_request *request;
 } transfer;
+
+// MARK: The source policy
+
+// 0: an address anyone may fetch from; 1: loopback or private (open with allow_private);
+// 2: link-local (the metadata service), multicast, unspecified, broadcast, reserved.
+static int ipv4_class(const unsigned char a[4]) {
+    if (a[0] == 127) return 1;                                 // loopback
+    if (a[0] == 10) return 1;                                  // private
+    if (a[0] == 172 && (a[1] & 0xF0) == 16) return 1;
+    if (a[0] == 192 && a[1] == 168) return 1;
+    if (a[0] == 100 && (a[1] & 0xC0) == 64) return 1;          // shared address space (CGNAT)
+    if (a[0] == 169 && a[1] == 254) return 2;                  // link-local: 169.254.169.254
+    if (a[0] == 0) return 2;                                   // "this network", unspecified
+    if (a[0] >= 224) return 2;                                 // multicast, reserved, broadcast
+    if (a[0] == 192 && a[1] == 0 && a[2] == 0) return 2;       // IETF protocol assignments
+    if (a[0] == 198 && (a[1] & 0xFE) == 18) return 2;          // benchmarking
+    return 0;
+}
+
+static int ipv6_class(const unsigned char a[16]) {
+    static const unsigned char zero[16] = {0};
+    static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+    static const unsigned char nat64[12] = {0, 0x64, 0xFF, 0x9B, 0, 0, 0, 0, 0, 0, 0, 0};
+    if (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0) return ipv4_class(a + 12);
+    if (memcmp(a, zero, 15) == 0) return a[15] == 1 ? 1 : 2;   // ::1 loopback, :: unspecified
+    if (memcmp(a, zero, 12) == 0) return ipv4_class(a + 12);   // IPv4-compatible (deprecated)
+    if (a[0] == 0xFE && (a[1] & 0xC0) == 0x80) return 2;      // fe80::/10 link-local
+    if (a[0] == 0xFE && (a[1] & 0xC0) == 0xC0) return 2;      // fec0::/10 site-local (deprecated)
+    if (a[0] == 0xFF) return 2;                                // multicast
+    if ((a[0] & 0xFE) == 0xFC) return 1;                       // fc00::/7 unique local
+    if (a[0] == 0x20 && a[1] == 0x02) {                        // 6to4: the IPv4 inside
+        unsigned char v4[4] = {a[2], a[3], a[4], a[5]};
+        return ipv4_class(v4);
+    }
+    return 0;
+}
+
+static int sockaddr_class(const struct sockaddr *sa) {
+    if (sa->sa_family == AF_INET) return ipv4_class((const unsigned char *)&((const struct sockaddr_in *)sa)->sin_addr);
+    if (sa->sa_family == AF_INET6) return ipv6_class(((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr);
+    return 2;  // not an internet address: never a source
+}
+
+int ts_address_class(const char *text) {
+    unsigned char buf[16];
+    if (inet_pton(AF_INET, text, buf) == 1) return ipv4_class(buf);
+    if (inet_pton(AF_INET6, text, buf) == 1) return ipv6_class(buf);
+    return 2;
+}
+
+// Whether the URL being fetched now (after redirects) names a host the policy lets reach any
+// address: an entry "host" matches any port, "host:port" that port (80/443 by scheme).
+static int host_allowed(transfer *t) {
+    const ts_http_request *q = t->request;
+    if (q->allowed_host_count <= 0) return 0;
+    char *url = NULL;
+    if (curl_easy_getinfo(t->curl, CURLINFO_EFFECTIVE_URL, &url) != CURLE_OK || !url) return 0;
+    const char *scheme_end = strstr(url, "://");
+    if (!scheme_end) return 0;
+    int https = (scheme_end - url == 5 && strncasecmp(url, "https", 5) == 0);
+    const char *start = scheme_end + 3, *end = start;
+    while (*end && *end != '/' && *end != '?' && *end != '#') end++;
+    const char *at = NULL;
+    for (const char *p = start; p < end; p++) if (*p == '@') at = p;
+    if (at) start = at + 1;
+    char host[300];
+    size_t n = (size_t)(end - start);
+    if (n == 0 || n >= sizeof host) return 0;
+    memcpy(host, start, n);
+    host[n] = 0;
+    // Split host and port ("[v6]:port", "name:port", "name").
+    char *port = NULL;
+    if (host[0] == '[') {
+        char *close = strchr(host, ']');
+        if (!close) return 0;
+        if (close[1] == ':') port = close + 2;
+        close[1] = 0;
+    } else {
+        char *colon = strrchr(host, ':');
+        if (colon) {
+            *colon = 0;
+            port = colon + 1;
+        }
+    }
+    const char *effective_port = port && *port ? port : (https ? "443" : "80");
+    for (int i = 0; i < q->allowed_host_count; i++) {
+        const char *entry = q->allowed_hosts[i];
+        const char *colon = entry[0] == '[' ? strstr(entry, "]:") : strrchr(entry, ':');
+        if (colon && entry[0] == '[') colon++;
+        size_t host_length = colon ? (size_t)(colon - entry) : strlen(entry);
+        if (host_length != strlen(host) || strncasecmp(entry, host, host_length) != 0) continue;
+        if (!colon || strcmp(colon + 1, effective_port) == 0) return 1;
+    }
+    return 0;
+}
+
+static int address_refused(transfer *t, int klass) {
+    if (klass == 0 || (klass == 1 && t->request->allow_private)) return 0;
+    if (host_allowed(t)) return 0;
+    t->response->forbidden = 1;
+    return 1;
+}
+
+// Before each connection (every address of a name, every redirect): refused addresses are
+// never dialled, so a refusal says nothing about what listens there.
+static curl_socket_t on_open_socket(void *user, curlsocktype purpose, struct curl_sockaddr *address) {
+    transfer *t = user;
+    (void)purpose;
+    if (address_refused(t, sockaddr_class(&address->addr))) return CURL_SOCKET_BAD;
+    return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+}
+
+// Before each request, on a new or a reused connection (a connection one unconfined
+// transfer opened stays in the handle's cache; a confined one must not ride it).
+static int on_prerequest(void *user, char *primary_ip, char *local_ip, int primary_port, int local_port) {
+    transfer *t = user;
+    (void)local_ip;
+    (void)primary_port;
+    (void)local_port;
+    return address_refused(t, ts_address_class(primary_ip)) ? CURL_PREREQFUNC_ABORT : CURL_PREREQFUNC_OK;
+}
 
 static int grow(unsigned char **buf, size_t *cap, size_t need) {
     if (need <= *cap) return 0;
@@ -167,7 +293,7 @@ int ts_http_perform(void *handle, const ts_http_request *q, ts_http_response *r)
     memset(r, 0, sizeof *r);
     // Reset options; the handle keeps its open connections, DNS and TLS session caches.
     curl_easy_reset(c);
-    transfer t = {c, r, q->max_body, q->body, q->body_length, 0};
+    transfer t = {c, r, q->max_body, q->body, q->body_length, 0, q};
     struct curl_slist *headers = NULL;
     for (int i = 0; i < q->header_count; i++) headers = curl_slist_append(headers, q->headers[i]);
 
@@ -216,12 +342,22 @@ int ts_http_perform(void *handle, const ts_http_request *q, ts_http_response *r)
         curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, q->method);
     }
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+    if (q->restrict_sources) {
+        curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
+        curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, &t);
+        curl_easy_setopt(c, CURLOPT_PREREQFUNCTION, on_prerequest);
+        curl_easy_setopt(c, CURLOPT_PREREQDATA, &t);
+    }
 
     CURLcode code = curl_easy_perform(c);
     curl_slist_free_all(headers);
     r->curl_code = (int)code;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
     if (code != CURLE_OK) {
+        if (r->forbidden) {
+            snprintf(r->error, sizeof r->error, "the source policy refuses this address");
+            return -1;
+        }
         if (r->error[0] == 0) {
             strncpy(r->error, curl_easy_strerror(code), sizeof r->error - 1);
         }

@@ -12,6 +12,8 @@ struct HTTPRequest {
     var sigv4: (scope: String, userpwd: String)? = nil
     var followRedirects = false
     var maxBody = 64 << 20
+    /// The addresses this request may connect to (nil: any): `SourcePolicy`.
+    var sources: SourcePolicy? = nil
 }
 
 /// Bytes libcurl received, owned without a copy (freed with the last reference).
@@ -141,6 +143,7 @@ final class HTTPClient: @unchecked Sendable {
                 withCStrings(request.headers) { headers in
                     withOptionalCString(request.sigv4?.scope) { scope in
                         withOptionalCString(request.sigv4?.userpwd) { userpwd in
+                          withCStrings(request.sources?.hosts ?? []) { hosts in
                             var q = ts_http_request()
                             q.method = method
                             q.url = url
@@ -154,11 +157,23 @@ final class HTTPClient: @unchecked Sendable {
                             q.low_speed_seconds = stallSeconds
                             q.follow_redirects = request.followRedirects ? 1 : 0
                             q.max_body = request.maxBody
+                            if let sources = request.sources {
+                                q.restrict_sources = 1
+                                q.allow_private = sources.allowPrivate ? 1 : 0
+                                q.allowed_hosts = hosts
+                                q.allowed_host_count = Int32(sources.hosts.count)
+                            }
                             return ts_http_perform(handle, &q, &response)
+                          }
                         }
                     }
                 }
             }
+        }
+        if response.forbidden != 0 {
+            // The same words whatever was (or was not) listening there.
+            return .failure(JobError(.forbiddenSource, "the source policy refuses the address this URL leads to (loopback, link-local,"
+                                     + " private, multicast or unspecified); the coordinator's --allow-url-hosts or --allow-private-sources open it"))
         }
         if response.too_large != 0 {
             return .failure(JobError(.inputTooLarge, "over the input limit of \(request.maxBody) bytes"))
@@ -196,4 +211,14 @@ private func withCStrings<T>(_ strings: [String], _ body: (UnsafePointer<UnsafeP
     defer { copies.forEach { free($0) } }
     let pointers = copies.map { UnsafePointer($0) }
     return pointers.withUnsafeBufferPointer { body($0.baseAddress) }
+}
+
+extension SourcePolicy {
+    /// Whether a fetch under this policy may connect to `address` (IPv4 or IPv6 text),
+    /// before any host named in `hosts` is considered: what libcurl's socket callback
+    /// decides for every address it dials (`ts_address_class`).
+    public func allows(address: String) -> Bool {
+        let verdict = ts_address_class(address)
+        return verdict == 0 || (verdict == 1 && allowPrivate)
+    }
 }

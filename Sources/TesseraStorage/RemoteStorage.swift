@@ -33,16 +33,23 @@ public struct Fetched: Sendable {
 public final class RemoteStores: @unchecked Sendable {
     public let cache: SourceCache?
     private let lock = NSLock()
-    private var stores: [StorageSettings?: RemoteStorage] = [:]
+    private var stores: [Key: RemoteStorage] = [:]
+
+    private struct Key: Hashable {
+        var settings: StorageSettings?
+        var sources: SourcePolicy?
+    }
 
     public init(cache: SourceCache? = nil) { self.cache = cache }
 
-    public func storage(_ settings: StorageSettings?) -> RemoteStorage {
+    /// The store of a job's settings whose fetches follow `sources` (nil: any address).
+    public func storage(_ settings: StorageSettings?, sources: SourcePolicy? = nil) -> RemoteStorage {
         lock.lock()
         defer { lock.unlock() }
-        if let s = stores[settings] { return s }
-        let s = RemoteStorage(settings: settings, cache: cache)
-        stores[settings] = s
+        let key = Key(settings: settings, sources: sources)
+        if let s = stores[key] { return s }
+        let s = RemoteStorage(settings: settings, cache: cache, sources: sources)
+        stores[key] = s
         return s
     }
 }
@@ -53,15 +60,19 @@ public final class RemoteStores: @unchecked Sendable {
 /// `transfer-failed` (after bounded retries), `storage-refused`.
 public final class RemoteStorage: @unchecked Sendable {
     private let settings: StorageSettings?
+    /// The addresses HTTP(S) inputs, and a job-chosen `storage.endpoint`, may be fetched
+    /// from (nil: any). The operator's own endpoint (from the environment) is trusted.
+    private let sources: SourcePolicy?
     private let environment: [String: String]
     private let cache: SourceCache?
     private let http = HTTPClient.shared
     private let lock = NSLock()
     private var resolved: S3Service?
 
-    public init(settings: StorageSettings?, cache: SourceCache? = nil,
+    public init(settings: StorageSettings?, cache: SourceCache? = nil, sources: SourcePolicy? = nil,
                 environment: [String: String] = ProcessInfo.processInfo.environment) {
         self.settings = settings
+        self.sources = sources
         self.cache = cache
         self.environment = environment
     }
@@ -138,7 +149,7 @@ public final class RemoteStorage: @unchecked Sendable {
         }
         request.headers.append("Range: bytes=0-\(count - 1)")
         request.maxBody = count
-        let r = try http.perform(request)
+        let r = try perform(request, location)
         guard (200...299).contains(r.status) || r.status == 416 else { throw S3Service.failure(r, name, doing: "GET") }
         return r.body
     }
@@ -271,6 +282,10 @@ public final class RemoteStorage: @unchecked Sendable {
     }
 
     private func perform(_ request: HTTPRequest, _ location: String) throws -> HTTPResponse {
+        var request = request
+        // A URL input is judged by the policy; an object store only when the job chose its
+        // endpoint (the operator's, from the environment, is where its own data lives).
+        if Location.isHTTP(location) || settings?.endpoint != nil { request.sources = sources }
         do { return try http.perform(request) } catch var e as JobError {
             e.file = Location.withoutQuery(location)
             throw e

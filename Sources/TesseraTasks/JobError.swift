@@ -32,6 +32,15 @@ public struct JobError: Error, Equatable, Sendable, CustomStringConvertible {
         public static let transferFailed = Code(rawValue: "transfer-failed")
         /// The store refused the request for another reason (4xx), or the bytes did not check out.
         public static let storageRefused = Code(rawValue: "storage-refused")
+        // What a submitter may reach (docs/API.md, "Security").
+        /// A path or bucket outside the roots the submitter may read or write.
+        public static let forbidden = Code(rawValue: "forbidden")
+        /// A URL whose address the source policy refuses (loopback, link-local, private…);
+        /// the message never says whether anything answered there.
+        public static let forbiddenSource = Code(rawValue: "forbidden-source")
+        /// An output would replace a file Tessera did not write (a confined job without
+        /// `options.overwrite`).
+        public static let outputExists = Code(rawValue: "output-exists")
     }
 
     public var code: Code

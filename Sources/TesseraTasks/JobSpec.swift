@@ -206,12 +206,15 @@ public struct JobOptions: Codable, Sendable, Equatable {
     public var maxDuration = 0.0
     /// HDR sources (PQ or HLG AVIF and HEIF): tone-mapped to SDR, or kept HDR.
     public var hdr = HDRMode.toneMap
+    /// A job confined to roots (submitted through the API or by a client key) may replace an
+    /// existing file it did not write only when this says so (docs/API.md, "Security").
+    public var overwrite = false
 
     public init() {}
 
     enum CodingKeys: String, CodingKey {
         case maxMegapixels, maxInputMB, strict, maxAttempts, timeout, inline, incremental, fast, heifThumbnails, page, frame
-        case at, frames, fps, maxFrames, maxDuration, hdr
+        case at, frames, fps, maxFrames, maxDuration, hdr, overwrite
     }
 
     public init(from decoder: Decoder) throws {
@@ -235,6 +238,7 @@ public struct JobOptions: Codable, Sendable, Equatable {
         maxFrames = try c.decodeIfPresent(Int.self, forKey: .maxFrames) ?? d.maxFrames
         maxDuration = try c.decodeIfPresent(Double.self, forKey: .maxDuration) ?? d.maxDuration
         hdr = try c.decodeIfPresent(HDRMode.self, forKey: .hdr) ?? d.hdr
+        overwrite = try c.decodeIfPresent(Bool.self, forKey: .overwrite) ?? d.overwrite
     }
 
     /// A pyramid never holds the whole image: a tiles job whose options do not say
@@ -396,6 +400,9 @@ public struct ExecutableJob: Codable, Sendable, Equatable {
     /// When the job was submitted (seconds since 1970): a retried tile task keeps the
     /// tiles written since then. Not part of the recipe hash.
     public var createdAt: Double?
+    /// What the coordinator let this job reach (nil: not confined): workers fetch only from
+    /// the addresses its source policy allows and check its roots where they read and write.
+    public var access: JobAccess?
 
     public init(kind: JobKind, outputs: [OutputSpec], outputRoot: String,
                 strip: StripOptions = StripOptions(), tiles: TileSettings? = nil, options: JobOptions,

@@ -61,7 +61,7 @@ public enum Location: Equatable, Sendable {
         }
     }
 
-    static func isHTTP(_ s: String) -> Bool {
+    public static func isHTTP(_ s: String) -> Bool {
         // "http://" or "https://", any case, without lowercasing a copy (called per input).
         var bytes = s.utf8.makeIterator()
         for expected in "http".utf8 {

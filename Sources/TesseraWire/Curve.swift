@@ -122,6 +122,9 @@ public enum PeerRole: String, Sendable, CaseIterable {
 public final class AllowList: @unchecked Sendable {
     public let path: String
     public private(set) var roles: [String: PeerRole] = [:]
+    /// The file each key of a role folder came from (`clients/alice.pub`): its `.roots`
+    /// file beside it says what that client's jobs may reach.
+    public private(set) var keyFiles: [String: String] = [:]
     private var signature = ""
 
     public init(path: String) throws {
@@ -159,9 +162,10 @@ public final class AllowList: @unchecked Sendable {
             }
             files += PeerRole.allCases.flatMap { role -> [(String, PeerRole?)] in
                 let dir = path + "/" + role.directory
-                // `NAME.token` files are the HTTP API's bearer tokens (`APITokens`), not keys.
+                // `NAME.token` files are the HTTP API's bearer tokens (`APITokens`) and
+                // `NAME.roots` files what a key's or token's jobs may reach: not keys.
                 return ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [])
-                    .filter { !$0.hasPrefix(".") && !$0.hasSuffix(".token") }.sorted().map { (dir + "/" + $0, role) }
+                    .filter { !$0.hasPrefix(".") && !$0.hasSuffix(".token") && !$0.hasSuffix(".roots") }.sorted().map { (dir + "/" + $0, role) }
             }
         }
         let sig = files.map { f -> String in
@@ -171,6 +175,7 @@ public final class AllowList: @unchecked Sendable {
         }.joined(separator: "|")
         guard sig != signature else { return nil }
         var next: [String: PeerRole] = [:]
+        var nextFiles: [String: String] = [:]
         for (file, dirRole) in files {
             guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { continue }
             for (n, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
@@ -192,9 +197,11 @@ public final class AllowList: @unchecked Sendable {
                     throw KeyError("\(file): key \(key.prefix(8))… is listed as both \(other.rawValue) and \(role.rawValue)")
                 }
                 next[key] = role
+                if dirRole != nil { nextFiles[key] = file }
             }
         }
         signature = sig
+        keyFiles = nextFiles
         let removed = Set(roles.filter { next[$0.key] != $0.value }.keys)
         let added = next.filter { roles[$0.key] != $0.value }.count
         roles = next

@@ -8,7 +8,8 @@ import TesseraModel
 public struct Envelope: Equatable, Sendable {
     public static let tag = Array("TSR1".utf8)
     /// 2: workers ask to `commit` before publishing outputs; roles for CURVE keys.
-    public static let version = 4
+    /// 5: a job's `access` (roots, source policy), which workers enforce.
+    public static let version = 5
 
     public var type: String
     public var body: [UInt8]

@@ -547,7 +547,7 @@ public final class Worker: @unchecked Sendable {
         // may skip it by its version without downloading).
         if remote && t.inlineInput == nil && job.kind != .noop, let prefetcher,
            !(job.options.incremental && t.expectedHash != nil && t.input.etag != nil) {
-            let storage = stores.storage(job.storage), input = t.input
+            let storage = stores.storage(job.storage, sources: job.access?.sources), input = t.input
             let limit = job.options.renderOptions.limits.maxInputBytes
             prefetcher.start(Worker.key(t.ref)) {
                 let clock = Stopwatch()

@@ -51,7 +51,7 @@ func readFile(_ path: String) throws -> Data {
 
 /// Prints to standard error.
 func warn(_ s: String) {
-    FileHandle.standardError.write(Data((s + "\n").utf8))
+    StandardError.writeLine(s)
 }
 
 /// One JSON line on standard output (the value carries its own `type` and `version`).
@@ -255,4 +255,16 @@ func runFileByFile(_ job: ExecutableJob, inputs: [String], strict: Bool, json: B
         }
     }
     return (records, summarise(records, skipped: skipped, strict: strict, json: json, seconds: clock.seconds, outputRoot: job.outputRoot))
+}
+
+/// Raises the soft limit on open files to the hard one (at most 65,536): a coordinator
+/// serving probes, event streams and a thousand workers needs more than the 1,024 a shell
+/// gives by default (nginx's `worker_rlimit_nofile`, systemd's `LimitNOFILE` do the same).
+func raiseOpenFileLimit() {
+    var limit = rlimit()
+    guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+    let wanted = min(limit.rlim_max, 65_536)
+    guard limit.rlim_cur < wanted else { return }
+    limit.rlim_cur = wanted
+    _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
 }

@@ -75,7 +75,13 @@ struct LogOptions: ParsableArguments {
             completion: .list(["trace", "debug", "info", "notice", "warning", "error"]))
     var logLevel: String = "info"
 
+    @Option(help: "Log lines as text or json (one JSON object per line).", completion: .list(["text", "json"]))
+    var logFormat: String = "text"
+
     func validate() throws {
+        guard LogLines.Format(rawValue: logFormat) != nil else {
+            throw ValidationError("--log-format must be text or json, got \"\(logFormat)\"")
+        }
         let names = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
         guard names.contains(logLevel) else {
             throw ValidationError("--log-level must be one of \(names.joined(separator: ", ")), got \"\(logLevel)\"" + suggestion(logLevel, names))
@@ -83,7 +89,8 @@ struct LogOptions: ParsableArguments {
     }
 
     func logger(_ label: String) -> Logger {
-        var l = Logger(label: label) { StreamLogHandler.standardError(label: $0) }
+        let format = LogLines.Format(rawValue: logFormat) ?? .text
+        var l = Logger(label: label) { LogLines(label: $0, format: format) }
         l.logLevel = Logger.Level(rawValue: logLevel) ?? .info
         return l
     }
@@ -177,6 +184,18 @@ struct CoordinatorCommand: ParsableCommand {
     @Option(help: "Let browser pages from ORIGIN call the API (CORS).")
     var apiCors: String?
 
+    @Option(help: ArgumentHelp("A folder or s3://bucket/prefix submitted jobs may read (repeatable). With roots, every submitted job's inputs, manifests and overlays must lie in them; without any, API tokens and client keys may name no local path.", valueName: "root"))
+    var allowRead: [String] = []
+
+    @Option(help: ArgumentHelp("A folder or s3://bucket/prefix submitted jobs may write (repeatable): output roots and every planned output must lie in them.", valueName: "root"))
+    var allowWrite: [String] = []
+
+    @Option(help: ArgumentHelp("Hosts (HOST or HOST:PORT, repeatable or comma-separated) confined jobs may fetch from whatever address they resolve to; others may not reach loopback, link-local, private, multicast or unspecified addresses.", valueName: "hosts"))
+    var allowURLHosts: [String] = []
+
+    @Flag(help: "Let confined jobs fetch from loopback and private addresses (10/8, 172.16/12, 192.168/16, fc00::/7); link-local addresses such as 169.254.169.254 stay refused unless named in --allow-url-hosts.")
+    var allowPrivateSources = false
+
     @OptionGroup var log: LogOptions
 
     func validate() throws {
@@ -188,14 +207,34 @@ struct CoordinatorCommand: ParsableCommand {
             throw ValidationError("--api-insecure serves the API to anyone: only on a loopback --metrics-address, not \(metricsAddress)")
         }
         if apiInsecure && apiTokens != nil { throw ValidationError("--api-insecure and --api-tokens: choose one") }
+        for (flag, roots) in [("--allow-read", allowRead), ("--allow-write", allowWrite)] {
+            for root in roots {
+                let resolved = Location.resolve(root, from: FileManager.default.currentDirectoryPath)
+                if let problem = AccessRoots.problem(resolved) { throw ValidationError("\(flag): \(problem)") }
+            }
+        }
+        for host in urlHosts {
+            if let problem = SourcePolicy.hostProblem(host) { throw ValidationError("--allow-url-hosts: \(problem)") }
+        }
         if apiCors != nil && apiTokens == nil && !apiInsecure && allow == nil {
             throw ValidationError("--api-cors needs the API (--api-tokens DIR or --api-insecure)")
         }
     }
 
+    var urlHosts: [String] {
+        allowURLHosts.flatMap { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }.filter { !$0.isEmpty }
+    }
+
     func run() throws {
+        raiseOpenFileLimit()
         var config = CoordinatorConfig(endpoints: bind, journalPath: journal)
         config.dashboard = dashboard
+        config.access.roots = AccessRoots(read: allowRead.map { Location.resolve($0, from: FileManager.default.currentDirectoryPath) },
+                                          write: allowWrite.map { Location.resolve($0, from: FileManager.default.currentDirectoryPath) })
+        config.access.sources = SourcePolicy(allowPrivate: allowPrivateSources, hosts: urlHosts)
+        for root in config.access.roots.read + config.access.roots.write where !Location.isRemote(root) && !Paths.exists(root) {
+            warn("warning: the root \(root) does not exist (yet): jobs may name it, and nothing in it can be read until it does")
+        }
         if let dashboardTokenFile {
             guard dashboard else { throw ValidationError("--dashboard-token-file needs --dashboard") }
             guard let token = try? String(contentsOfFile: dashboardTokenFile, encoding: .utf8)

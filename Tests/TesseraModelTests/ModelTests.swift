@@ -107,3 +107,17 @@ final class OutputRecordTests: XCTestCase {
         XCTAssertEqual(decoded[0].quality, 70)
     }
 }
+
+/// What a user sent, in a log line: escaped and bounded.
+final class LogTextTests: XCTestCase {
+    func testControlCharactersAreEscapedAndLongValuesCut() {
+        XCTAssertEqual(LogText.field("a\nb\r\tc"), "a\\nb\\r\\tc")
+        XCTAssertEqual(LogText.field("\u{1b}[31mred\u{7f}"), "\\x1b[31mred\\x7f")
+        XCTAssertEqual(LogText.field("c1\u{85}ls\u{2028}rlo\u{202e}"), "c1\\x85ls\\u{2028}rlo\\u{202e}")
+        XCTAssertEqual(LogText.field("photo é 東京.jpg"), "photo é 東京.jpg", "printable text is kept as it is")
+        let long = String(repeating: "é", count: 1000)
+        XCTAssertEqual(LogText.field(long), String(repeating: "é", count: 200) + "… (2000 bytes)")
+        XCTAssertEqual(LogText.escaped("plain"), "plain")
+        XCTAssertFalse(LogText.escaped(long + "\n").contains("\n"))
+    }
+}

@@ -5,61 +5,15 @@ import XCTest
 /// The HTTP JSON API with curl, against a real coordinator and real workers: tokens by
 /// role, submission in JSON and YAML with the job file's errors, listing, progress as
 /// Server-Sent Events until the job ends, results paged through `Link`, cancel, retry.
-final class APITests: XCTestCase {
-    struct Reply {
-        var status: Int
-        var body: String
-        var headers: [String: String]
-        var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any]) ?? [:] }
-    }
-
-    var base = ""
-
-    /// One request: `curl -s -D headers`, the status, the body and the headers (lowercased names).
-    func call(_ method: String, _ path: String, token: String? = nil, body: String? = nil,
-              type: String = "application/json", extra: [String] = []) throws -> Reply {
-        let headerFile = NSTemporaryDirectory() + "api-headers-\(UUID().uuidString)"
-        defer { try? FileManager.default.removeItem(atPath: headerFile) }
-        var args = ["-s", "-X", method, "-D", headerFile, "-w", "\n%{http_code}", base + path] + extra
-        if let token { args += ["-H", "Authorization: Bearer \(token)"] }
-        if let body { args += ["-H", "Content-Type: \(type)", "--data-binary", "@-"] }
-        let r = try runProcess("curl", args, input: body.map { Data($0.utf8) })
-        let lines = r.stdout.split(separator: "\n", omittingEmptySubsequences: false)
-        var headers: [String: String] = [:]
-        for line in (try? String(contentsOfFile: headerFile, encoding: .utf8))?.split(separator: "\r\n") ?? [] {
-            if let colon = line.firstIndex(of: ":") {
-                headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-            }
-        }
-        return Reply(status: Int(lines.last ?? "") ?? 0, body: lines.dropLast().joined(separator: "\n"), headers: headers)
-    }
-
-    func token(_ cluster: Cluster, _ name: String, role: String = "client") throws -> String {
-        let r = try runProcess(Cluster.binary.path, ["token", "create", name, "--role", role, "--dir", cluster.dir + "/tokens"])
-        XCTAssertEqual(r.status, 0, r.stderr)
-        let token = r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        XCTAssertTrue(token.hasPrefix("tsr_") && token.count == 68, token)
-        let file = try String(contentsOfFile: cluster.dir + "/tokens/\(role)s/\(name).token", encoding: .utf8)
-        XCTAssertFalse(file.contains(token), "the file holds the token's hash, not the token")
-        return token
-    }
-
-    func waitReady(_ port: Int) throws {
-        let deadline = Date().addingTimeInterval(20)
-        while Date() < deadline {
-            if (try? runProcess("curl", ["-sf", "http://127.0.0.1:\(port)/readyz"]))?.status == 0 { return }
-            usleep(100_000)
-        }
-        throw TestTimeout()
-    }
-
+final class APITests: APITestCase {
     func testClientsSubmitFollowPageAndCancelTheirOwnJobsOnly() throws {
         let port = freePort()
         base = "http://127.0.0.1:\(port)"
         let cluster = try Cluster()
         try FileManager.default.createDirectory(atPath: cluster.dir + "/tokens", withIntermediateDirectories: true)
         let alice = try token(cluster, "alice"), bob = try token(cluster, "bob"), root = try token(cluster, "root", role: "admin")
-        cluster.coordinatorArguments = ["--metrics-port", String(port), "--api-tokens", cluster.dir + "/tokens"]
+        cluster.coordinatorArguments = ["--metrics-port", String(port), "--api-tokens", cluster.dir + "/tokens",
+                                        "--allow-read", cluster.dir, "--allow-write", cluster.dir]
         _ = try cluster.makeImages(5)
         try Data("not an image".utf8).write(to: URL(fileURLWithPath: cluster.dir + "/in/broken.jpg"))
         try cluster.startCoordinator()
@@ -181,7 +135,8 @@ final class APITests: XCTestCase {
         let cluster = try Cluster()
         try FileManager.default.createDirectory(atPath: cluster.dir + "/tokens", withIntermediateDirectories: true)
         let alice = try token(cluster, "alice"), bob = try token(cluster, "bob")
-        cluster.coordinatorArguments = ["--metrics-port", String(port), "--api-tokens", cluster.dir + "/tokens"]
+        cluster.coordinatorArguments = ["--metrics-port", String(port), "--api-tokens", cluster.dir + "/tokens",
+                                        "--allow-read", cluster.dir, "--allow-write", cluster.dir]
         _ = try cluster.makeImages(2)
         try cluster.startCoordinator()
         try waitReady(port)

@@ -51,6 +51,7 @@ final class ClusterSecurityTests: XCTestCase {
         let endpoint = "tcp://127.0.0.1:\(port)"
         let coordinator = try Cluster.spawn(["coordinator", "--bind", endpoint, "--journal", c.journal,
                                              "--curve-secret", c.dir + "/keys/coordinator.secret", "--allow", c.dir + "/allow",
+                                             "--allow-read", c.dir, "--allow-write", c.dir,
                                              "--metrics-port", "0", "--metrics-address", "127.0.0.1"],
                                             log: c.dir + "/coordinator.log")
         c.coordinator = coordinator

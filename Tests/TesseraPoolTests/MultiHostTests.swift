@@ -56,6 +56,7 @@ final class MultiHostTests: XCTestCase {
         let metricsURL = "http://\(lab.address("coordinator")):9090/metrics"
         _ = try lab.spawn("coordinator", [binary, "coordinator", "--bind", endpoint, "--journal", c.journal,
                                           "--curve-secret", "\(keys)/coordinator.secret", "--allow", allow,
+                                          "--allow-read", c.dir, "--allow-write", c.dir,
                                           "--worker-timeout", "3", "--metrics-port", "9090", "--metrics-address", "0.0.0.0"],
                           log: c.dir + "/coordinator.log")
         for w in ["w1", "w2", "w3"] {

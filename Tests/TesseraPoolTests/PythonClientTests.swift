@@ -80,7 +80,8 @@ final class PythonClientTests: XCTestCase {
         let port = freePort()
         let endpoint = "tcp://127.0.0.1:\(port)"
         c.coordinator = try Cluster.spawn(["coordinator", "--bind", endpoint, "--journal", c.journal,
-                                           "--curve-secret", keys + "/coordinator.secret", "--allow", allow],
+                                           "--curve-secret", keys + "/coordinator.secret", "--allow", allow,
+                                           "--allow-read", c.dir, "--allow-write", c.dir],
                                           log: c.dir + "/coordinator.log")
         c.workers.append(try Cluster.spawn(["worker", "--connect", endpoint, "--curve-secret", keys + "/worker.secret",
                                             "--server-key", keys + "/coordinator.pub"], log: c.dir + "/worker.log"))

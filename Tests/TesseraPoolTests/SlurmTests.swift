@@ -152,7 +152,8 @@ final class SlurmTests: XCTestCase {
         try Cluster.allow(c.dir + "/allow", keys: c.dir + "/keys", workers: ["worker"], clients: ["client"])
         let endpoint = "tcp://127.0.0.1:\(30000 + Int(getpid() % 10000))"
         c.coordinator = try Cluster.spawn(["coordinator", "--bind", endpoint, "--journal", c.journal, "--log-level", "info",
-                                           "--curve-secret", c.dir + "/keys/coordinator.secret", "--allow", c.dir + "/allow"],
+                                           "--curve-secret", c.dir + "/keys/coordinator.secret", "--allow", c.dir + "/allow",
+                                           "--allow-read", c.dir, "--allow-write", c.dir],
                                           log: c.dir + "/coordinator.log")
         let client = CoordinatorClient(endpoint: endpoint, timeout: 10,
                                        curve: (try CurveKeyPair.load(secretFile: c.dir + "/keys/client.secret"),

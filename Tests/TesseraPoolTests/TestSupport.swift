@@ -168,3 +168,53 @@ extension XCTestCase {
         return (r.status, r.stdout, r.stderr)
     }
 }
+
+/// A test case that calls a coordinator's HTTP API with curl (`base` is its address).
+class APITestCase: XCTestCase {
+    struct Reply {
+        var status: Int
+        var body: String
+        var headers: [String: String]
+        var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any]) ?? [:] }
+    }
+
+    var base = ""
+
+    /// One request: `curl -s -D headers`, the status, the body and the headers (lowercased names).
+    func call(_ method: String, _ path: String, token: String? = nil, body: String? = nil,
+              type: String = "application/json", extra: [String] = []) throws -> Reply {
+        let headerFile = NSTemporaryDirectory() + "api-headers-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: headerFile) }
+        var args = ["-s", "-X", method, "-D", headerFile, "-w", "\n%{http_code}", base + path] + extra
+        if let token { args += ["-H", "Authorization: Bearer \(token)"] }
+        if let body { args += ["-H", "Content-Type: \(type)", "--data-binary", "@-"] }
+        let r = try runProcess("curl", args, input: body.map { Data($0.utf8) })
+        let lines = r.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+        var headers: [String: String] = [:]
+        for line in (try? String(contentsOfFile: headerFile, encoding: .utf8))?.split(separator: "\r\n") ?? [] {
+            if let colon = line.firstIndex(of: ":") {
+                headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            }
+        }
+        return Reply(status: Int(lines.last ?? "") ?? 0, body: lines.dropLast().joined(separator: "\n"), headers: headers)
+    }
+
+    func token(_ cluster: Cluster, _ name: String, role: String = "client") throws -> String {
+        let r = try runProcess(Cluster.binary.path, ["token", "create", name, "--role", role, "--dir", cluster.dir + "/tokens"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let token = r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        XCTAssertTrue(token.hasPrefix("tsr_") && token.count == 68, token)
+        let file = try String(contentsOfFile: cluster.dir + "/tokens/\(role)s/\(name).token", encoding: .utf8)
+        XCTAssertFalse(file.contains(token), "the file holds the token's hash, not the token")
+        return token
+    }
+
+    func waitReady(_ port: Int) throws {
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline {
+            if (try? runProcess("curl", ["-sf", "http://127.0.0.1:\(port)/readyz"]))?.status == 0 { return }
+            usleep(100_000)
+        }
+        throw TestTimeout()
+    }
+}

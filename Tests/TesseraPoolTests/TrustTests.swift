@@ -81,6 +81,7 @@ final class TrustTests: XCTestCase {
         let endpoint = "tcp://127.0.0.1:\(freePort())"
         c.coordinator = try Cluster.spawn(["coordinator", "--bind", endpoint, "--journal", c.journal,
                                            "--curve-secret", keys + "/coordinator.secret", "--allow", allow,
+                                           "--allow-read", c.dir, "--allow-write", c.dir,
                                            "--log-level", "info"] + extra, log: c.dir + "/coordinator.log")
         let cc = CurveCluster(c: c, endpoint: endpoint, keys: keys, serverKey: try CurveKeyPair.loadPublic(keys + "/coordinator.pub"))
         let alice = try cc.client("alice")

@@ -59,7 +59,7 @@ final class HTTPServiceTests: XCTestCase {
         defer { s.stop() }
         let fd = try connectTo(s.port)
         defer { close(fd) }
-        sendAll(fd, "GET /a?x=1&name=two+words%21 HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\nHost: x\n\nGET /c HTTP/1.1\r\nConnection: close\r\n\r\n")
+        sendAll(fd, "GET /a?x=1&name=two+words%21 HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\nGET /c HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         let all = readAll(fd)
         XCTAssertEqual(all.components(separatedBy: "HTTP/1.1 200 OK").count - 1, 3, all)
         let a = try XCTUnwrap(all.range(of: "GET /a name=two words!,x=1\n")), b = try XCTUnwrap(all.range(of: "GET /b \n"))
@@ -92,16 +92,16 @@ final class HTTPServiceTests: XCTestCase {
             sendAll(fd, request)
             return readAll(fd)
         }
-        XCTAssertTrue(try answer("POST /x HTTP/1.1\r\nContent-Length: 999999\r\n\r\n").hasPrefix("HTTP/1.1 413 "))
-        XCTAssertTrue(try answer("POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n").hasPrefix("HTTP/1.1 411 "))
-        XCTAssertTrue(try answer("POST /x HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd").hasPrefix("HTTP/1.1 400 "))
+        XCTAssertTrue(try answer("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 999999\r\n\r\n").hasPrefix("HTTP/1.1 413 "))
+        XCTAssertTrue(try answer("POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n").hasPrefix("HTTP/1.1 200 "))
+        XCTAssertTrue(try answer("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd").hasPrefix("HTTP/1.1 400 "))
         XCTAssertTrue(try answer("\u{16}\u{03}\u{01}\u{02}\u{00}\u{01}\r\n\r\n").hasPrefix("HTTP/1.1 400 "), "TLS to a plain port")
         XCTAssertTrue(try answer("GET / HTTP/1.1\r\n bad fold\r\n\r\n").hasPrefix("HTTP/1.1 400 "))
         XCTAssertTrue(try answer("GET / HTTP/1.1\r\n" + String(repeating: "X: y\r\n", count: 101) + "\r\n").hasPrefix("HTTP/1.1 431 "))
         // A body within the limit is read and dropped; the next request on the connection is answered.
         let fd = try connectTo(s.port)
         defer { close(fd) }
-        sendAll(fd, "POST /p HTTP/1.1\r\nContent-Length: 5\r\n\r\nhelloGET /q HTTP/1.1\r\nConnection: close\r\n\r\n")
+        sendAll(fd, "POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhelloGET /q HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         let both = readAll(fd)
         XCTAssertTrue(both.contains("POST /p \n") && both.contains("GET /q \n"), both)
     }
@@ -111,7 +111,7 @@ final class HTTPServiceTests: XCTestCase {
     /// is answered while the limit is full.
     func testDeadlinesAndTheConnectionLimit() throws {
         var limits = HTTPLimits()
-        (limits.requestSeconds, limits.idleSeconds, limits.maxConnections) = (0.6, 1.0, 8)
+        (limits.headSeconds, limits.requestSeconds, limits.idleSeconds, limits.maxConnections) = (0.6, 0.6, 1.0, 8)
         let s = try server(limits)
         defer { s.stop() }
         let slow = try connectTo(s.port)
@@ -128,7 +128,7 @@ final class HTTPServiceTests: XCTestCase {
         usleep(100_000)
         let probe = try connectTo(s.port)
         defer { close(probe) }
-        sendAll(probe, "GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n")
+        sendAll(probe, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         XCTAssertTrue(readAll(probe).hasPrefix("HTTP/1.1 200 "), "answered with the connection limit full")
         var closed = 0
         for fd in idle {
@@ -136,6 +136,100 @@ final class HTTPServiceTests: XCTestCase {
             if read(fd, &byte, 1) == 0 { closed += 1 }  // every idle one is closed by the idle deadline
         }
         XCTAssertEqual(closed, 8)
+    }
+
+    /// RFC 9112 framing with nothing two parsers could read differently (request smuggling):
+    /// each case is refused with its status and the connection closed; what is well formed
+    /// (a chunked body, a repeated equal Content-Length) is read. Every refusal here was
+    /// accepted before (issue 50): a space before the colon took `Transfer-Encoding :
+    /// chunked` for another header and framed the body by Content-Length.
+    func testFramingIsStrict() throws {
+        let echo = try PollHTTPServer(address: "127.0.0.1", port: 0) { request in
+            .reply(.text("\(request.method) \(request.path) body=\(String(decoding: request.body, as: UTF8.self))\n"))
+        }
+        defer { echo.stop() }
+        func answer(_ request: String) throws -> String {
+            let fd = try connectTo(echo.port)
+            defer { close(fd) }
+            sendAll(fd, request)
+            return readAll(fd)
+        }
+        func status(_ request: String) throws -> Int {
+            let text = try answer(request)
+            return Int(text.split(separator: " ").dropFirst().first ?? "") ?? 0
+        }
+        let cases: [(String, Int, String)] = [
+            ("POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding : chunked\r\nContent-Length: 3\r\n\r\nabc", 400, "space before the colon"),
+            ("GET / HTTP/1.1\r\nHost: x\r\nX-A: a\u{0}b\r\n\r\n", 400, "NUL in a value"),
+            ("GET / HTTP/1.1\r\nHost: x\r\nX-A: a\u{1b}[31mb\r\n\r\n", 400, "ESC in a value"),
+            ("GET / HTTP/1.1\nHost: x\n\n", 400, "bare LF line ends"),
+            ("GET / HTTP/1.1\r\nHost: x\nX-A: b\r\n\r\n", 400, "a bare LF inside the head"),
+            ("GET / HTTP/1.1\r\nHost: x\rX-A: b\r\n\r\n", 400, "a bare CR"),
+            ("GET / HTTP/1.1\r\nHo st: x\r\n\r\n", 400, "a header name that is no token"),
+            ("GET / HTTP/1.1\r\n\r\n", 400, "no Host"),
+            ("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400, "two Hosts"),
+            ("GET /  HTTP/1.1\r\nHost: x\r\n\r\n", 400, "two spaces in the request line"),
+            ("GET /\u{7f} HTTP/1.1\r\nHost: x\r\n\r\n", 400, "DEL in the target"),
+            ("GET / HTTP/2.0\r\nHost: x\r\n\r\n", 505, "another version"),
+            ("POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n", 400, "both framings"),
+            ("POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501, "a coding other than chunked"),
+            ("POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, gzip\r\n\r\n0\r\n\r\n", 400, "chunked not last"),
+            ("POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\n\r\n", 400, "not chunked at all"),
+            ("POST /x HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400, "chunked in HTTP/1.0"),
+            ("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: +3\r\n\r\nabc", 400, "a signed Content-Length"),
+            ("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 3, 3\r\n\r\nabc", 400, "a list as Content-Length"),
+            ("POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nz\r\nabc\r\n0\r\n\r\n", 400, "a bad chunk size"),
+            ("POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcd\r\n0\r\n\r\n", 400, "a chunk longer than said"),
+            ("POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\nabc\n0\n\n", 400, "bare LF in the chunks"),
+        ]
+        for (request, expected, what) in cases {
+            XCTAssertEqual(try status(request), expected, what)
+        }
+        // What is well formed is read: a chunked body with an extension and a trailer, a
+        // repeated equal Content-Length, HTTP/1.0 without Host.
+        XCTAssertTrue(try answer("POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nX-T: 1\r\n\r\n")
+                        .contains("POST /c body=abcde"))
+        XCTAssertTrue(try answer("POST /l HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+                        .contains("POST /l body=ok"))
+        XCTAssertTrue(try answer("GET /old HTTP/1.0\r\n\r\n").contains("GET /old body="))
+        // A chunked body over the limit is refused as it comes.
+        XCTAssertEqual(try status("POST /big HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n10001\r\n"), 413)
+    }
+
+    /// Slowloris: connections that trickle a request head are closed at the head deadline,
+    /// one address's incomplete connections are bounded (its oldest makes room), and a probe
+    /// always gets in and is answered at once, whatever fills the table.
+    func testSlowHeadsCannotStarveProbes() throws {
+        var limits = HTTPLimits()
+        (limits.headSeconds, limits.maxConnections, limits.maxIncompletePerAddress) = (1.0, 64, 16)
+        let s = try server(limits)
+        defer { s.stop() }
+        var slow: [Int32] = []
+        defer { slow.forEach { close($0) } }
+        for _ in 0..<100 {
+            guard let fd = loopbackConnection(s.port, receiveTimeout: 3) else { continue }
+            sendAll(fd, "GET / HTTP/1.1\r\nHo")
+            slow.append(fd)
+        }
+        usleep(200_000)
+        var answered = 0, worst = 0.0
+        for _ in 0..<20 {
+            let probe = try httpRequest(s.port, "/healthz")
+            if probe.status == 200 { answered += 1 }
+            worst = max(worst, probe.seconds)
+        }
+        XCTAssertEqual(answered, 20, "every probe answered with 100 slow heads open")
+        XCTAssertLessThan(worst, 0.5)
+        // Only the newest 16 of one address stayed (less the one the first probe, from the
+        // same address, displaced); they are closed with 408 at the deadline.
+        usleep(1_500_000)
+        var timedOut = 0, closedEarly = 0
+        for fd in slow {
+            let text = readAll(fd)
+            if text.hasPrefix("HTTP/1.1 408 ") { timedOut += 1 } else if text.isEmpty { closedEarly += 1 }
+        }
+        XCTAssertEqual(timedOut, 15, "the newest incomplete connections of the address reach the head deadline")
+        XCTAssertEqual(closedEarly + timedOut, 100)
     }
 
     /// Server-Sent Events: each event as `data:` lines; a client that goes away stops the source.

@@ -17,6 +17,25 @@ final class StorageTests: XCTestCase {
                       environment: s3.environment(secret: secret))
     }
 
+    /// The source policy's verdict per address: what a confined job's fetch may dial.
+    func testSourcePolicyRefusesInternalAddresses() {
+        let standard = SourcePolicy(), open = SourcePolicy(allowPrivate: true)
+        let cases: [(String, Bool, Bool)] = [  // address, allowed by default, allowed with private sources
+            ("93.184.216.34", true, true), ("2606:2800:220:1:248:1893:25c8:1946", true, true), ("8.8.8.8", true, true),
+            ("127.0.0.1", false, true), ("127.255.0.9", false, true), ("::1", false, true),
+            ("10.0.0.1", false, true), ("172.16.5.4", false, true), ("172.31.255.255", false, true), ("172.32.0.1", true, true),
+            ("192.168.1.1", false, true), ("100.64.0.1", false, true), ("100.128.0.1", true, true), ("fd00::1", false, true),
+            ("169.254.169.254", false, false), ("fe80::1", false, false), ("0.0.0.0", false, false), ("::", false, false),
+            ("224.0.0.1", false, false), ("ff02::1", false, false), ("255.255.255.255", false, false), ("240.0.0.1", false, false),
+            ("::ffff:127.0.0.1", false, true), ("::ffff:169.254.169.254", false, false), ("::ffff:8.8.8.8", true, true),
+            ("64:ff9b::a9fe:a9fe", false, false), ("2002:7f00:1::1", false, true), ("not an address", false, false),
+        ]
+        for (address, byDefault, withPrivate) in cases {
+            XCTAssertEqual(standard.allows(address: address), byDefault, address)
+            XCTAssertEqual(open.allows(address: address), withPrivate, address)
+        }
+    }
+
     func testMD5MatchesKnownDigests() {
         func md5(_ s: String) -> String { Array(s.utf8).withUnsafeBytes { MD5.hex($0) } }
         XCTAssertEqual(md5(""), "d41d8cd98f00b204e9800998ecf8427e")

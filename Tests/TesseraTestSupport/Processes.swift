@@ -9,8 +9,12 @@ public struct ProcessResult: Sendable {
     public var stderr: String
 }
 
-/// The built `tessera` binary, next to the test bundle.
+/// The built `tessera` binary, next to the test bundle (`TESSERA_TEST_BINARY` names another:
+/// the pool and command tests run against an older build to show what it got wrong).
 public let tesseraBinary: URL = {
+    if let other = ProcessInfo.processInfo.environment["TESSERA_TEST_BINARY"], !other.isEmpty {
+        return URL(fileURLWithPath: other)
+    }
     let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
     for candidate in [dir, dir.deletingLastPathComponent(), Bundle.main.bundleURL] {
         let url = candidate.appendingPathComponent("tessera")

@@ -47,7 +47,7 @@ public final class ServerProcess {
     public let process: Process
     public let log: String
 
-    init(_ executable: String, _ args: [String], log: String) throws {
+    public init(_ executable: String, _ args: [String], log: String) throws {
         process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = args

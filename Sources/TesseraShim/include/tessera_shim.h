@@ -360,6 +360,15 @@ typedef struct {
     long low_speed_seconds;      ///< abort when under 1 byte/s for this long; 0 = never
     int follow_redirects;        ///< up to 5 (plain HTTP inputs; never for signed requests)
     size_t max_body;             ///< a response body over this many bytes is refused
+    /// The source policy (a confined job's fetches): when set, every address libcurl is about
+    /// to connect to, or reuses a connection to, is judged before a byte is sent. Loopback,
+    /// private (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7) and — always refused —
+    /// link-local, multicast, unspecified and reserved addresses, IPv4-mapped IPv6 judged as
+    /// IPv4. A refusal sets `forbidden` in the response.
+    int restrict_sources;
+    int allow_private;           ///< loopback and private ranges allowed
+    const char *const *allowed_hosts;  ///< "host" or "host:port": any address allowed
+    int allowed_host_count;
 } ts_http_request;
 
 /// What came back. `body` and `headers` are malloc'ed (free with ts_http_response_free);
@@ -368,6 +377,7 @@ typedef struct {
     long status;                 ///< HTTP status, 0 when no response came
     int curl_code;               ///< CURLcode (0 = OK)
     int too_large;               ///< the body passed max_body (curl_code is a write error)
+    int forbidden;               ///< the source policy refused an address (nothing was sent there)
     unsigned char *body;
     size_t body_length;
     size_t body_capacity;
@@ -391,6 +401,9 @@ void ts_http_handle_free(void *handle);
 /// (`curl_code` and `error` say why).
 int ts_http_perform(void *handle, const ts_http_request *request, ts_http_response *response);
 void ts_http_response_free(ts_http_response *response);
+/// The source policy's verdict on one address (IPv4 or IPv6 text): 0 allowed, 1 refused
+/// unless private sources are allowed (loopback, private ranges), 2 always refused.
+int ts_address_class(const char *address);
 
 // MARK: - Processes
 

@@ -61,7 +61,8 @@ def pool():
     port = free_port()
     log = open(d + "/coordinator.log", "w")
     coordinator = subprocess.Popen([binary, "coordinator", "--bind", f"ipc://{d}/c.sock", "--journal", d + "/j.sqlite",
-                                    "--metrics-port", str(port), "--api-tokens", d + "/tokens"],
+                                    "--metrics-port", str(port), "--api-tokens", d + "/tokens",
+                                    "--allow-read", d, "--allow-write", d],
                                    stdout=log, stderr=log)
     url = f"http://127.0.0.1:{port}"
     for _ in range(200):
