@@ -55,6 +55,7 @@ extension Coordinator {
             // The code travels beside the message (ErrorReply shows it once).
             throw ErrorReply(code: error.code.rawValue, message: (error.file.map { Paths.display($0) + ": " } ?? "") + error.reason)
         }
+        if let pages = config.journalGrowthPages { try journal.limitGrowth(pages: pages) }
         let job = ActiveJob(id: id, seq: planned.seq, spec: spec, firstTask: planned.firstTask, total: planned.total,
                             submitted: submitted, access: access)
         job.owner = owner

@@ -49,6 +49,9 @@ public struct CoordinatorConfig: Sendable {
     /// Where metrics are recorded and exported from (default with a metrics port: a
     /// Prometheus exporter of `CoordinatorMetrics.catalog`; without one: nowhere).
     public var metrics: MetricsExporter?
+    /// Fault injection for tests: after a job is planned, the journal may grow by this many
+    /// pages only, then fails as on a full disk.
+    public var journalGrowthPages: Int?
 
     public init(endpoints: [String], journalPath: String) {
         self.endpoints = endpoints
@@ -75,6 +78,10 @@ public final class Coordinator: @unchecked Sendable {
     var pendingAcks: [[UInt8]: [TaskRef]] = [:]
     var pendingReplies: [([UInt8], Envelope)] = []
     var dispatchPausedUntil = 0.0
+    /// A `shutdown` came: workers that connect from now on are told to drain at once.
+    var shuttingDown = false
+    /// The journal failed: no commit is granted any more.
+    var journalBroken = false
     var started = Monotonic.seconds()
     let metrics: CoordinatorMetrics
     /// The exporter `/metrics` serves, if any.
@@ -87,6 +94,8 @@ public final class Coordinator: @unchecked Sendable {
     private let stopLock = NSLock()
     private var stopRequested = false
     private var dispatchHeld = false
+    private var drainRequested = false
+    private var unrecorded: [String] = []
     /// The unfinished jobs found in the journal at start (set before `run()`; read-only after).
     public private(set) var recovered: [RecoveredJob] = []
     private var boundEndpoints: [String] = []
@@ -231,6 +240,21 @@ public final class Coordinator: @unchecked Sendable {
         }
     }
 
+    /// Tells every worker to drain (hand back what it holds, finish what runs, leave), and
+    /// every worker that connects from now on as soon as it says hello; the loop goes on
+    /// (to take their reports) until `stop()`.
+    public func drainWorkers() {
+        stopLock.lock()
+        drainRequested = true
+        stopLock.unlock()
+    }
+
+    private var isDrainRequested: Bool {
+        stopLock.lock()
+        defer { stopLock.unlock() }
+        return drainRequested
+    }
+
     /// Stops handing out tasks (for good): what runs finishes or comes back, nothing new starts.
     public func holdDispatch() {
         stopLock.lock()
@@ -339,6 +363,7 @@ public final class Coordinator: @unchecked Sendable {
             let now = Monotonic.seconds()
             runDashboardActions(now: now)
             runAPIRequests(now: now)
+            if !shuttingDown && isDrainRequested { shutdownWorkers() }
             if now - lastTimers >= 0.05 {
                 timers(now: now)
                 lastTimers = now
@@ -393,7 +418,12 @@ public final class Coordinator: @unchecked Sendable {
     /// Commits queued journal writes, then sends what waited for them (acks, replies).
     func flushJournalAndSend() throws {
         applyEffects()
-        if journal.hasPending { try journal.flush() }
+        if journal.hasPending {
+            do { try journal.flush() } catch {
+                journalFailed(error)
+                throw error
+            }
+        }
         for (identity, refs) in pendingAcks where !refs.isEmpty {
             send(identity, Envelope(MessageType.ack, body: TaskRef.encode(refs)))
         }
@@ -401,6 +431,45 @@ public final class Coordinator: @unchecked Sendable {
         let replies = pendingReplies
         pendingReplies.removeAll()
         for (identity, e) in replies { send(identity, e) }
+    }
+
+    /// The journal cannot be written (a full disk, an I/O error): the loop ends with the error.
+    /// Nothing is left that it does not record: files published by tasks whose results it
+    /// could not commit are removed (a rerun makes them again), and every worker is told to
+    /// drop what it holds (their staged files are discarded; no commit is granted again).
+    func journalFailed(_ error: Error) {
+        logger.error("the journal cannot be written (\(error)): stopping; outputs of the results it could not record are removed")
+        var removed = 0
+        for path in journal.pendingOutputs where !Location.isRemote(path) {
+            if Paths.withCString(path, { unlink($0) }) == 0 { removed += 1 }
+        }
+        if removed > 0 { logger.error("removed \(removed) published outputs whose results could not be journaled") }
+        // Granted attempts may still publish: their files are removed once their workers are gone.
+        var granted: [String] = []
+        for w in workers.values {
+            for ref in w.committed {
+                guard let job = w.held[ref], let input = job.live[ref.task]?.input, case .local(let root) = Location(job.spec.output)
+                else { continue }
+                let planned = job.executable.plannedOutputs(for: input, alternatives: true)
+                granted += (planned.expected + planned.possible).map { Location.join(root, $0) }
+            }
+        }
+        stopLock.lock()
+        unrecorded = granted
+        stopLock.unlock()
+        for w in workers.values where !w.held.isEmpty {
+            send(w.identity, Envelope(MessageType.revoke, body: TaskRef.encode(Array(w.held.keys))))
+        }
+        for w in workers.values { send(w.identity, Envelope(MessageType.drain)) }
+        journalBroken = true
+    }
+
+    /// After the journal failed: files that attempts granted their commit may have published
+    /// (their results were never recorded). Remove them once the workers are gone.
+    public var unrecordedOutputs: [String] {
+        stopLock.lock()
+        defer { stopLock.unlock() }
+        return unrecorded
     }
 
     /// Sends to a peer; a peer that is gone (ROUTER_MANDATORY) is handled, never silently dropped.
@@ -611,6 +680,9 @@ public final class Coordinator: @unchecked Sendable {
         for job in Set(w.held.values.map(ObjectIdentifier.init)).compactMap({ oid in jobs.first { ObjectIdentifier($0) == oid } }) {
             send(identity, Envelope(MessageType.job, body: job.announcement))
         }
+        // Shut down already: a worker that connects late (`tessera run`'s, still starting when
+        // the job ended, whose SIGTERM may have come before it could take signals) drains too.
+        if shuttingDown { send(identity, Envelope(MessageType.drain)) }
     }
 
     private func heartbeat(_ identity: [UInt8], _ e: Envelope) throws {
@@ -653,8 +725,11 @@ public final class Coordinator: @unchecked Sendable {
             guard let job = scheduler.current(r.ref, of: w), let input = job.live[r.ref.task]?.input else {
                 w.running.remove(r.ref)
                 w.revoked.remove(r.ref)
-                // A superseded attempt handing its task back is normal; anything else is refused.
-                if r.status != .returned {
+                // A superseded attempt handing its task back is normal, and so is the report of
+                // an attempt taken back while it ran (the two crossed); anything else is refused.
+                if w.wasTakenBack(r.ref) {
+                    logger.debug("task \(r.ref.task) attempt \(r.ref.attempt) was taken back from \(LogText.field(w.id)) as it ended: its report is dropped")
+                } else if r.status != .returned {
                     refuse("report", from: identity, reason: "task \(r.ref.task) attempt \(r.ref.attempt) is not this worker's current attempt")
                 }
                 continue
@@ -686,13 +761,15 @@ public final class Coordinator: @unchecked Sendable {
                     }
                 }
                 if r.status == .succeeded, job.spec.kind != .noop {
-                    let written = outputPaths(record, root: job.spec.output)
+                    let written = writtenOutputs(record, root: job.spec.output)
                     if job.spec.options.incremental, r.inputHash != 0 {
-                        journal.append(.rendition(path: input.key, recipe: job.recipeHash, inputHash: r.inputHash, outputs: written))
+                        journal.append(.rendition(path: input.key, recipe: job.recipeHash, inputHash: r.inputHash,
+                                                  outputs: written.map(\.path)))
                     }
-                    // What Tessera wrote: a confined job may replace these, and no other file.
-                    let files = written.filter { !Location.isRemote($0) }
-                    if !files.isEmpty { journal.append(.outputs(task: i, paths: files)) }
+                    // What Tessera wrote, as it is now: a confined job may replace these and no
+                    // other file; a rerun finds whether they changed since.
+                    let files = written.compactMap { Location.isRemote($0.path) ? nil : Self.onDisk($0.path, hash: $0.hash) }
+                    if !files.isEmpty { journal.append(.outputs(task: i, files: files)) }
                 }
                 scheduler.complete(job, i, status: r.status == .succeeded ? .succeeded : .skipped, record: record,
                                    reported: r.ref)
@@ -719,7 +796,7 @@ public final class Coordinator: @unchecked Sendable {
         }
         var granted: [TaskRef] = [], refused: [TaskRef] = []
         for ref in refs {
-            if scheduler.grantCommit(ref, of: w) {
+            if !journalBroken && scheduler.grantCommit(ref, of: w) {
                 granted.append(ref)
             } else {
                 refused.append(ref)
@@ -881,18 +958,39 @@ public final class Coordinator: @unchecked Sendable {
     func assignment(_ job: ActiveJob, ref: TaskRef, inline: [UInt8]?) -> TaskAssignment {
         let slot = job.live[ref.task]!
         var expected: UInt64?
-        var remoteOutputs: [String] = []
+        var checks: [ExpectedOutput] = []
         if job.spec.options.incremental, let r = slot.rendition, !r.outputs.isEmpty {
-            // Files are checked here; objects by the worker (HEAD), never from the event loop.
             if r.outputs.contains(where: Location.isRemote) {
+                // Objects are checked by the worker (HEAD), never from the event loop.
                 expected = r.inputHash
-                remoteOutputs = r.outputs
-            } else if r.outputs.allSatisfy(Paths.exists) {
+                checks = r.outputs.map { ExpectedOutput(path: $0) }
+            } else if let local = localChecks(r.outputs, verify: job.spec.options.verify) {
                 expected = r.inputHash
+                checks = local
             }
         }
-        return TaskAssignment(ref: ref, job: job.id, input: slot.input, expectedHash: expected, expectedOutputs: remoteOutputs,
+        return TaskAssignment(ref: ref, job: job.id, input: slot.input, expectedHash: expected, expectedOutputs: checks,
                               inlineInput: inline, leaseSeconds: Float(job.spec.options.timeout))
+    }
+
+    /// Whether an earlier rendition's files are still what Tessera wrote: each there, of the
+    /// size and modification time the journal recorded (one `stat`). nil: one is missing or
+    /// of another size (the task renders again). A file touched since (same size, another
+    /// time), or every file with `verify`, goes to the worker to compare by hash.
+    func localChecks(_ outputs: [String], verify: Bool) -> [ExpectedOutput]? {
+        var checks: [ExpectedOutput] = []
+        for path in outputs {
+            guard let now = Self.onDisk(path, hash: 0) else { return nil }
+            guard let then = try? journal.written(path) else {
+                continue  // written before sizes were journaled: its existence is what counts
+            }
+            guard now.size == then.size else { return nil }
+            if verify || now.mtime != then.mtime {
+                guard then.hash != 0 else { return nil }
+                checks.append(ExpectedOutput(path: path, size: then.size, hash: then.hash))
+            }
+        }
+        return checks
     }
 
     /// Writes outputs that came back inline under the job's root; returns the record
@@ -921,12 +1019,26 @@ public final class Coordinator: @unchecked Sendable {
         return Array((try? JSONEncoder().encode(rec)) ?? Data(record))
     }
 
-    func outputPaths(_ record: [UInt8], root: String) -> [String] {
+    func outputPaths(_ record: [UInt8], root: String) -> [String] { writtenOutputs(record, root: root).map(\.path) }
+
+    /// A record's outputs: absolute paths, and the hash of each file's bytes when it says.
+    func writtenOutputs(_ record: [UInt8], root: String) -> [(path: String, hash: UInt64)] {
         guard let rec = try? JSONDecoder().decode(TaskRecord.self, from: Data(record)) else { return [] }
-        return rec.outputs.map { $0.path.hasPrefix("/") || Location.isRemote($0.path) ? $0.path : root + "/" + $0.path }
+        return rec.outputs.map {
+            ($0.path.hasPrefix("/") || Location.isRemote($0.path) ? $0.path : root + "/" + $0.path, $0.contentHash ?? 0)
+        }
+    }
+
+    /// A published file's size and modification time now (nil when it is not there).
+    static func onDisk(_ path: String, hash: UInt64) -> Journal.WrittenFile? {
+        var st = stat()
+        guard Paths.withCString(path, { stat($0, &st) }) == 0 else { return nil }
+        return Journal.WrittenFile(path: path, size: Int(st.st_size),
+                                   mtime: Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9, hash: hash)
     }
 
     private func shutdownWorkers() {
+        shuttingDown = true
         for w in workers.values { send(w.identity, Envelope(MessageType.drain)) }
     }
 }

@@ -14,6 +14,8 @@ import TesseraModel
 /// transaction every few milliseconds, acknowledging reports only after commit.
 package final class Journal {
     private let db: DatabaseQueue
+    /// The journal's one holder (this process) for as long as it is open.
+    private let lock: JournalLock
     private(set) var pending: [Op] = []
 
     /// A task's pyramid part from its `part` column ("" for a whole file).
@@ -24,8 +26,9 @@ package final class Journal {
         case retry(task: UInt64, attempts: Int, crashes: Int, notBefore: Double, error: String)
         case rendition(path: String, recipe: UInt64, inputHash: UInt64, outputs: [String])
         case jobState(job: String, state: JobStatus.State, finished: Double?, counts: OutcomeCounts)
-        /// Files a task wrote (local paths): what a confined job may replace later.
-        case outputs(task: UInt64, paths: [String])
+        /// Files a task wrote (local paths), as they were when its result came: what a
+        /// confined job may replace later, and what an incremental rerun checks them against.
+        case outputs(task: UInt64, files: [WrittenFile])
     }
 
     package struct JobRow {
@@ -56,7 +59,10 @@ package final class Journal {
         package var input: InputFile { InputFile(path: path, root: root, part: Journal.part(part), etag: etag.isEmpty ? nil : etag) }
     }
 
-    package init(path: String) throws {
+    /// Opens (or creates) the journal at `path`, taking its lock first: throws `JournalBusy`
+    /// when another process holds it (`wait`: blocks until it lets go, while `stop()` is false).
+    package init(path: String, wait: Bool = false, stop: () -> Bool = { false }) throws {
+        lock = try JournalLock(journal: path, wait: wait, stop: stop)
         // The journal holds what workers must fetch, presigned URLs with their signatures
         // included: readable by its owner only (SQLite gives its -wal and -shm files the
         // database's mode).
@@ -114,17 +120,59 @@ package final class Journal {
             // file Tessera wrote (a confined job replaces no other existing file).
             try db.execute(sql: """
                 ALTER TABLE jobs ADD COLUMN access TEXT NOT NULL DEFAULT '';
-                CREATE TABLE outputs (path TEXT PRIMARY KEY, task INTEGER NOT NULL) WITHOUT ROWID;
+                CREATE TABLE outputs (path TEXT PRIMARY KEY, task INTEGER NOT NULL, size INTEGER NOT NULL,
+                                      mtime REAL NOT NULL, hash INTEGER NOT NULL) WITHOUT ROWID;
                 """)
         }
         try migrator.migrate(db)
     }
 
-    /// Whether Tessera wrote the file at `path` (a result journaled it; queued writes included).
-    package func wroteOutput(_ path: String) throws -> Bool {
-        for case .outputs(_, let paths) in pending where paths.contains(path) { return true }
-        return try db.read { db in try Bool.fetchOne(db, sql: "SELECT 1 FROM outputs WHERE path = ?", arguments: [path]) ?? false }
+    /// The files of queued results (not yet committed): what a failing journal leaves published
+    /// but unrecorded, unless they are removed.
+    package var pendingOutputs: [String] {
+        pending.flatMap { op -> [String] in
+            if case .outputs(_, let files) = op { return files.map(\.path) }
+            return []
+        }
     }
+
+    /// A file Tessera wrote, as it was on disk when its task's result came.
+    package struct WrittenFile: Equatable {
+        package var path: String
+        package var size: Int
+        /// Seconds since 1970 (nanoseconds kept).
+        package var mtime: Double
+        /// XXH64 of its bytes (0: not known).
+        package var hash: UInt64
+
+        package init(path: String, size: Int, mtime: Double, hash: UInt64) {
+            (self.path, self.size, self.mtime, self.hash) = (path, size, mtime, hash)
+        }
+    }
+
+    /// How the file at `path` was when Tessera wrote it, if it did.
+    package func written(_ path: String) throws -> WrittenFile? {
+        for case .outputs(_, let files) in pending.reversed() {
+            if let f = files.first(where: { $0.path == path }) { return f }
+        }
+        return try db.read { db in
+            try Row.fetchOne(db, sql: "SELECT size, mtime, hash FROM outputs WHERE path = ?", arguments: [path]).map {
+                WrittenFile(path: path, size: $0[0], mtime: $0[1], hash: UInt64(bitPattern: $0[2] as Int64))
+            }
+        }
+    }
+
+    /// Lets the journal grow by at most `pages` more pages (SQLite's `max_page_count`): past
+    /// them every write fails `SQLITE_FULL`, as on a full disk (a test's fault injection).
+    package func limitGrowth(pages: Int) throws {
+        try db.write { db in
+            let current = try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0
+            _ = try Int.fetchOne(db, sql: "PRAGMA max_page_count = \(current + max(1, pages))")
+        }
+    }
+
+    /// Whether Tessera wrote the file at `path` (a result journaled it; queued writes included).
+    package func wroteOutput(_ path: String) throws -> Bool { try written(path) != nil }
 
     /// Increments and returns the coordinator epoch (one per start): attempt numbers
     /// carry it, so attempts made after a restart never collide with earlier ones.
@@ -455,7 +503,7 @@ package final class Journal {
                 sql: "UPDATE tasks SET attempts = ?, crashes = ?, not_before = ?, last_error = ? WHERE id = ?")
             let rendition = try db.cachedStatement(
                 sql: "INSERT OR REPLACE INTO renditions (path, recipe, input_hash, outputs) VALUES (?, ?, ?, ?)")
-            let output = try db.cachedStatement(sql: "INSERT OR REPLACE INTO outputs (path, task) VALUES (?, ?)")
+            let output = try db.cachedStatement(sql: "INSERT OR REPLACE INTO outputs (path, task, size, mtime, hash) VALUES (?, ?, ?, ?, ?)")
             let jobState = try db.cachedStatement(sql: """
                 UPDATE jobs SET state = ?, finished = ?, succeeded = ?, failed = ?, skipped = ?, cancelled = ? WHERE id = ?
                 """)
@@ -470,8 +518,10 @@ package final class Journal {
                                                       outputs.joined(separator: "\n")])
                 case .jobState(let job, let state, let finished, let c):
                     try jobState.execute(arguments: [state.rawValue, finished, c[.succeeded], c[.failed], c[.skipped], c[.cancelled], job])
-                case .outputs(let task, let paths):
-                    for path in paths { try output.execute(arguments: [path, Int64(task)]) }
+                case .outputs(let task, let files):
+                    for f in files {
+                        try output.execute(arguments: [f.path, Int64(task), f.size, f.mtime, Int64(bitPattern: f.hash)])
+                    }
                 }
             }
         }

@@ -34,6 +34,9 @@ public final class LocalPool: @unchecked Sendable {
         // a refused connect after 10 ms, doubling).
         let exits = NSCondition()
         var started: [Process] = []
+        // Another run or coordinator on this journal: refused before a worker starts (the
+        // coordinator takes the lock for good below).
+        try JournalLock(journal: journal).release()
         do {
             for _ in 0..<count {
                 let p = Process()
@@ -41,6 +44,11 @@ public final class LocalPool: @unchecked Sendable {
                 p.arguments = ["worker", "--connect", endpoint, "--parent-pid", String(getpid())] + workerArguments
                 p.standardInput = FileHandle.nullDevice
                 p.standardOutput = FileHandle.nullDevice
+                // The local pool is plain ipc: a remote cluster's client settings exported in
+                // the shell (the README's tour exports them) are not this pool's.
+                var environment = ProcessInfo.processInfo.environment
+                for name in ["TESSERA_CURVE_SECRET", "TESSERA_SERVER_KEY", "TESSERA_COORDINATOR"] { environment[name] = nil }
+                p.environment = environment
                 p.terminationHandler = { _ in
                     exits.lock()
                     exits.broadcast()
@@ -103,10 +111,11 @@ public final class LocalPool: @unchecked Sendable {
 
     /// Drains the workers, waits for them (terminating stragglers), stops the coordinator.
     public func shutdown(timeout: Double = 30) {
-        if isRunning { try? CoordinatorClient(endpoint: endpoint, timeout: 5).shutdown() }
-        // A worker still starting (a job that ended before it connected) gets no drain
-        // message; SIGTERM drains it the same way, and it was waited out and killed with a
-        // warning before.
+        // The coordinator keeps listening until the workers are gone: one still starting (a
+        // job that ended before it connected) is told to drain when it says hello, in case
+        // the SIGTERM below came before it could take signals (it waited out the timeout and
+        // was killed with a warning before).
+        coordinator.drainWorkers()
         for p in workers where p.isRunning { kill(p.processIdentifier, SIGTERM) }
         waitForWorkers(until: Date().addingTimeInterval(timeout))
         stopCoordinator()
@@ -120,6 +129,18 @@ public final class LocalPool: @unchecked Sendable {
         coordinator.holdDispatch()
         for p in workers where p.isRunning { kill(p.processIdentifier, SIGTERM) }
         waitForWorkers(until: Date().addingTimeInterval(grace))
+    }
+
+    /// The coordinator failed (its journal cannot be written): the workers drain within
+    /// `grace` seconds (or are killed), then nothing is left that the journal does not
+    /// record — staged files, and files that attempts granted their commit published.
+    public func cleanUpAfterFailure(outputRoot: String?, grace: Double = 3) {
+        for p in workers where p.isRunning { kill(p.processIdentifier, SIGTERM) }
+        waitForWorkers(until: Date().addingTimeInterval(grace))
+        for path in coordinator.unrecordedOutputs { Paths.withCString(path) { _ = unlink($0) } }
+        if let outputRoot, !Location.isRemote(outputRoot) {
+            try? FileManager.default.removeItem(atPath: outputRoot + "/.tessera/staging")
+        }
     }
 
     /// Kills every worker at once (a second Ctrl-C).

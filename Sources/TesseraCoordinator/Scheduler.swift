@@ -226,6 +226,11 @@ package final class WorkerConn {
     /// Tasks taken back after their lease expired that may still occupy an executor:
     /// they count against its capacity until a heartbeat shows them gone.
     package var revoked: Set<TaskRef> = []
+    /// Attempts taken back from it (the tail's rebalancing, another attempt that finished
+    /// first): a report of one crossed the take-back on the wire and is dropped without a
+    /// warning. The latest 1,024.
+    package private(set) var takenBack: Set<TaskRef> = []
+    private var takenBackOrder: [TaskRef] = []
     package let concurrency: Int
     package var draining = false
     /// The highest task peak it reported.
@@ -256,6 +261,22 @@ package final class WorkerConn {
     /// and tasks taken back that may still run, short of its concurrency.
     package var idleExecutors: Int {
         draining ? 0 : max(0, concurrency - (held.count - committed.count) - revoked.count)
+    }
+
+    /// Remembers attempts taken back from this worker.
+    package func tookBack(_ refs: [TaskRef]) {
+        for ref in refs where takenBack.insert(ref).inserted { takenBackOrder.append(ref) }
+        if takenBackOrder.count > 1024 {
+            for ref in takenBackOrder.prefix(takenBackOrder.count - 1024) { takenBack.remove(ref) }
+            takenBackOrder.removeFirst(takenBackOrder.count - 1024)
+        }
+    }
+
+    /// Whether `ref` was taken back from this worker (and forgets it: reported once).
+    package func wasTakenBack(_ ref: TaskRef) -> Bool {
+        guard takenBack.remove(ref) != nil else { return false }
+        takenBackOrder.removeAll { $0 == ref }
+        return true
     }
 
     package var freeCredit: Int {
@@ -440,6 +461,7 @@ package final class Scheduler {
                 // One may have started (its notice in flight): it holds an executor until a
                 // heartbeat shows it gone, as an expired lease's does.
                 w.revoked.formUnion(refs)
+                w.tookBack(refs)
                 effects.append(.revoke(worker: w.identity, refs: refs))
                 taken += refs.count
             }
@@ -548,7 +570,10 @@ package final class Scheduler {
         // Another attempt still out is now pointless: take it back.
         if slot.state == .dispatched, let other = slot.worker {
             let ref = TaskRef(task: id, attempt: slot.attempt)
-            if ref != reported, other.held[ref] != nil { effects.append(.revoke(worker: other.identity, refs: [ref])) }
+            if ref != reported, other.held[ref] != nil {
+                other.tookBack([ref])
+                effects.append(.revoke(worker: other.identity, refs: [ref]))
+            }
         }
         release(job, id)
         job.live.removeValue(forKey: id)

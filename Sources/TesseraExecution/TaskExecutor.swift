@@ -81,7 +81,7 @@ public enum TaskExecutor {
     ///   - stores: how URL inputs are fetched and object-storage outputs stored.
     ///   - prefetched: the input, already fetched (a worker overlaps downloads with work).
     public static func run(_ job: ExecutableJob, input: InputFile, inlineInput: [UInt8]? = nil,
-                           expectedHash: UInt64? = nil, expectedOutputs: [String] = [], returnInline: Bool = false,
+                           expectedHash: UInt64? = nil, expectedOutputs: [ExpectedOutput] = [], returnInline: Bool = false,
                            renderOptions: RenderOptions? = nil, fence: Fence? = nil,
                            stores: RemoteStores = RemoteStores(), prefetched: Result<Fetched, Error>? = nil) -> TaskOutcome {
         let clock = Stopwatch()
@@ -101,7 +101,7 @@ public enum TaskExecutor {
             // An object listed with its version: unchanged version and recipe, outputs still
             // there (HEAD) — skipped without downloading it.
             if remoteInput, job.options.incremental, let etag = input.etag, let expected = expectedHash,
-               expected == versionHash(etag), try expectedOutputs.allSatisfy(storage.exists) {
+               expected == versionHash(etag), try expectedOutputs.allSatisfy({ try unchanged($0, storage) }) {
                 task.inputHash = expected
                 task.record.status = .skipped
                 task.record.transfer?.etag = etag
@@ -116,7 +116,7 @@ public enum TaskExecutor {
                     task.inputHash = version.map(versionHash) ?? ContentHashes.shared.hash(bytes, of: task.inputIdentity, release: task.releaseInput)
                 }
                 if job.options.incremental, let expected = expectedHash, expected == task.inputHash,
-                   try expectedOutputs.allSatisfy(storage.exists) {
+                   try expectedOutputs.allSatisfy({ try unchanged($0, storage) }) {
                     task.record.status = .skipped
                     return
                 }
@@ -336,6 +336,9 @@ public enum TaskExecutor {
     private static func publish(_ files: [OutputFile], of job: ExecutableJob, as publishing: Publishing, fence: Fence?,
                                 storage: RemoteStorage, task: inout Run) throws {
         let writeStart = task.clock.milliseconds
+        // Each file's hash in its record: what a rerun checks an output that changed on disk against.
+        var files = files
+        for i in files.indices { files[i].record.contentHash = XXH64.hash(files[i].bytes) }
         switch publishing {
         case .inline:
             task.inlineOutputs = files.map { InlineFile(path: $0.record.path, bytes: $0.bytes) }
@@ -393,6 +396,17 @@ public enum TaskExecutor {
         }
         let spent = task.clock.milliseconds - writeStart
         if publishing == .objectStore { task.record.timings.store = spent } else { task.record.timings.write = spent }
+    }
+
+    /// Whether an earlier output is as that rendition left it: an object still there; a
+    /// file of its size whose bytes still hash the same (an output truncated or rewritten is
+    /// rendered again).
+    static func unchanged(_ output: ExpectedOutput, _ storage: RemoteStorage) throws -> Bool {
+        guard !Location.isRemote(output.path), output.size != nil || output.hash != nil else { return try storage.exists(output.path) }
+        guard let mapped = try? FileIO.map(output.path, limit: Int.max / 2) else { return false }
+        if let size = output.size, mapped.count != size { return false }
+        if let hash = output.hash, withExtendedLifetime(mapped, { XXH64.hash(mapped.bytes) }) != hash { return false }
+        return true
     }
 
     /// What reruns compare for an object whose store gave a version (ETag): unchanged

@@ -416,6 +416,7 @@ public enum JobFile {
                 o.hdr = mode
             }
             if let v = m["overwrite"] { o.overwrite = try bool(v, "options.overwrite") }
+            if let v = m["verify"] { o.verify = try bool(v, "options.verify") }
             if let p = o.problem() {
                 throw error(m[String(p.field.dropFirst("options.".count))], p.field, p.message)
             }

@@ -18,6 +18,9 @@ public struct OutputRecord: Sendable, Codable, Equatable {
     public var quality: Int?
     /// What became of the source's gain map (nil: the source had none).
     public var gainMap: GainMapOutcome?
+    /// XXH64 of the file's bytes as written (`xxh64`, 16 hex digits): what an incremental
+    /// rerun compares an output that changed on disk against.
+    public var contentHash: UInt64?
     /// The same, for JPEG outputs only (the records' `jpegQuality`).
     public var jpegQuality: Int? { format == .jpeg ? quality : nil }
 
@@ -31,7 +34,7 @@ public struct OutputRecord: Sendable, Codable, Equatable {
         self.quality = quality
     }
 
-    enum CodingKeys: String, CodingKey { case name, path, format, width, height, bytes, quality, jpegQuality, gainMap }
+    enum CodingKeys: String, CodingKey { case name, path, format, width, height, bytes, quality, jpegQuality, gainMap, xxh64 }
 
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -44,6 +47,7 @@ public struct OutputRecord: Sendable, Codable, Equatable {
         bytes = try c.decode(Int.self, forKey: .bytes)
         quality = try c.decodeIfPresent(Int.self, forKey: .quality) ?? c.decodeIfPresent(Int.self, forKey: .jpegQuality)
         gainMap = try c.decodeIfPresent(GainMapOutcome.self, forKey: .gainMap)
+        contentHash = try c.decodeIfPresent(String.self, forKey: .xxh64).flatMap { UInt64($0, radix: 16) }
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -57,6 +61,10 @@ public struct OutputRecord: Sendable, Codable, Equatable {
         try c.encodeIfPresent(quality, forKey: .quality)
         try c.encodeIfPresent(jpegQuality, forKey: .jpegQuality)
         try c.encodeIfPresent(gainMap, forKey: .gainMap)
+        if let contentHash {
+            let hex = String(contentHash, radix: 16)
+            try c.encode(String(repeating: "0", count: 16 - hex.count) + hex, forKey: .xxh64)
+        }
     }
 }
 

@@ -63,3 +63,20 @@ public struct InputFile: Sendable, Hashable, Codable {
     public var stem: String { String(Paths.splitName(Paths.lastComponent(Location.namingPath(path))).stem) }
     public var fileExtension: String { Paths.splitName(Paths.lastComponent(Location.namingPath(path))).ext.lowercased() }
 }
+
+/// An output an incremental rerun expects to find as an earlier rendition left it: an
+/// object that must still exist, or a file of this size whose bytes hash to this (the
+/// coordinator sends a file only when its size and time alone cannot tell).
+public struct ExpectedOutput: Sendable, Equatable {
+    public var path: String
+    /// Bytes it had (nil: not compared).
+    public var size: Int?
+    /// XXH64 of its bytes (nil: not compared).
+    public var hash: UInt64?
+
+    public init(path: String, size: Int? = nil, hash: UInt64? = nil) {
+        self.path = path
+        self.size = size
+        self.hash = hash
+    }
+}

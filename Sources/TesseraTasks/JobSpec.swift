@@ -209,12 +209,15 @@ public struct JobOptions: Codable, Sendable, Equatable {
     /// A job confined to roots (submitted through the API or by a client key) may replace an
     /// existing file it did not write only when this says so (docs/API.md, "Security").
     public var overwrite = false
+    /// Incremental reruns read every earlier output and compare its hash (else only files
+    /// whose size or time changed are read).
+    public var verify = false
 
     public init() {}
 
     enum CodingKeys: String, CodingKey {
         case maxMegapixels, maxInputMB, strict, maxAttempts, timeout, inline, incremental, fast, heifThumbnails, page, frame
-        case at, frames, fps, maxFrames, maxDuration, hdr, overwrite
+        case at, frames, fps, maxFrames, maxDuration, hdr, overwrite, verify
     }
 
     public init(from decoder: Decoder) throws {
@@ -239,6 +242,7 @@ public struct JobOptions: Codable, Sendable, Equatable {
         maxDuration = try c.decodeIfPresent(Double.self, forKey: .maxDuration) ?? d.maxDuration
         hdr = try c.decodeIfPresent(HDRMode.self, forKey: .hdr) ?? d.hdr
         overwrite = try c.decodeIfPresent(Bool.self, forKey: .overwrite) ?? d.overwrite
+        verify = try c.decodeIfPresent(Bool.self, forKey: .verify) ?? d.verify
     }
 
     /// A pyramid never holds the whole image: a tiles job whose options do not say

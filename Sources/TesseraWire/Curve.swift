@@ -84,6 +84,10 @@ public struct AuthenticationRefused: Error, CustomStringConvertible {
         if event.kind.contains(.handshakeFailedAuth) {
             return "\(endpoint) refused this key (\(keyID)…, ZAP status \(event.value)): it is not in the coordinator's allow-list"
         }
+        if event.kind.contains(.handshakeFailedProtocol) && event.value == 0x1100_0002 {
+            return "\(endpoint) does not use CURVE (mechanism mismatch): connect to it without --curve-secret and --server-key"
+                + " (and without TESSERA_CURVE_SECRET and TESSERA_SERVER_KEY in the environment)"
+        }
         return "CURVE handshake with \(endpoint) failed (key \(keyID)…): is --server-key the coordinator's public key?"
     }
 }

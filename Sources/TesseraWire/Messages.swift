@@ -166,15 +166,16 @@ public struct TaskAssignment: Equatable, Sendable {
     public var input: InputFile
     /// Content hash of the input when its outputs were last made with this recipe (incremental reruns).
     public var expectedHash: UInt64?
-    /// Object-storage outputs of that earlier rendition: the worker skips the task only if
-    /// they all still exist (HEAD). Empty for files (the coordinator checks those itself).
-    public var expectedOutputs: [String]
+    /// Outputs of that earlier rendition the worker checks before it skips the task: objects
+    /// must still exist (HEAD); files the coordinator could not vouch for by size and time
+    /// must still hash to what they were.
+    public var expectedOutputs: [ExpectedOutput]
     /// The input's bytes, when sent inline.
     public var inlineInput: [UInt8]?
     /// Seconds the lease lasts from dispatch.
     public var leaseSeconds: Float
 
-    public init(ref: TaskRef, job: String, input: InputFile, expectedHash: UInt64? = nil, expectedOutputs: [String] = [],
+    public init(ref: TaskRef, job: String, input: InputFile, expectedHash: UInt64? = nil, expectedOutputs: [ExpectedOutput] = [],
                 inlineInput: [UInt8]? = nil, leaseSeconds: Float) {
         self.ref = ref
         self.job = job
@@ -196,7 +197,11 @@ public struct TaskAssignment: Equatable, Sendable {
             w.string(t.input.etag ?? "")
             w.u64(t.expectedHash ?? 0)
             w.u32(UInt32(t.expectedOutputs.count))
-            for o in t.expectedOutputs { w.string(o) }
+            for o in t.expectedOutputs {
+                w.string(o.path)
+                w.u64(o.size.map { UInt64($0) } ?? UInt64.max)
+                w.u64(o.hash ?? 0)
+            }
             w.f32(t.leaseSeconds)
             if let bytes = t.inlineInput {
                 w.u32(UInt32(payloads.count))
@@ -225,7 +230,10 @@ public struct TaskAssignment: Equatable, Sendable {
             let hash = try r.u64()
             let outputCount = Int(try r.u32())
             guard outputCount <= e.body.count / 4 else { throw WireError("task \(ref.task) claims \(outputCount) outputs") }
-            let outputs = try (0..<outputCount).map { _ in try r.string() }
+            let outputs = try (0..<outputCount).map { _ -> ExpectedOutput in
+                let path = try r.string(), size = try r.u64(), hash = try r.u64()
+                return ExpectedOutput(path: path, size: size == UInt64.max ? nil : Int(clamping: size), hash: hash == 0 ? nil : hash)
+            }
             let lease = try r.f32()
             let payload = try r.u32()
             var inline: [UInt8]?

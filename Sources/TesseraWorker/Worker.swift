@@ -252,10 +252,22 @@ public final class Worker: @unchecked Sendable {
 
         /// Handshake outcomes: a refusal schedules a new socket.
         mutating func readMonitor(_ worker: Worker, now: Double) throws {
-            while let event = try monitor?.next() {
+            var events: [ZMQEvent] = []
+            while let event = try monitor?.next() { events.append(event) }
+            // A failure no retry can pass, among them, ends the worker without a retry said first.
+            if let fatal = events.first(where: { $0.kind.contains(.handshakeFailedProtocol) }) { events = [fatal] }
+            for event in events {
                 if event.kind.contains(.handshakeSucceeded) {
                     if refusedBackoff > 0 { worker.logger.info("coordinator at \(worker.config.endpoint) accepted this worker's key") }
                     refusedBackoff = 0
+                } else if event.kind.contains(.handshakeFailedProtocol) {
+                    // No retry can pass: the coordinator speaks no CURVE (a local, plain one —
+                    // `tessera run`'s — reached with a cluster's keys from the environment), or
+                    // the server key is not its own. Said once, and the worker exits (4).
+                    let refusal = AuthenticationRefused(endpoint: worker.config.endpoint, keyID: worker.config.curve?.keys.keyID,
+                                                        event: event)
+                    worker.logger.error("\(refusal)")
+                    throw refusal
                 } else if reconnectAt == nil {
                     refusedBackoff = min(10, max(2, refusedBackoff * 2))
                     reconnectAt = now + refusedBackoff

@@ -15,11 +15,15 @@ struct JobOverrides: ParsableArguments {
     @Option(name: .long, help: "Use this output root instead of the job file's.", completion: .directory)
     var output: String?
 
+    @Flag(help: "Incremental reruns read every earlier output and compare its hash (without it, only outputs whose size or time changed are read; missing or resized ones are made again).")
+    var verify = false
+
     func apply(to spec: inout JobSpec) {
         let cwd = FileManager.default.currentDirectoryPath
         func absolute(_ p: String) -> String { Location.resolve(p, from: cwd) }
         if !input.isEmpty { spec.inputs = input.map { .path(absolute($0), patterns: [], recursive: true) } }
         if let output { spec.output = absolute(output) }
+        if verify { spec.options.verify = true }
     }
 }
 

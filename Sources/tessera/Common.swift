@@ -51,7 +51,7 @@ func readFile(_ path: String) throws -> Data {
 
 /// Prints to standard error.
 func warn(_ s: String) {
-    StandardError.writeLine(s)
+    Console.err(s)
 }
 
 /// One JSON line on standard output (the value carries its own `type` and `version`).
@@ -142,18 +142,53 @@ func formatBytes(_ n: Int) -> String {
 func ms(_ v: Double) -> String { String(format: "%.1f", v) }
 
 /// Runs `body` for indices 0..<count on `threads` threads, in order of index per thread.
-func parallelForEach(_ count: Int, threads: Int, _ body: @escaping @Sendable (Int) -> Void) {
+func parallelForEach(_ count: Int, threads: Int, stop: @escaping @Sendable () -> Bool = { false },
+                     _ body: @escaping @Sendable (Int) -> Void) {
     guard threads > 1, count > 1 else {
-        for i in 0..<count { body(i) }
+        for i in 0..<count where !stop() { body(i) }
         return
     }
     let next = LockedCounter()
     DispatchQueue.concurrentPerform(iterations: min(threads, count)) { _ in
-        while true {
+        while !stop() {
             let i = next.increment()
             if i >= count { break }
             body(i)
         }
+    }
+}
+
+/// SIGINT and SIGTERM for commands that work file by file in this process (`render`,
+/// `strip`, `transcode`): the first stops taking files (those under way finish, their
+/// lines written whole), so the command prints its summary and exits 130 or 143; a
+/// second exits at once, after any line being written (never a cut one).
+final class FileByFileStop: @unchecked Sendable {
+    private let lock = NSLock()
+    private var received: Int32?
+    private var signals: StopSignals?
+
+    init() {
+        signals = StopSignals(first: { [weak self] sig in self?.set(sig) }, again: { sig in Console.exitNow(128 + sig) })
+    }
+
+    private func set(_ sig: Int32) {
+        lock.lock()
+        received = received ?? sig
+        lock.unlock()
+    }
+
+    /// The first signal, once one came.
+    var signal: Int32? {
+        lock.lock()
+        defer { lock.unlock() }
+        return received
+    }
+
+    /// After the summary: the line saying so, and the exit a signal means (nothing when none came).
+    func exitIfStopped(done: Int, of total: Int, json: Bool) throws {
+        guard let sig = signal else { return }
+        warn("interrupted by \(StopSignals.name(sig)): \(done) of \(total) files done, \(total - done) not started")
+        throw ExitCode(StopSignals.status(sig))
     }
 }
 
@@ -227,7 +262,8 @@ func suggestion(_ value: String, _ valid: [String]) -> String {
 /// output may replace an input, nor two share a file), then one record per file — its
 /// error warned, its JSON line printed with --json, else `describe`'s line.
 func runFileByFile(_ job: ExecutableJob, inputs: [String], strict: Bool, json: Bool,
-                   describe: (InputFile, TaskRecord) -> String?) throws -> (records: [TaskRecord], summary: RunSummary) {
+                   describe: (InputFile, TaskRecord) -> String?) throws
+    -> (records: [TaskRecord], summary: RunSummary, finish: () throws -> Void) {
     let files: [InputFile]
     let skipped = SkippedFiles(keepPaths: strict)
     do {
@@ -244,7 +280,8 @@ func runFileByFile(_ job: ExecutableJob, inputs: [String], strict: Bool, json: B
     }
     let clock = Stopwatch()
     var records: [TaskRecord] = []
-    for (i, file) in files.enumerated() {
+    let stop = FileByFileStop()
+    for (i, file) in files.enumerated() where stop.signal == nil {
         let record = collisions[i].map { TaskRecord(failing: file, with: $0) } ?? TaskExecutor.run(job, input: file).record
         records.append(record)
         if let e = record.error { warn("error: \(e.message)") }
@@ -254,7 +291,10 @@ func runFileByFile(_ job: ExecutableJob, inputs: [String], strict: Bool, json: B
             print(line)
         }
     }
-    return (records, summarise(records, skipped: skipped, strict: strict, json: json, seconds: clock.seconds, outputRoot: job.outputRoot))
+    let summary = summarise(records, skipped: skipped, strict: strict, json: json, seconds: clock.seconds, outputRoot: job.outputRoot)
+    // After the caller's summary: a signal's line and exit status.
+    let finish = { try stop.exitIfStopped(done: records.count, of: files.count, json: json) }
+    return (records, summary, finish)
 }
 
 /// Raises the soft limit on open files to the hard one (at most 65,536): a coordinator

@@ -289,6 +289,9 @@ struct CoordinatorCommand: ParsableCommand {
         let coordinator: Coordinator
         do {
             coordinator = try Coordinator(config: config, logger: log.logger("tessera.coordinator"))
+        } catch let busy as JournalBusy {
+            warn("error: \(busy) [journal-in-use]")
+            throw Exit.usage
         } catch {
             // The journal, the endpoints, the allow-list: what it could not start with.
             warn("error: cannot start (journal \(journal), bind \(bind.joined(separator: ", "))): \(error)")
@@ -391,7 +394,10 @@ struct WorkerCommand: ParsableCommand {
         let signals = StopSignals(first: { _ in worker.requestDrain() })
         defer { _ = signals }
         if let parentPid { ParentWatch.exit(with: parentPid) }
-        try worker.run()
+        do { try worker.run() } catch let refused as AuthenticationRefused {
+            warn("error: \(refused)")
+            throw Exit.refused
+        }
     }
 }
 

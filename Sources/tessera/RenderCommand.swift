@@ -412,7 +412,9 @@ struct Render: ParsableCommand {
         let json = self.json, quiet = self.quiet || toStdout
         let opts = options
         let bytes = stdinBytes
-        parallelForEach(files.count, threads: threads ?? ProcessInfo.processInfo.activeProcessorCount) { i in
+        let stop = FileByFileStop()
+        parallelForEach(files.count, threads: threads ?? ProcessInfo.processInfo.activeProcessorCount,
+                        stop: { stop.signal != nil }) { i in
             if let collision = collisions[i] {
                 lock.lock()
                 records[i] = TaskRecord(failing: files[i], with: collision)
@@ -434,10 +436,12 @@ struct Render: ParsableCommand {
         let summary = summarise(records.compactMap { $0 }, skipped: skipped, strict: strict, json: json && !toStdout,
                                 seconds: seconds, outputRoot: toStdout ? nil : output)
         if toStdout {
+            try stop.exitIfStopped(done: summary.tasks, of: files.count, json: false)
             if summary.failed > 0 { throw Exit.someFailed }
             return
         }
         if json { printJSONLine(summary) } else { summary.printRenderSummary() }
+        try stop.exitIfStopped(done: summary.tasks, of: files.count, json: json)
         if summary.failed > 0 { throw Exit.someFailed }
     }
 
@@ -465,10 +469,11 @@ struct Render: ParsableCommand {
         }.joined(separator: ", ")
         let scale = r.scaleEighths.map { $0 == 8 ? "1/1" : "\($0)/8" } ?? "-"
         let t = r.timings
-        print("ok   \(Paths.display(r.input)) \(r.sourceWidth ?? 0)x\(r.sourceHeight ?? 0) \(formatBytes(r.bytesIn)) -> \(outs)"
-              + " | scale \(scale)" + (t.fetch > 0 ? " fetch \(ms(t.fetch))" : "")
-              + " decode \(ms(t.decode)) resize \(ms(t.resize)) encode \(ms(t.encode))"
-              + (t.store > 0 ? " store \(ms(t.store))" : "") + " total \(ms(t.total)) ms")
+        var line = "ok   \(Paths.display(r.input)) \(r.sourceWidth ?? 0)x\(r.sourceHeight ?? 0) \(formatBytes(r.bytesIn)) -> \(outs)"
+        line += " | scale \(scale)" + (t.fetch > 0 ? " fetch \(ms(t.fetch))" : "")
+        line += " decode \(ms(t.decode)) resize \(ms(t.resize)) encode \(ms(t.encode))"
+        line += (t.store > 0 ? " store \(ms(t.store))" : "") + " total \(ms(t.total)) ms"
+        print(line)
     }
 }
 

@@ -60,6 +60,9 @@ struct Run: ParsableCommand {
     @Flag(help: "Serve a live dashboard while the job runs (on --metrics-port, or a free port); its address is printed.")
     var dashboard = false
 
+    @Option(help: ArgumentHelp("Fault injection for tests: the journal may grow by this many pages once the job is planned, then fails as on a full disk.", visibility: .hidden))
+    var journalGrowthPages: Int?
+
     @OptionGroup var overrides: JobOverrides
     @OptionGroup var log: LogOptions
 
@@ -136,7 +139,11 @@ struct Run: ParsableCommand {
                                      $0.metricsPort = metricsPort ?? (dashboard ? 0 : nil)
                                      $0.metricsAddress = metricsAddress
                                      $0.dashboard = dashboard
+                                     $0.journalGrowthPages = journalGrowthPages
                                  }, logger: logger)
+        } catch let busy as JournalBusy {
+            warn("error: \(busy) [journal-in-use]")
+            throw Exit.usage
         } catch {
             warn("error: \(journal): cannot start the coordinator: \(error) [coordinator-failed]")
             throw Exit.coordinator
@@ -204,7 +211,7 @@ struct Run: ParsableCommand {
             }
             if !pool.isRunning {
                 progress.finish()
-                pool.killWorkers()
+                pool.cleanUpAfterFailure(outputRoot: spec.output)
                 warn("error: \(journal): the coordinator stopped: \(pool.failure.map { "\($0)" } ?? "no reason given")"
                      + " [coordinator-failed]")
                 throw Exit.coordinator
@@ -385,7 +392,7 @@ final class Progress {
             // that the next redraw (or the interrupt's) cannot clear.
             if line.count >= columns - 3 { line = String(line.prefix(max(0, columns - 4))) }
             // Carriage return, the line, clear to the end: redrawn in place, never wrapping.
-            FileHandle.standardError.write(Data(("\r" + line + "\u{1B}[K").utf8))
+            Console.write(STDERR_FILENO, "\r" + line + "\u{1B}[K")
         } else if elapsed - lastLine >= 5 || s.isTerminal {
             lastLine = elapsed
             warn(String(format: "progress %d/%d, %.1f %@/s, ETA %@, %d failed", s.done, s.total, rate, unit, clock(eta),
@@ -394,7 +401,7 @@ final class Progress {
     }
 
     func finish() {
-        if interactive { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        if interactive { Console.write(STDERR_FILENO, "\r\u{1B}[K") }
     }
 
     private func clock(_ seconds: Double) -> String {

@@ -61,13 +61,14 @@ struct Strip: ParsableCommand {
                                 options: options)
         // Every file gets a record: one whose metadata cannot be removed (HEIF/AVIF: only a
         // re-encode could) fails with the reason, and the command exits 1.
-        let (_, summary) = try runFileByFile(job, inputs: inputs, strict: strict, json: json) { file, record in
+        let (_, summary, finish) = try runFileByFile(job, inputs: inputs, strict: strict, json: json) { file, record in
             guard let work = record.strip, let out = record.outputs.first else { return nil }
             let removed = work.removed.isEmpty ? "nothing" : work.removed.joined(separator: ", ")
             let how = work.transformed ? ", rotated losslessly" : work.orientation != 1 ? ", orientation tag \(work.orientation) kept" : ""
             return "ok   \(Paths.display(file.name)) -> \(out.path) \(formatBytes(record.bytesIn)) -> \(formatBytes(out.bytes)); removed \(removed)\(how)"
         }
         if json { printJSONLine(summary) } else { summary.printFileSummary(done: "stripped") }
+        try finish()
         if summary.failed > 0 { throw Exit.someFailed }
     }
 }

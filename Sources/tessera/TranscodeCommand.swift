@@ -52,7 +52,7 @@ struct Transcode: ParsableCommand {
         options.incremental = false
         // The same task a pool worker runs for a transcode job.
         let job = ExecutableJob(kind: .transcode, outputs: [], outputRoot: output, options: options)
-        let (records, summary) = try runFileByFile(job, inputs: inputs, strict: strict, json: json) { file, record in
+        let (records, summary, finish) = try runFileByFile(job, inputs: inputs, strict: strict, json: json) { file, record in
             record.outputs.first.map { out in
                 "ok   \(Paths.display(file.name)) -> \(out.path) \(formatBytes(record.bytesIn)) -> \(formatBytes(out.bytes)) "
                     + "(\(Self.change(record.bytesIn, out.bytes)))"
@@ -65,6 +65,7 @@ struct Transcode: ParsableCommand {
             summary.printFileSummary(done: "recompressed", extra: done.isEmpty ? ""
                                      : "; recompressed \(formatBytes(before)) -> \(formatBytes(after)) (\(Self.change(before, after)))")
         }
+        try finish()
         if summary.failed > 0 { throw Exit.someFailed }
     }
 }

@@ -45,7 +45,7 @@ struct LogLines: LogHandler {
             let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
             out = String(decoding: data, as: UTF8.self) + "\n"
         }
-        StandardError.writeLine(out)
+        Console.err(out)
     }
 
     private static func timestamp() -> String {
@@ -58,24 +58,43 @@ struct LogLines: LogHandler {
     }
 }
 
-/// Whole lines to stderr: one `write(2)` per line (retried on a short write), under one
-/// lock shared by every writer of the process (logs, warnings, `error:` lines).
-enum StandardError {
+/// The command's two streams, written whole: one `write(2)` per line (retried on a short
+/// write), under one lock shared by every writer of the process (records, summaries, logs,
+/// warnings, `error:` lines, the progress bar), so a line of stdout and one of stderr never
+/// splice into each other when both go to one file (`render DIR > log 2>&1`), and nothing
+/// is left in a buffer when a signal ends the process.
+enum Console {
     private static let lock = NSLock()
 
-    static func writeLine(_ line: String) {
-        var bytes = Array(line.utf8)
-        if bytes.last != 10 { bytes.append(10) }
+    /// `text` to `fd`, whole.
+    static func write(_ fd: Int32, _ text: String) {
+        let bytes = Array(text.utf8)
         lock.lock()
         defer { lock.unlock() }
         var offset = 0
         while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { write(2, $0.baseAddress! + offset, $0.count - offset) }
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
             if n < 0 {
-                if errno == EINTR { continue }
+                if errno == EINTR || errno == EAGAIN { continue }
                 return
             }
             offset += n
         }
     }
+
+    /// Exits now with `status`, once no line is being written.
+    static func exitNow(_ status: Int32) -> Never {
+        lock.lock()
+        _exit(status)
+    }
+
+    /// A line of standard output.
+    static func out(_ line: String) { write(STDOUT_FILENO, line.hasSuffix("\n") ? line : line + "\n") }
+
+    /// A line of standard error.
+    static func err(_ line: String) { write(STDERR_FILENO, line.hasSuffix("\n") ? line : line + "\n") }
 }
+
+/// Every `print` of this command is a whole line of standard output (`Console`), never
+/// held in a buffer.
+func print(_ line: String) { Console.out(line) }
