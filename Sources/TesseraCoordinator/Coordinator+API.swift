@@ -298,6 +298,13 @@ extension Coordinator {
         return Double(s.done) / elapsed
     }
 
+    /// What `/api/v1/` answers when the API is off: 404, saying how to turn it on.
+    static let apiOffRoute: HTTPService.PrefixRoute = { _ in
+        let a = APIAnswer.error(404, "api-off", "the HTTP API is off: start the coordinator with --api-tokens DIR"
+                                + " (tokens from `tessera token create NAME --dir DIR`), or --api-insecure on a loopback --metrics-address")
+        return .reply(HTTPReply(status: a.status, contentType: a.contentType, body: a.body))
+    }
+
     /// The routes of the API, for `HTTPService(prefixes:)`.
     static func apiRoute(_ gate: APIGate) -> HTTPService.PrefixRoute {
         { request in await APIRouter(gate: gate).answer(request) }

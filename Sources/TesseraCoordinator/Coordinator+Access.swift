@@ -68,7 +68,11 @@ extension Coordinator {
             }
         }
         let overwrite = spec.options.overwrite
-        let wrote: (String) -> Bool = { [journal] in (try? journal.wroteOutput($0)) ?? false }
+        // Tessera wrote a file when this journal says so, or the journal of a `tessera run`
+        // into the same root (`.tessera/journal.sqlite`) does.
+        let local: String? = Location.isRemote(spec.output) ? nil : spec.output
+        let runJournal = local.flatMap { Journal.recordedOutputs(in: LocalRun.journalPath(output: $0)) }
+        let wrote: (String) -> Bool = { [journal] in ((try? journal.wroteOutput($0)) ?? false) || runJournal?($0) == true }
         switch (role, roots) {
         case (nil, nil):
             return (nil, nil)

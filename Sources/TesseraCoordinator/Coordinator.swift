@@ -164,7 +164,7 @@ public final class Coordinator: @unchecked Sendable {
                     return p.serving && p.age < 10 ? .text("ok\n") : .text("not serving\n", status: 503)
                 },
             ]) { $1 }, events: pages?.events ?? [:], actions: pages?.actions ?? [:],
-               prefixes: api.map { ["/api/v1/": Coordinator.apiRoute($0)] } ?? [:],
+               prefixes: ["/api/v1/": api.map(Coordinator.apiRoute) ?? Coordinator.apiOffRoute],
                maxBody: config.api?.maxJobBytes ?? 64 << 10)
             http = h
             metricsPort = h.port
@@ -800,7 +800,12 @@ public final class Coordinator: @unchecked Sendable {
                 granted.append(ref)
             } else {
                 refused.append(ref)
-                refuse("commit", from: identity, reason: "task \(ref.task) attempt \(ref.attempt) is not this worker's current attempt")
+                // An attempt taken back while it ran (the two crossed): refused, not suspicious.
+                if w.takenBack.contains(ref) {
+                    logger.debug("task \(ref.task) attempt \(ref.attempt) was taken back from \(LogText.field(w.id)) as it ran: its commit is refused")
+                } else {
+                    refuse("commit", from: identity, reason: "task \(ref.task) attempt \(ref.attempt) is not this worker's current attempt")
+                }
             }
         }
         if !granted.isEmpty { send(identity, Envelope(MessageType.committed, body: TaskRef.encode(granted))) }

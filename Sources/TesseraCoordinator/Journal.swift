@@ -171,6 +171,18 @@ package final class Journal {
         }
     }
 
+    /// Whether the journal at `journalPath` (another one: a `tessera run`'s, in an output
+    /// root's `.tessera/`) records the file at a path as one Tessera wrote. Read only; nil when
+    /// there is no such journal or it records no outputs.
+    package static func recordedOutputs(in journalPath: String) -> ((String) -> Bool)? {
+        guard Paths.exists(journalPath) else { return nil }
+        var config = Configuration()
+        config.readonly = true
+        guard let db = try? DatabaseQueue(path: journalPath, configuration: config),
+              (try? db.read({ try $0.tableExists("outputs") })) == true else { return nil }
+        return { path in (try? db.read { try Bool.fetchOne($0, sql: "SELECT 1 FROM outputs WHERE path = ?", arguments: [path]) }) ?? false }
+    }
+
     /// Whether Tessera wrote the file at `path` (a result journaled it; queued writes included).
     package func wroteOutput(_ path: String) throws -> Bool { try written(path) != nil }
 

@@ -258,6 +258,7 @@ public enum TaskExecutor {
             record.scaleEighths = result.scaleEighths
             record.decodePath = result.recordedDecodePath
             record.gainMap = result.gainMap
+            if !result.warnings.isEmpty { record.warnings = (record.warnings ?? []) + result.warnings }
             for stage in [Stage.decode, .resize, .finish, .encode] { record.timings[stage] = result.timings[stage] }
             for out in result.outputs {
                 let spec = job.outputs[out.recipeIndex]

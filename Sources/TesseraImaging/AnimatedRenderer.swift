@@ -99,6 +99,16 @@ enum AnimatedRenderer {
             throw ImagingError(.limitExceeded, "\(source.format == .gif ? "animated GIF" : source.format == .video ? "video preview" : "animated WebP") of \(source.frameCount) frames of \(decoded): "
                                + "\(o1 || o2 ? "too many" : "\(total)") pixels to decode, over the limit of \(options.limits.maxPixels)")
         }
+        // Memory: the source's canvas (RGBA, and a GIF's indices) or a video's frames, and per
+        // output its frame, the copy its encoder keeps and the encoder's own (about one more).
+        if options.limits.maxMemoryBytes > 0 {
+            var need = perFrame * (source.format == .video ? 6 : 5) + (8 << 20)
+            for plan in plans { need += plan.storedOutputSize.width * plan.storedOutputSize.height * 4 * 3 }
+            guard need <= options.limits.maxMemoryBytes else {
+                throw ImagingError(.outOfMemory, "needs about \((need + (1 << 20) - 1) >> 20) MB (\(source.frameCount) frames of \(decoded)), "
+                                   + "over this worker's memory budget of \(options.limits.maxMemoryBytes >> 20) MB per task")
+            }
+        }
         let still = recipes.indices.filter { !moving.contains($0) }
         var outputs: [RenderedOutput] = []
         var timings = StageTimings()

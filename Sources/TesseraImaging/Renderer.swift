@@ -55,6 +55,9 @@ public struct RenderResult: Sendable {
     public let timings: StageTimings
     /// A video's poster: the time of the frame used, in seconds.
     public var frameTime: Double? = nil
+    /// What the record says beside the outputs: a time clamped, data that did not decode
+    /// (lenient), an output that could not keep what was asked.
+    public var warnings: [String] = []
     /// The source's gain map (Ultra HDR), if it had one; each output's record says what became of it.
     public var gainMap: GainMapInfo? = nil
 }
@@ -167,7 +170,7 @@ public enum Renderer {
         timings.close(at: clock.milliseconds, remainderTo: .finish)
         return RenderResult(source: stage.summary, outputs: outputs, decodePath: stage.decodePath, level: stage.level,
                             scaleEighths: stage.scaleEighths, decodedSize: stage.decodedSize, timings: timings,
-                            frameTime: stage.frameTime, gainMap: stage.gainMapInfo)
+                            frameTime: stage.frameTime, warnings: stage.warnings, gainMap: stage.gainMapInfo)
     }
 
     /// The pixels of one recipe's output, before encoding: oriented, resized,
@@ -200,6 +203,7 @@ public enum Renderer {
         var level: Int? = nil
         /// A video's poster frame time.
         var frameTime: Double? = nil
+        var warnings: [String] = []
         /// The source's gain map: what it is, its metadata when usable, each output's map
         /// (upright, resized) where kept, and each output's outcome where already decided.
         var gainMapInfo: GainMapInfo? = nil
@@ -325,6 +329,11 @@ public enum Renderer {
             bytes += Int(Double(decodedW * decodedH) * perPixel)  // libheif decodes whole
         }
         if let coefficients = source.jpegCoefficientBytes { bytes += coefficients }
+        // A GIF's frame is composited whole on an RGBA canvas (then its RGB copy), from the
+        // frame's palette indices.
+        if source.format == .gif { bytes += stored.width * stored.height * (4 + 3 + 1) }
+        // A TIFF is read a band of strips or tiles at a time (a single strip: the whole image).
+        if let band = source.tiffBandMemory { bytes += band }
         for plan in plans {
             let out = plan.storedOutputSize.width * plan.storedOutputSize.height * channels
             bytes += out + out / 2                           // pixels, encoded output
@@ -497,6 +506,7 @@ public enum Renderer {
                           timings: timings,
                           decodePath: decodePath(source, fastMode: options.fastMode), level: source.tiffLevel ?? source.gifFrame,
                           frameTime: source.posterTime)
+        if let note = source.posterNote { stage.warnings.append(note) }
         stage.gainMaps = plans.map { _ in nil }
         stage.gainMapOutcomes = plans.map { _ in nil }
         stage.gainMapApplied = plans.map { _ in false }

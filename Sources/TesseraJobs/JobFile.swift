@@ -401,10 +401,10 @@ public enum JobFile {
             if let v = m["page"] { o.page = try int(v, "options.page") }
             if let v = m["frame"] { o.frame = try int(v, "options.frame") }
             if let v = m["at"] {
-                guard let text = v.string, let t = VideoTime(text) else {
-                    throw error(v, "options.at", "expected seconds (1.5, 1.5s) or a percentage of the video (10%)")
+                switch VideoTime.parse(v.string ?? "") {
+                case .success(let t): o.at = t
+                case .failure(let e): throw error(v, "options.at", e.description)
                 }
-                o.at = t
             }
             if let v = m["frames"] { o.frames = try int(v, "options.frames") }
             if let v = m["fps"] { o.fps = try double(v, "options.fps") }

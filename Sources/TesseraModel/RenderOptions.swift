@@ -122,25 +122,37 @@ public struct DecodeScalePolicy: Sendable, Equatable, Codable {
 public enum VideoTime: Sendable, Equatable, Codable, CustomStringConvertible {
     case seconds(Double)
     case fraction(Double)
+    /// Seconds before the end (`-1`, `-1.5s`), as ffmpeg's `-sseof` counts.
+    case fromEnd(Double)
 
     public init?(_ text: String) {
-        var t = text.trimmingCharacters(in: .whitespaces)
-        if t.hasSuffix("%") {
-            t.removeLast()
-            guard let p = Double(t.trimmingCharacters(in: .whitespaces)), p.isFinite, (0...100).contains(p) else { return nil }
-            self = .fraction(p / 100)
-            return
-        }
-        if t.hasSuffix("s") { t.removeLast() }
-        guard let s = Double(t.trimmingCharacters(in: .whitespaces)), s.isFinite, s >= 0, s <= 1e7 else { return nil }
-        self = .seconds(s)
+        guard case .success(let t) = VideoTime.parse(text) else { return nil }
+        self = t
     }
 
-    /// Seconds from the start of a video lasting `duration` (unknown: a fraction means the start).
+    /// The time `text` says, or what is wrong with it (the range, named).
+    public static func parse(_ text: String) -> Result<VideoTime, VideoTimeError> {
+        var t = text.trimmingCharacters(in: .whitespaces)
+        let expected = "expected seconds (1.5, 1.5s), seconds before the end (-2) or a percentage of the video (0% to 100%)"
+        if t.hasSuffix("%") {
+            t.removeLast()
+            guard let p = Double(t.trimmingCharacters(in: .whitespaces)), p.isFinite else { return .failure(VideoTimeError("\(expected), got \"\(text)\"")) }
+            guard (0...100).contains(p) else { return .failure(VideoTimeError("a percentage of the video is 0% to 100%, got \(text)")) }
+            return .success(.fraction(p / 100))
+        }
+        if t.hasSuffix("s") { t.removeLast() }
+        guard let s = Double(t.trimmingCharacters(in: .whitespaces)), s.isFinite else { return .failure(VideoTimeError("\(expected), got \"\(text)\"")) }
+        guard abs(s) <= 1e7 else { return .failure(VideoTimeError("a time is at most 10000000 s either way, got \(text)")) }
+        return .success(s < 0 || (s == 0 && t.hasPrefix("-")) ? .fromEnd(-s) : .seconds(s))
+    }
+
+    /// Seconds from the start of a video lasting `duration` (unknown: a fraction or a time from
+    /// the end means the start).
     public func seconds(of duration: Double?) -> Double {
         switch self {
         case .seconds(let s): return s
         case .fraction(let f): return (duration ?? 0) * f
+        case .fromEnd(let s): return max(0, (duration ?? s) - s)
         }
     }
 
@@ -148,6 +160,7 @@ public enum VideoTime: Sendable, Equatable, Codable, CustomStringConvertible {
         switch self {
         case .seconds(let s): return "\(s)s"
         case .fraction(let f): return "\(f * 100)%"
+        case .fromEnd(let s): return "-\(s)s"
         }
     }
 
@@ -158,14 +171,20 @@ public enum VideoTime: Sendable, Equatable, Codable, CustomStringConvertible {
             return
         }
         let text = try c.decode(String.self)
-        guard let t = VideoTime(text) else {
-            throw DecodingError.dataCorruptedError(in: c, debugDescription: "expected seconds (1.5, 1.5s) or a percentage (10%), got \"\(text)\"")
+        switch VideoTime.parse(text) {
+        case .success(let t): self = t
+        case .failure(let e): throw DecodingError.dataCorruptedError(in: c, debugDescription: e.description)
         }
-        self = t
     }
 
     public func encode(to encoder: Encoder) throws {
         var c = encoder.singleValueContainer()
         try c.encode(description)
     }
+}
+
+/// Why a time (`--at`, `options.at`) was refused.
+public struct VideoTimeError: Error, CustomStringConvertible, Equatable {
+    public let description: String
+    public init(_ d: String) { description = d }
 }

@@ -110,9 +110,16 @@ public enum DashboardPage {
       const yTop = svg("text", { class: "axis y", x: left - 4, y: top + 4, "text-anchor": "end" }); yTop.textContent = compact(max) + unit;
       const yZero = svg("text", { class: "axis y", x: left - 4, y: top + plotH, "text-anchor": "end" }); yZero.textContent = "0";
       s.append(yTop, yZero);
-      // At most 6.5 px a character at 10 px: every k-th label, so that each has room.
+      // At most 6.5 px a character at 10 px. Labels that are words (stages) each get theirs,
+      // turned to fit under narrow bars; numeric ones (buckets) every k-th, so that each has room.
       const longest = Math.max(1, ...labels.map((l) => String(l).length));
-      const every = Math.max(1, Math.ceil((longest * 6.5 + 4) / bw));
+      const words = labels.every((l) => /^[a-zA-Z]/.test(String(l)));
+      const turned = words && longest * 6.5 + 4 > bw;
+      const every = words ? 1 : Math.max(1, Math.ceil((longest * 6.5 + 4) / bw));
+      if (turned) {  // room under the axis for the turned labels
+        const extra = Math.ceil(longest * 6.5 * 0.6);
+        s.setAttribute("height", h + extra); s.setAttribute("viewBox", `0 0 ${w} ${h + extra}`);
+      }
       values.forEach((v, i) => {
         const bh = plotH * v / max, x = left + i * bw;
         const r = svg("rect", { x: x + 1, y: top + plotH - bh, width: Math.max(1, bw - 2), height: bh, fill: "#58a" });
@@ -121,7 +128,12 @@ public enum DashboardPage {
           const n = svg("text", { class: "value", x: x + bw / 2, y: top + plotH - bh - 2, "text-anchor": "middle" });
           n.textContent = compact(v); s.append(n);
         }
-        if (i % every === 0) {
+        if (turned) {
+          // Turned 35°, its end under its bar.
+          const l = svg("text", { class: "axis x turned", x: x + bw / 2 + 3, y: top + plotH + 10, "text-anchor": "end",
+                                  transform: `rotate(-35 ${x + bw / 2 + 3} ${top + plotH + 10})` });
+          l.textContent = labels[i]; s.append(l);
+        } else if (i % every === 0) {
           // Centred under its bar, or held inside the chart at either end.
           const half = String(labels[i]).length * 3.25, mid = x + bw / 2;
           const [lx, anchor] = mid + half > w - 1 ? [w - 1, "end"] : mid - half < 0 ? [0, "start"] : [mid, "middle"];
@@ -157,11 +169,20 @@ public enum DashboardPage {
         el("tbody", {}, ...rows.map((r) => el("tr", r.attrs || {}, ...r.cells.map((c) => el("td", {}, c))))));
     }
 
+    // Live: the job selected (the first at start); a report of several runs: each in turn.
     function drawJob() {
       const box = $("#job"); box.replaceChildren();
       const j = state.jobs.find((x) => x.id === selected) || state.jobs[0];
       if (!j) return;
       selected = j.id;
+      for (const one of state.report ? state.jobs : [j]) {
+        const part = el("section", { class: "job-detail", "data-job": one.id });
+        drawOneJob(one, part);
+        box.append(part);
+      }
+    }
+
+    function drawOneJob(j, box) {
       box.append(el("h2", {}, "Job " + j.name + " (" + j.id + ")"),
         el("p", {}, `${j.succeeded} ok, ${j.failed} failed, ${j.skipped} skipped, ${j.cancelled} cancelled, ${j.running} running of ${j.total}; `
           + `${fmt(j.filesPerSecond)} files/s, ${fmt(j.megabytesPerSecond)} MB/s; ${bytes(j.bytesIn)} in, ${bytes(j.bytesOut)} out`

@@ -149,6 +149,13 @@ public struct JobView: Codable, Sendable {
                 if g.examples.count < 3 { g.examples.append([r.input, e.message]) }
                 failures[e.code] = g
             }
+            // Every task a worker finished counts for it (as the Workers table counts them).
+            if let w = r.worker {
+                var s = workers[w] ?? (0, 0)
+                s.tasks += 1
+                s.peak = max(s.peak, r.peakMemory?.bytes ?? 0)
+                workers[w] = s
+            }
             guard r.status == .succeeded else { return }
             bytesIn += r.bytesIn
             bytesOut += r.bytesOut
@@ -170,12 +177,6 @@ public struct JobView: Codable, Sendable {
             }
             if let d = r.decodePath { decodePaths[d, default: 0] += 1 }
             if let s = r.scaleEighths { scales["\(s)/8", default: 0] += 1 }
-            if let w = r.worker {
-                var s = workers[w] ?? (0, 0)
-                s.tasks += 1
-                s.peak = max(s.peak, r.peakMemory?.bytes ?? 0)
-                workers[w] = s
-            }
             for o in r.outputs.prefix(2) {
                 latest.insert(o.path, at: 0)
                 if latest.count > 8 { latest.removeLast() }

@@ -64,6 +64,9 @@ public struct RunSummary: Codable, Sendable {
     /// Where the outputs went, and the journal that makes reruns incremental.
     public var outputRoot: String?
     public var journal: String?
+    /// The job's name and id (`run --report`: what `report` calls the run).
+    public var job: String?
+    public var jobID: String?
 
     /// What the tasks of a tiles job made together.
     public struct PyramidSummary: Codable, Sendable {

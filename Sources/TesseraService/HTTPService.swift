@@ -105,6 +105,10 @@ public final class HTTPService: @unchecked Sendable {
             if request.method == "POST", let action = actions[request.path] {
                 return .reply(await action(request.query, request.headers))
             }
+            // No such route: 404 whatever the method (a 405 would say the path exists).
+            guard routes[request.path] != nil || events[request.path] != nil || actions[request.path] != nil else {
+                return .reply(.text("not found; see \(paths)\n", status: 404), omitBody: request.method == "HEAD")
+            }
             guard request.method == "GET" || request.method == "HEAD" else {
                 return .reply(.text("only GET and HEAD\n", status: 405), extraHeaders: [("Allow", "GET, HEAD")])
             }
@@ -131,6 +135,6 @@ public final class HTTPService: @unchecked Sendable {
          403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout", 409: "Conflict",
          411: "Length Required", 413: "Content Too Large", 415: "Unsupported Media Type", 422: "Unprocessable Content",
          429: "Too Many Requests", 431: "Request Header Fields Too Large", 500: "Internal Server Error",
-         503: "Service Unavailable"][status] ?? "Status"
+         501: "Not Implemented", 503: "Service Unavailable", 505: "HTTP Version Not Supported"][status] ?? "Status"
     }
 }

@@ -19,11 +19,13 @@ struct ts_tiff {
     const uint8_t *data;
     size_t size, pos;
     int warnings;
+    int problems;                // errors and warnings, however many
     int rgba_started;
     int release_reads;
     TIFFRGBAImage rgba;
     char message[256];
     char warning[160];
+    char problem[200];           // the latest error or warning
 };
 
 static tmsize_t ts_read(thandle_t h, void *buf, tmsize_t n) {
@@ -71,12 +73,15 @@ static void ts_unmap(thandle_t h, void *base, toff_t size) { (void)h; (void)base
 static int ts_on_error(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap) {
     (void)tif;
     ts_tiff *t = (ts_tiff *)user;
-    if (t && !t->message[0]) {
-        char text[200];
-        vsnprintf(text, sizeof text, fmt, ap);
+    if (!t) return 1;
+    char text[200];
+    vsnprintf(text, sizeof text, fmt, ap);
+    if (!t->message[0]) {
         if (module && module[0]) snprintf(t->message, sizeof t->message, "%s: %s", module, text);
         else snprintf(t->message, sizeof t->message, "%s", text);
     }
+    snprintf(t->problem, sizeof t->problem, "%s: %s", module && module[0] ? module : "libtiff", text);
+    t->problems++;
     return 1;  // handled: libtiff's global handler (stderr) is not called
 }
 
@@ -84,12 +89,12 @@ static int ts_on_warning(TIFF *tif, void *user, const char *module, const char *
     (void)tif;
     ts_tiff *t = (ts_tiff *)user;
     if (t) {
-        if (!t->warnings) {
-            char text[120];
-            vsnprintf(text, sizeof text, fmt, ap);
-            snprintf(t->warning, sizeof t->warning, "%s: %s", module ? module : "libtiff", text);
-        }
+        char text[160];
+        vsnprintf(text, sizeof text, fmt, ap);
+        if (!t->warnings) snprintf(t->warning, sizeof t->warning, "%s: %s", module ? module : "libtiff", text);
+        snprintf(t->problem, sizeof t->problem, "%s: %s", module ? module : "libtiff", text);
         t->warnings++;
+        t->problems++;
     }
     return 1;
 }
@@ -132,6 +137,8 @@ void ts_tiff_release_reads(ts_tiff *t, int on) { t->release_reads = on; }
 int ts_tiff_ok(const ts_tiff *t) { return t && t->tif != NULL; }
 const char *ts_tiff_message(const ts_tiff *t) { return t->message; }
 int ts_tiff_warnings(const ts_tiff *t) { return t->warnings; }
+int ts_tiff_problems(const ts_tiff *t) { return t->problems; }
+const char *ts_tiff_last_problem(const ts_tiff *t) { return t->problem; }
 const char *ts_tiff_first_warning(const ts_tiff *t) { return t->warning; }
 void ts_tiff_clear(ts_tiff *t) { t->message[0] = 0; }
 void *ts_tiff_handle(ts_tiff *t) { return t->tif; }
@@ -289,6 +296,13 @@ static long ts_lzw_decode(const uint8_t *in, size_t n, uint8_t *out, size_t cap)
         prev_head = h;
         op += l;
     }
+    // A whole strip ends with the end code: one that does not (damaged, or a writer that
+    // left it out) goes to libtiff, which decodes it again and says what it found.
+    if (have < width) {
+        while (have <= 56 && ip < n) { bits = bits << 8 | in[ip++]; have += 8; }
+        if (have < width) return -1;
+    }
+    if (((uint32_t)(bits >> (have - width)) & ((1u << width) - 1)) != TS_LZW_END) return -1;
     return (long)(op < cap ? op : cap);
 }
 
@@ -354,6 +368,8 @@ long ts_tiff_read_lzw(ts_tiff *t, uint32_t chunk, uint8_t *out, size_t size) {
     TIFF *tif = t->tif;
     uint16_t compression = 0, fill = 0, predictor = 1, bits = 0, planar = 0, spp = 1;
     TIFFGetFieldDefaulted(tif, TIFFTAG_COMPRESSION, &compression);
+    // Only LZW has a predictor tag to ask for (asking another codec is an error libtiff reports).
+    if (compression != COMPRESSION_LZW) return -1;
     TIFFGetFieldDefaulted(tif, TIFFTAG_FILLORDER, &fill);
     TIFFGetFieldDefaulted(tif, TIFFTAG_PREDICTOR, &predictor);
     TIFFGetFieldDefaulted(tif, TIFFTAG_BITSPERSAMPLE, &bits);

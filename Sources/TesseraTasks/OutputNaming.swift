@@ -94,6 +94,11 @@ public struct OutputNaming: Sendable, Codable {
             }
             rest = rest[rest.index(after: close)...]
         }
+        // Outputs stay under the root: decided here, before any file is read or written.
+        if template.hasPrefix("/") { return "must be relative to the output root, got \"\(template)\"" }
+        if template.split(separator: "/").contains("..") { return "must not contain \"..\" (outputs stay under the output root), got \"\(template)\"" }
+        // `.tessera/` holds the journal and staged files: no output goes there.
+        if template.split(separator: "/").first == ".tessera" { return "must not write into .tessera/ (Tessera's own files), got \"\(template)\"" }
         return nil
     }
 

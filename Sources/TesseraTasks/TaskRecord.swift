@@ -84,6 +84,9 @@ public struct TaskRecord: Sendable, Codable {
     public var transfer: Transfer?
     /// When the task ended (seconds since 1970): timelines of reports.
     public var finishedAt: Double?
+    /// What went differently from what was asked, without failing the task: a time clamped
+    /// to the video, data that did not decode (lenient), a gain map an output could not keep.
+    public var warnings: [String]?
 
     public var bytesOut: Int { outputs.reduce(0) { $0 + $1.bytes } }
 
@@ -93,7 +96,7 @@ public struct TaskRecord: Sendable, Codable {
     enum CodingKeys: String, CodingKey {
         case type, version, input, status, error, bytesIn, bytesOut, sourceFormat, sourceWidth, sourceHeight, scaleEighths
         case decodePath, gainMap, outputs, timings = "timingsMilliseconds", peakRSSBytes, peakRSSShared, worker, tiles, strip, transfer
-        case finishedAt = "finishedUnixSeconds"
+        case finishedAt = "finishedUnixSeconds", warnings
         case legacyTimings = "timings", legacyFinishedAt = "finishedAt"
     }
 
@@ -123,6 +126,7 @@ public struct TaskRecord: Sendable, Codable {
         transfer = try c.decodeIfPresent(Transfer.self, forKey: .transfer)
         finishedAt = try c.decodeIfPresent(Double.self, forKey: .finishedAt)
             ?? c.decodeIfPresent(Double.self, forKey: .legacyFinishedAt)
+        warnings = try c.decodeIfPresent([String].self, forKey: .warnings)
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -149,6 +153,7 @@ public struct TaskRecord: Sendable, Codable {
         try c.encodeIfPresent(strip, forKey: .strip)
         try c.encodeIfPresent(transfer, forKey: .transfer)
         try c.encodeIfPresent(finishedAt, forKey: .finishedAt)
+        if let warnings, !warnings.isEmpty { try c.encode(warnings, forKey: .warnings) }
     }
 }
 

@@ -247,8 +247,10 @@ struct Report: ParsableCommand {
                 summary.tasksPerSecond = written.tasksPerSecond
                 summary.resumedTasks = written.resumedTasks
             }
-            let name = ((file as NSString).lastPathComponent as NSString).deletingPathExtension
-            runs.append(.init(records: decoded, summary: summary, id: "run \(runs.count + 1)", name: name, kind: ""))
+            // The job's own name and id when the file says them (`run --report`), else the file's.
+            let stem = ((file as NSString).lastPathComponent as NSString).deletingPathExtension
+            runs.append(.init(records: decoded, summary: summary, id: written?.jobID ?? "run \(runs.count + 1)",
+                              name: written?.job.map { "\($0) (\(stem))" } ?? stem, kind: ""))
         }
         var about = ReportAbout.here()
         about["records"] = records.joined(separator: ", ")

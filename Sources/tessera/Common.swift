@@ -206,8 +206,11 @@ final class LockedCounter: @unchecked Sendable {
 
 /// The output root of a command, checked before any work starts.
 enum OutputRoot {
-    /// Creates `root` (and the journal's directory) if missing and proves it writable;
-    /// exits 2 with the reason otherwise.
+    /// Proves `root` can be written: an existing directory is tried (a file made and removed),
+    /// a missing one must be creatable under its nearest existing ancestor — it is made only
+    /// when the first output is written, so a command whose every file fails leaves no empty
+    /// root behind. The journal's directory, when there is one, is made (the journal needs it).
+    /// Exits 2 with the reason otherwise.
     static func prepare(_ root: String, journal: String? = nil, storage: StorageSettings? = nil) throws {
         if Location.isRemote(root) {
             // A bucket: the credentials and the bucket are proved by listing one key.
@@ -215,8 +218,27 @@ enum OutputRoot {
                 warn("error: \(error)")
                 throw Exit.usage
             }
+        } else if !Paths.exists(root) {
+            var ancestor = Paths.directory(of: root)
+            while !ancestor.isEmpty && ancestor != "/" && !Paths.exists(ancestor) { ancestor = Paths.directory(of: ancestor) }
+            if ancestor.isEmpty { ancestor = "." }
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: ancestor, isDirectory: &isDirectory), isDirectory.boolValue else {
+                warn("error: \(root): cannot create the output root: \(ancestor) is not a directory [output-root]")
+                throw Exit.usage
+            }
+            // The first missing folder made and removed at once: what the kernel allows there
+            // (access(2) says yes to root anywhere, /proc included).
+            var first = root
+            while Paths.directory(of: first) != ancestor && !Paths.directory(of: first).isEmpty { first = Paths.directory(of: first) }
+            guard mkdir(first, 0o700) == 0 else {
+                warn("error: \(root): cannot create the output root: \(String(cString: strerror(errno))) [output-root]")
+                throw Exit.usage
+            }
+            rmdir(first)
         }
-        for dir in [root].filter({ !Location.isRemote($0) }) + (journal.map { [Paths.directory(of: $0).isEmpty ? "." : Paths.directory(of: $0)] } ?? []) {
+        let existing = [root].filter { !Location.isRemote($0) && Paths.exists($0) }
+        for dir in existing + (journal.map { [Paths.directory(of: $0).isEmpty ? "." : Paths.directory(of: $0)] } ?? []) {
             var isDirectory: ObjCBool = false
             if FileManager.default.fileExists(atPath: dir, isDirectory: &isDirectory), !isDirectory.boolValue {
                 warn("error: \(dir): the output root is not a directory [output-root]")

@@ -64,7 +64,7 @@ struct Render: ParsableCommand {
     @Option(help: "An HDR source (PQ or HLG AVIF or HEIF): tone-map (to SDR) or keep (JPEG outputs become Ultra HDR JPEGs, AVIF outputs the HDR image in PQ).")
     var hdr: HDRMode = .toneMap
 
-    @Option(help: "Video: when the poster frame is taken, in seconds (1.5, 1.5s) or a percentage of its length (10%). Default: the first frame past the first second that is neither near-black nor flat.")
+    @Option(parsing: .unconditional, help: "Video: when the poster frame is taken, in seconds (1.5, 1.5s), seconds before the end (-2), or a percentage of its length (0% to 100%); a time past the end takes the last frame, with a warning. Default: the first frame past the first second that is neither near-black nor flat.")
     var at: String?
 
     @Option(help: "Video with --animated: the preview's frames, sampled evenly across the video.")
@@ -347,6 +347,11 @@ struct Render: ParsableCommand {
         if toStdout && outputs.count != 1 {
             throw ValidationError("-o - writes one image to standard output: give one output, not \(outputs.count)")
         }
+        // The same job a pool worker runs, with this command's options; its template checked
+        // before anything is read or made.
+        if let template, let problem = OutputNaming.templateProblem(template) {
+            throw ValidationError("--template \(problem)")
+        }
         let files: [InputFile]
         var stdinBytes: [UInt8]?
         let skipped = SkippedFiles(keepPaths: strict)
@@ -360,10 +365,6 @@ struct Render: ParsableCommand {
             }
         }
         if !toStdout { try OutputRoot.prepare(output) }  // a bucket: credentials proved by listing one key
-        // The same job a pool worker runs, with this command's options.
-        if let template, let problem = OutputNaming.templateProblem(template) {
-            throw ValidationError("--template \(problem)")
-        }
         let pathTemplate = template ?? (outputs.count == 1 ? OutputNaming.single : OutputNaming.perPreset)
         var jobOptions = JobOptions()
         jobOptions.strict = !lenient
@@ -391,8 +392,10 @@ struct Render: ParsableCommand {
         options.gainMap = gainMap
         options.hdr = hdr
         if let at {
-            guard let t = VideoTime(at) else { throw ValidationError("--at: expected seconds (1.5, 1.5s) or a percentage (10%), got \(at)") }
-            options.posterTime = t
+            switch VideoTime.parse(at) {
+            case .success(let t): options.posterTime = t
+            case .failure(let e): throw ValidationError("--at: \(e)")
+            }
         }
         for (field, value) in [("frames", Double(frames)), ("fps", fps), ("maxFrames", Double(maxFrames)), ("maxDuration", maxDuration)] {
             if let problem = JobOptions.rangeProblem(field, value) { throw ValidationError("--\(field): \(problem)") }
@@ -429,6 +432,7 @@ struct Render: ParsableCommand {
             lock.lock()
             records[i] = record
             if record.status == .failed { warn("error: \(record.error?.message ?? record.input)") }
+            for w in record.warnings ?? [] where !json { warn("warning: \(Paths.display(record.input)): \(w)") }
             if json && !toStdout { printJSONLine(record) } else if !quiet && record.status != .failed { Render.printHuman(record) }
             lock.unlock()
         }
@@ -464,8 +468,12 @@ struct Render: ParsableCommand {
 
     static func printHuman(_ r: TaskRecord) {
         guard r.status == .succeeded else { return }
+        // Each output with its format (several formats of one output share its name) and what
+        // became of the source's gain map when it was not what was asked.
         let outs = r.outputs.map { o in
-            "\(o.name) \(o.width)x\(o.height) \(formatBytes(o.bytes))" + (o.quality.map { " q\($0)" } ?? "")
+            var text = "\(o.name) \(o.width)x\(o.height) \(o.format?.rawValue ?? "") \(formatBytes(o.bytes))" + (o.quality.map { " q\($0)" } ?? "")
+            if let g = o.gainMap, g.action == "dropped" { text += " (gain map dropped: \(g.reason ?? "not kept"))" }
+            return text
         }.joined(separator: ", ")
         let scale = r.scaleEighths.map { $0 == 8 ? "1/1" : "\($0)/8" } ?? "-"
         let t = r.timings

@@ -86,6 +86,18 @@ struct Run: ParsableCommand {
         var spec = job
         if inline { spec.options.inline = true }
         let journalPath = journal ?? LocalRun.journalPath(output: spec.output)
+        // Inputs that are not there: a usage error, before the journal (or anything) is made.
+        for source in spec.inputs {
+            let path: String
+            switch source {
+            case .path(let p, _, _): path = p
+            case .manifest(let m): path = m
+            }
+            if !Location.isRemote(path) && !Paths.exists(path) {
+                warn("error: \(Paths.display(path)): no such file or directory [input-not-found]")
+                throw Exit.usage
+            }
+        }
         // A root that cannot be written is a usage error, found before any work starts.
         try OutputRoot.prepare(spec.output, journal: journalPath, storage: spec.storage)
         let pool = try startPool(journal: journalPath)
@@ -112,6 +124,8 @@ struct Run: ParsableCommand {
         var summary = RunSummary(records: records, seconds: seconds, outputRoot: spec.output, journal: journalPath,
                                  workedBefore: started.earlier?.worked ?? 0)
         summary.skippedFiles = started.skippedFiles
+        summary.job = spec.name
+        summary.jobID = started.id
         if let report {
             try writeReport(to: report, raw: raw, records: records, summary: summary, spec: spec, id: started.id,
                             journal: journalPath)

@@ -1,7 +1,9 @@
 import ArgumentParser
 import Foundation
 import TesseraImaging
+import TesseraModel
 import TesseraService
+import TesseraTasks
 
 /// Every command names itself (`commandName`): derived from the type's name, each costs a
 /// runtime type lookup at every start (1.5 ms of a process's 15, measured with perf).
@@ -34,6 +36,16 @@ struct Tessera: ParsableCommand {
     /// rather than argument-parser's 64, in the one error style: `error: reason`.
     static func main() {
         BufferReuse.enable()
+        // A first word that is no command and no option is a mistyped command: said as such
+        // (argument-parser would complain about the options that follow it).
+        let names = configuration.subcommands.map { $0._commandName } + ["help"]
+        if let first = CommandLine.arguments.dropFirst().first, !first.hasPrefix("-"), !names.contains(first) {
+            let near = names.min { JobFields.distance($0, first) < JobFields.distance($1, first) }
+            let hint = near.flatMap { JobFields.distance($0, first) <= max(2, $0.count / 3) ? " — did you mean '\($0)'?" : nil } ?? ""
+            warn("error: unknown command '\(LogText.field(first, limit: 60))'\(hint)")
+            warn("see 'tessera --help' (commands: \(names.dropLast().joined(separator: ", ")))")
+            Foundation.exit(Exit.usage.rawValue)
+        }
         var command: ParsableCommand
         do {
             command = try parseAsRoot()

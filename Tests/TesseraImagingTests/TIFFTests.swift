@@ -234,6 +234,91 @@ final class TIFFTests: XCTestCase {
         }
     }
 
+    /// A TIFF of more directories than are counted (10,000) says "at least 10,000 pages",
+    /// not "10000-page".
+    func testPageCountsPastTheBoundSayAtLeast() throws {
+        let pages = (0..<10_001).map { _ in TestTIFF.Page(width: 1, height: 1) }
+        let bytes = TestTIFF(pages: pages).bytes()
+        let structure = try ImageInfo.inspect(bytes).structure
+        XCTAssertEqual(structure.first?.hasPrefix("at least 10,000 pages"), true, "\(structure)")
+        var options = RenderOptions()
+        options.page = 10_000
+        XCTAssertThrowsError(try decode(bytes, options: options)) { e in
+            XCTAssertTrue("\(e)".contains("a TIFF of at least 10,000 pages"), "\(e)")
+        }
+    }
+
+    /// Damaged data libtiff decodes anyway — CCITT G3/G4 with bad code words (libtiff says
+    /// "Premature EOL" or "Bad code word" and fills the rest), an LZW strip whose codes go
+    /// wrong — fails `corrupt` in strict mode (it rendered silently before) and renders with
+    /// `--lenient`.
+    func testDamagedDataFailsStrictAndRendersLenient() throws {
+        guard let tiffcp = ["/usr/bin/tiffcp", "/usr/local/bin/tiffcp"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw XCTSkip("tiffcp (libtiff-tools) not installed")
+        }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("damaged-\(getpid())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // A bilevel page, one strip, uncompressed (bits packed MSB first, 1 = black).
+        let (w, h) = (256, 200)
+        var packed = [UInt8](repeating: 0, count: w / 8 * h)
+        for y in 0..<h {
+            for x in 0..<w where (x / 16 + y / 10) % 2 == 0 || (x - y) % 37 == 0 { packed[y * w / 8 + x / 8] |= 0x80 >> (x % 8) }
+        }
+        var bilevel: [UInt8] = [0x49, 0x49, 42, 0]
+        func u32(_ v: Int) -> [UInt8] { (0..<4).map { UInt8(v >> (8 * $0) & 0xFF) } }
+        bilevel += u32(8 + packed.count) + packed
+        let tags: [(Int, Int, Int)] = [(256, 3, w), (257, 3, h), (258, 3, 1), (259, 3, 1), (262, 3, 0), (273, 4, 8), (277, 3, 1),
+                                       (278, 3, h), (279, 4, packed.count)]
+        bilevel += [UInt8(tags.count), 0]
+        for (tag, type, value) in tags { bilevel += [UInt8(tag & 0xFF), UInt8(tag >> 8), UInt8(type), 0, 1, 0, 0, 0] + u32(value) }
+        bilevel += [0, 0, 0, 0]
+        var rgb = TestTIFF.Page(width: 256, height: 200, rowsPerStrip: 200)
+        rgb.sample = { x, y, s in UInt32(((x &* 2_654_435_761) ^ (y &* 40_503) ^ (s &* 97)) >> 7 & 0xFF) }
+        var lenient = RenderOptions()
+        lenient.strict = false
+        for (name, source, args) in [("g4", bilevel, ["-c", "g4"]), ("g3", bilevel, ["-c", "g3"]),
+                                      ("lzw", TestTIFF(pages: [rgb]).bytes(), ["-c", "lzw", "-r", "200"])] {
+            let plain = dir.appendingPathComponent("\(name)-plain.tif"), out = dir.appendingPathComponent("\(name).tif")
+            try Data(source).write(to: plain)
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: tiffcp)
+            p.arguments = args + [plain.path, out.path]
+            try p.run()
+            p.waitUntilExit()
+            XCTAssertEqual(p.terminationStatus, 0, name)
+            let good = try bytes(of: out)
+            XCTAssertEqual(try decode(good).width, 256, name)
+            // Two bytes in the middle of the one strip's data (StripOffsets 273, StripByteCounts 279).
+            let strip = try XCTUnwrap(Self.stripRange(good), name)
+            var bad = good
+            bad[strip.lowerBound + strip.count / 2] ^= 0x5A
+            bad[strip.lowerBound + strip.count / 2 + 1] ^= 0xC3
+            XCTAssertThrowsError(try decode(bad), name) { e in
+                XCTAssertEqual((e as? ImagingError)?.code, .corrupt, "\(name): \(e)")
+            }
+            if name != "lzw" {  // libtiff fills what a bad code word left: lenient renders it
+                XCTAssertEqual(try decode(bad, options: lenient).width, 256, "\(name): lenient renders what decodes")
+            }
+        }
+    }
+
+    /// The byte range of a little-endian TIFF's first strip (one-strip files).
+    static func stripRange(_ b: [UInt8]) -> Range<Int>? {
+        func u16(_ i: Int) -> Int { Int(b[i]) | Int(b[i + 1]) << 8 }
+        func u32(_ i: Int) -> Int { u16(i) | u16(i + 2) << 16 }
+        let ifd = u32(4), n = u16(ifd)
+        var offset: Int?, count: Int?
+        for e in 0..<n {
+            let at = ifd + 2 + 12 * e, tag = u16(at), type = u16(at + 2)
+            let value = type == 3 ? u16(at + 8) : u32(at + 8)
+            if tag == 273 { offset = value }
+            if tag == 279 { count = value }
+        }
+        guard let offset, let count, offset + count <= b.count else { return nil }
+        return offset..<(offset + count)
+    }
+
     /// 8-bit LZW strips and tiles go through Tessera's own LZW decoder (not libtiff's codec):
     /// every layout decodes exactly as the uncompressed file — gray, RGB, RGBA, planes, tiles,
     /// with and without the predictor, on rows mixing noise (short strings) and flat runs (long
@@ -352,6 +437,13 @@ final class TIFFTests: XCTestCase {
                 XCTAssertTrue(f[5] == "ok" || beyondVips.contains(f[0]), "\(f[0]) rendered, but the manifest expects an error")
                 XCTAssertLessThanOrEqual(max(result.outputs[0].size.width, result.outputs[0].size.height), 256, f[0])
                 rendered += 1
+            } catch let e as ImagingError where f[5] == "ok" && f.count > 6 && f[6].contains("vips warns") {
+                // Damaged data vips renders with a warning: strict fails it `corrupt`, lenient renders it.
+                XCTAssertEqual(e.code, .corrupt, "\(f[0]): \(e)")
+                var lenient = RenderOptions()
+                lenient.strict = false
+                XCTAssertNoThrow(try Renderer.render(data, recipes: [recipe([fit(256, 256)])], options: lenient), f[0])
+                refused += 1
             } catch let e as ImagingError {
                 XCTAssertEqual(f[5], "error", "\(f[0]): \(e)")
                 refused += 1

@@ -64,6 +64,11 @@ final class DashboardTests: XCTestCase {
             emptyTables: q('table').filter((t) => t.offsetParent !== null && t.querySelector('thead') && !t.querySelector('tbody tr'))
               .map((t) => t.className || t.id),
             scaleKeys: q('table.scales tr[data-key]').map((x) => x.getAttribute('data-key')),
+            stageBars: q('svg.stage-shares rect').length,
+            stageLabels: q('svg.stage-shares text.axis.x').map((x) => x.textContent),
+            workerDone: q('#workers tr[data-worker]').map((r) => +r.children[4].textContent),
+            jobWorkerTasks: q('table.job-workers tbody tr').map((r) => +r.children[1].textContent),
+            jobDetails: q('section.job-detail h2').map((h) => h.textContent),
             emptyNotes: q('p.empty').map((x) => x.className + ': ' + x.textContent),
             embedded: e ? JSON.parse(e.textContent) : null };""")
         out.update({"found": found, "stuckBefore": stuck_before, "firstPaintSeconds": first, "untilSeconds": time.time() - t0,
@@ -100,6 +105,11 @@ final class DashboardTests: XCTestCase {
         var axisLabels: Int
         var emptyTables: [String]
         var scaleKeys: [String]
+        var stageBars: Int
+        var stageLabels: [String]
+        var workerDone: [Int]
+        var jobWorkerTasks: [Int]
+        var jobDetails: [String]
         var emptyNotes: [String]
         var embedded: Embedded?
         var console: [Console]
@@ -146,6 +156,12 @@ final class DashboardTests: XCTestCase {
         XCTAssertGreaterThan(live.histogramBars, 0)
         XCTAssertEqual(live.stages.first, "queueWait")
         XCTAssertEqual(live.console.map(\.message), [], "no console errors")
+        // Every stage bar has its label (every other one had none); the job's tasks per worker
+        // are the Workers table's, failed tasks included (they counted succeeded ones only).
+        XCTAssertGreaterThan(live.stageBars, 5)
+        XCTAssertEqual(live.stageLabels.count, live.stageBars, "\(live.stageLabels)")
+        XCTAssertEqual(live.jobWorkerTasks.reduce(0, +), 9)
+        XCTAssertEqual(live.workerDone.reduce(0, +), live.jobWorkerTasks.reduce(0, +))
         XCTAssertEqual(try cluster.waitFor(submitted.job) { $0.finished != nil }.succeeded, 8)
 
         kill(doomed.processIdentifier, SIGKILL)
@@ -307,6 +323,9 @@ final class DashboardTests: XCTestCase {
         let both = try probe("file://" + compare, until: "table.compare", screenshot: "compare.png")
         XCTAssertTrue(both.found)
         XCTAssertEqual(both.compareColumns, 3, "a label column and one per run")
+        // Each run's detail, each named by its job (`run --report` says the job).
+        XCTAssertEqual(both.jobDetails.count, 2, "\(both.jobDetails)")
+        XCTAssertTrue(both.jobDetails.allSatisfy { $0.hasPrefix("Job report (") }, "\(both.jobDetails)")
         XCTAssertEqual(both.console.map(\.message), [])
         let bad = cluster.dir + "/bad.jsonl"
         try "{\"not\": \"a record\"}\n".write(toFile: bad, atomically: true, encoding: .utf8)

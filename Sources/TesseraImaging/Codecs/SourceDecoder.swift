@@ -37,6 +37,8 @@ final class SourceDecoder {
     var jpegCoefficientBytes: Int? { jpeg?.header.wholeImageCoefficientBytes }
     /// A video's poster: when it was, and whether keyframes alone were decoded to find it.
     private(set) var posterTime: Double?
+    /// What the record should say about the poster (a time asked for outside the video).
+    private(set) var posterNote: String?
     private(set) var posterFromKeyframes = false
     /// HEIF: the thumbnail item decoded instead of the primary image, when one covers every output.
     private(set) var heifThumbnail: UInt32?
@@ -124,7 +126,7 @@ final class SourceDecoder {
             xmp = d.xmp
         case .tiff:
             let d = try TIFFDecoder(bytes: bytes, limits: options.limits, page: options.page,
-                                    releaseReads: options.inputIsFileMap)
+                                    releaseReads: options.inputIsFileMap, strict: options.strict)
             backend = .tiff(d)
             storedSize = d.fullSize
             // The Orientation tag plays EXIF's part; the ICC profile is tag 34675.
@@ -273,7 +275,7 @@ final class SourceDecoder {
             if jxl.xmp != nil { s.append("xml (XMP)") }
         }
         if let tiff {
-            s.append("\(tiff.pageCount) page\(tiff.pageCount == 1 ? "" : "s")"
+            s.append(tiff.pagesDescription
                      + (tiff.pageCount > 1 ? ": " + tiff.pageSizes.prefix(16).map { "\($0)" }.joined(separator: ", ") : ""))
             if !tiff.levels.isEmpty { s.append("levels " + tiff.levels.map { "\($0)" }.joined(separator: ", ")) }
             if tiff.iccProfile != nil { s.append("ICC profile") }
@@ -402,6 +404,7 @@ final class SourceDecoder {
                               height: max(1, (storedSize.height * requested + 7) / 8))
             let poster = try video.poster(at: options.posterTime, target: target)
             posterTime = poster.time
+            posterNote = poster.note
             posterFromKeyframes = poster.keyframesOnly
             decodedSize = target
             channels = 3

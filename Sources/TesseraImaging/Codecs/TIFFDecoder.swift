@@ -16,6 +16,19 @@ import TesseraShim
 final class TIFFDecoder {
     /// Pages in the file: directories that are not reduced-resolution copies of another.
     let pageCount: Int
+    /// The directories were counted up to their bound (10,000): there may be more pages.
+    let pageCountIsLowerBound: Bool
+    /// "3 pages", "at least 10,000 pages": what a message says of the count.
+    var pagesDescription: String { Self.pages(pageCount, lowerBound: pageCountIsLowerBound) }
+
+    static func pages(_ n: Int, lowerBound: Bool) -> String {
+        lowerBound ? "at least \(n.formatted()) pages" : "\(n) page\(n == 1 ? "" : "s")"
+    }
+
+    /// "a 3-page TIFF", "a TIFF of at least 10,000 pages".
+    static func aTIFF(_ n: Int, lowerBound: Bool) -> String {
+        lowerBound ? "a TIFF of at least \(n.formatted()) pages" : "a \(n)-page TIFF"
+    }
     /// The page decoded.
     let page: Int
     /// The size of the page's full-resolution image (what outputs are planned from).
@@ -54,6 +67,9 @@ final class TIFFDecoder {
     }
 
     private let owner: Handle
+    /// Damaged data libtiff decodes anyway (bad CCITT code words, a strip without its end)
+    /// fails `corrupt` instead of rendering what it made of it.
+    private let strict: Bool
     private var handle: OpaquePointer { owner.pointer }
     private let tif: OpaquePointer
     private var info: ts_tiff_info
@@ -89,7 +105,9 @@ final class TIFFDecoder {
     static let maxBandBytes = 256 << 20
 
     /// - Parameter releaseReads: `bytes` map a file: drop the pages of strips and tiles once read.
-    init(bytes: UnsafeRawBufferPointer, limits: Limits, page requested: Int = 0, releaseReads: Bool = false) throws {
+    init(bytes: UnsafeRawBufferPointer, limits: Limits, page requested: Int = 0, releaseReads: Bool = false,
+         strict: Bool = true) throws {
+        self.strict = strict
         guard let h = ts_tiff_open(bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count,
                                    max(64 << 20, min(limits.maxDecoderMemory, 1 << 30))) else {
             throw ImagingError(.outOfMemory, "TIFF: out of memory opening the file")
@@ -102,21 +120,26 @@ final class TIFFDecoder {
         ts_tiff_release_reads(h, releaseReads ? 1 : 0)
         // Directories: libtiff 4.5 refuses an IFD chain that loops; their number is bounded anyway.
         var directories: [(size: Size, reduced: Bool)] = []
+        var capped = false
         repeat {
             var i = ts_tiff_info()
             if ts_tiff_info_read(h, &i) == 0 {
                 directories.append((Size(width: Int(i.width), height: Int(i.height)), i.subfile_type & 1 != 0))
             }
-            guard directories.count < 10_000 else { break }
+            guard directories.count < 10_000 else {
+                capped = true
+                break
+            }
         } while TIFFReadDirectory(tif) != 0
         ts_tiff_clear(h)
         // Pages are the full images; a reduced image belongs to the page before it.
         var pages = directories.indices.filter { !directories[$0].reduced }
         if pages.isEmpty { pages = [0] }
         pageCount = pages.count
+        pageCountIsLowerBound = capped
         pageSizes = pages.compactMap { directories.indices.contains($0) ? directories[$0].size : nil }
         guard requested >= 0, requested < pageCount else {
-            throw ImagingError(.invalidRecipe, "page \(requested) of a \(pageCount)-page TIFF (pages count from 0)")
+            throw ImagingError(.invalidRecipe, "page \(requested) of \(Self.aTIFF(pages.count, lowerBound: capped)) (pages count from 0)")
         }
         page = requested
         let first = pages[requested]
@@ -352,6 +375,7 @@ final class TIFFDecoder {
         bandTop = y / rows * rows
         bandRows = min(rows, size.height - bandTop)
         ts_tiff_clear(handle)
+        let problems = ts_tiff_problems(handle)
         switch unpack {
         case .rgba:
             guard ts_tiff_rgba_rows(handle, UInt32(bandTop), UInt32(bandRows), band!.assumingMemoryBound(to: UInt32.self)) == 0 else {
@@ -359,6 +383,10 @@ final class TIFFDecoder {
             }
         case .samples:
             try readSamples()
+        }
+        // The band came back, yet libtiff said its data was damaged on the way.
+        if strict && ts_tiff_problems(handle) > problems {
+            throw ImagingError(.corrupt, "corrupt TIFF data at row \(bandTop): \(String(cString: ts_tiff_last_problem(handle)))")
         }
     }
 

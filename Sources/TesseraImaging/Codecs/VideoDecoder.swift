@@ -29,6 +29,8 @@ final class VideoDecoder {
         let image: PixelBuffer
         let time: Double
         let keyframesOnly: Bool
+        /// The time asked for lay past the video (a warning for the record).
+        var note: String? = nil
     }
 
     /// - Parameter strict: a file whose container says it goes on past its end fails `truncated`
@@ -177,7 +179,13 @@ final class VideoDecoder {
         let frameTime = fps > 0 ? 1 / fps : 0.04
         if let at {
             var t = at.seconds(of: duration)
-            if let d = duration { t = min(t, max(0, d - frameTime)) }
+            var note: String?
+            if let d = duration, t > max(0, d - frameTime) {
+                t = max(0, d - frameTime)
+                note = String(format: "the poster time %@ is past the end of the %.2f s video: its last frame was taken", at.description, d)
+            } else if case .fromEnd(let s) = at, let d = duration, s > d {
+                note = String(format: "the poster time %@ is before the start of the %.2f s video: its first frame was taken", at.description, d)
+            }
             try check(ts_video_seek(handle, t, 0))
             ts_video_set_skip(handle, 0, 1, 0)
             var last: Double?
@@ -186,7 +194,7 @@ final class VideoDecoder {
                 if pts >= t - frameTime / 2 { break }
             }
             guard let time = last else { throw noFrame() }
-            return Poster(image: try convert(to: target), time: time, keyframesOnly: false)
+            return Poster(image: try convert(to: target), time: time, keyframesOnly: false, note: note)
         }
         let start = (duration ?? 2) >= 2 ? 1.0 : 0
         var best: (image: PixelBuffer, time: Double, score: Double)?

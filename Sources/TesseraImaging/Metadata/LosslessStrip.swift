@@ -25,9 +25,13 @@ public enum LosslessStrip {
         case .png: return try stripPNG(input, options)
         case .webp: return try WebPChunks.strip(input, keepICC: options.keepICC, keepCopyright: options.keepCopyright)
         case .heif, .avif, .tiff, .gif, .jxl, .video:
+            // What a render keeping the format would write: the same format where Tessera
+            // writes it, else a JPEG — at full size, re-encoded (not lossless).
+            let kept = format!.keptByOriginal ? format!.rawValue.uppercased() : "JPEG"
             throw ImagingError(.unsupportedFeature, "its metadata (EXIF with GPS, XMP) cannot be removed without re-encoding: lossless "
                                + "stripping handles JPEG, PNG and WebP; no output written. Render the \(format!.rawValue.uppercased()) "
-                               + "file instead (tessera render FILE --format original -o DIR: metadata is never copied to renders)")
+                               + "file instead: tessera render FILE --format original -o DIR writes it at full size as a re-encoded "
+                               + "\(kept) (quality 80; --format and -q choose others), with no metadata copied")
         case nil: throw ImagingError(.unsupportedFormat, input.withUnsafeBytes { FormatDetection.unsupportedMessage($0) })
         }
     }

@@ -287,6 +287,11 @@ int ts_tiff_ok(const ts_tiff *t);
 /// The first error libtiff reported (empty when none), and the number of warnings.
 const char *ts_tiff_message(const ts_tiff *t);
 int ts_tiff_warnings(const ts_tiff *t);
+/// Errors and warnings libtiff reported for this file so far (a strip read that returns its
+/// bytes may still have reported damaged data: CCITT's bad code words, LZW's missing end).
+int ts_tiff_problems(const ts_tiff *t);
+/// The latest of them.
+const char *ts_tiff_last_problem(const ts_tiff *t);
 const char *ts_tiff_first_warning(const ts_tiff *t);
 /// Forgets the error so far (before an operation whose failure is to be told apart).
 void ts_tiff_clear(ts_tiff *t);
