@@ -103,7 +103,8 @@ final class VideoTests: XCTestCase {
         XCTAssertEqual(VideoTime("10%"), .fraction(0.1))
         XCTAssertEqual(VideoTime("1.5s"), .seconds(1.5))
         XCTAssertNil(VideoTime("soon"))
-        XCTAssertNil(VideoTime("-1"))
+        XCTAssertEqual(VideoTime("-1"), .fromEnd(1), "seconds before the end")
+        XCTAssertNil(VideoTime("150%"))
     }
 
     /// A phone video stored landscape with a 90° display matrix comes out portrait, as ffmpeg
