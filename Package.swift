@@ -5,7 +5,8 @@ import PackageDescription
 
 let dependencies: [Package.Dependency] = [
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
-    .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    // 1.16: log handlers take one `LogEvent`.
+    .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
     .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
     .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
     .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.1.0"),

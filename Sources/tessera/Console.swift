@@ -23,11 +23,11 @@ struct LogLines: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    func log(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String,
-             file: String, function: String, line: UInt) {
+    func log(event: LogEvent) {
+        let level = event.level
         var all = metadata
-        if let explicit { all.merge(explicit) { $1 } }
-        var text = message.description
+        if let explicit = event.metadata { all.merge(explicit) { $1 } }
+        var text = event.message.description
         if text.utf8.count > Self.maxMessage {
             text = String(decoding: text.utf8.prefix(Self.maxMessage), as: UTF8.self) + "… (\(text.utf8.count) bytes)"
         }
