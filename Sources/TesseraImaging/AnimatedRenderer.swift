@@ -1,5 +1,21 @@
 import TesseraModel
 
+/// An animated source: its canvas, frames and loop count (0: forever), and its frames in
+/// turn as shown (RGBA) with how long each is shown, in milliseconds.
+struct AnimationSource {
+    let format: ImageFormat
+    let size: Size
+    let frameCount: Int
+    let loop: Int
+    let path: DecodePath
+    /// How the frames are turned for display (a video's display matrix).
+    var orientation: Orientation = .up
+    /// Whether frames come reduced to the scale asked for (a video's, by libswscale); the
+    /// others come at `size`.
+    var scalable = false
+    let frames: (_ scaleEighths: Int, _ body: (PixelBuffer, Int) throws -> Void) throws -> Void
+}
+
 /// Animated outputs of animated sources (GIF, animated WebP): the frames stream through — each
 /// composited on the one canvas (giflib's frames by us, WebP's by libwebp), resized by each animated recipe with the same resampler as a still
 /// (linear light, premultiplied alpha), oriented and filtered, handed to an animated WebP
@@ -12,71 +28,10 @@ enum AnimatedRenderer {
         settings.animated && settings.formats.isEmpty && [.webp, .gif, .auto, .original].contains(settings.format)
     }
 
-    /// An animated source: its canvas, frames and loop count (0: forever), and its frames in
-    /// turn as shown (RGBA) with how long each is shown, in milliseconds.
-    struct Animation {
-        let format: ImageFormat
-        let size: Size
-        let frameCount: Int
-        let loop: Int
-        let path: DecodePath
-        /// How the frames are turned for display (a video's display matrix).
-        var orientation: Orientation = .up
-        /// Whether frames come reduced to the scale asked for (a video's, by libswscale); the
-        /// others come at `size`.
-        var scalable = false
-        let frames: (_ scaleEighths: Int, _ body: (PixelBuffer, Int) throws -> Void) throws -> Void
-    }
-
-    /// `maxFrames` and `maxDuration`, before any frame is decoded.
-    static func checkLength(frames: Int, milliseconds: Int?, format: String, options: RenderOptions) throws {
-        if options.maxFrames > 0, frames > options.maxFrames {
-            throw ImagingError(.limitExceeded, "\(format) of \(frames) frames, over the limit of \(options.maxFrames) (maxFrames)")
-        }
-        if options.maxDuration > 0, let ms = milliseconds, Double(ms) / 1000 > options.maxDuration {
-            throw ImagingError(.limitExceeded, "\(format) of \(Double(ms) / 1000) s, over the limit of \(options.maxDuration) s (maxDuration)")
-        }
-    }
-
-    /// The animation in `bytes` (which must outlive it), or nil for a still.
-    static func animation(_ bytes: UnsafeRawBufferPointer, options: RenderOptions) throws -> Animation? {
-        switch ImageFormat.sniff(bytes) {
-        case .gif:
-            let gif = try GIFDecoder(bytes: bytes, limits: options.limits)
-            guard gif.frameCount > 1 else { return nil }
-            try checkLength(frames: gif.frameCount, milliseconds: Int(gif.scan.duration_cs) * 10, format: "animated GIF", options: options)
-            // A GIF without a loop count plays once.
-            return Animation(format: .gif, size: gif.size, frameCount: gif.frameCount, loop: gif.loopCount ?? 1, path: .gifFrames) { _, body in
-                try gif.frames(limits: options.limits) { _, canvas, delay in try body(canvas, delay) }
-            }
-        case .webp:
-            guard let webp = try? WebPDecoder(bytes: bytes, limits: options.limits), webp.isAnimated else { return nil }
-            let d = try AnimatedWebPDecoder(bytes: bytes, limits: options.limits)
-            guard d.frameCount > 1 else { return nil }
-            try checkLength(frames: d.frameCount, milliseconds: nil, format: "animated WebP", options: options)
-            return Animation(format: .webp, size: d.size, frameCount: d.frameCount, loop: d.loopCount, path: .webpFrames) { _, body in
-                var shown = 0
-                while let (image, end) = try d.next() {
-                    try body(image, max(0, end - shown))
-                    shown = end
-                }
-            }
-        case .video:
-            // A preview: frames sampled evenly across the video, each shown 1/fps s, looping.
-            let video = try VideoDecoder(bytes: bytes, limits: options.limits, seconds: options.decodeSeconds, strict: options.strict)
-            try checkLength(frames: 1, milliseconds: video.duration.map { Int($0 * 1000) }, format: "video", options: options)
-            let count = options.previewFrames
-            let delay = max(20, Int((1000 / options.previewFPS).rounded()))
-            var animation = Animation(format: .video, size: video.size, frameCount: count, loop: 0, path: .videoFrames) { eighths, body in
-                let target = Size(width: max(1, (video.size.width * eighths + 7) / 8), height: max(1, (video.size.height * eighths + 7) / 8))
-                try video.samples(count: count, target: target) { frame, _ in try body(frame, delay) }
-            }
-            animation.orientation = video.orientation
-            animation.scalable = true
-            return animation
-        default:
-            return nil
-        }
+    /// The animation in `bytes` (which must outlive it), or nil for a still. Its length was
+    /// checked against `maxFrames` and `maxDuration` from the header, as every source's is.
+    static func animation(_ bytes: UnsafeRawBufferPointer, options: RenderOptions) throws -> AnimationSource? {
+        try SourceDecoder(bytes: bytes, options: options).loader.animation(options: options)
     }
 
     /// The render, when some recipe animates an animated source; nil otherwise (the usual path).

@@ -224,7 +224,7 @@ public enum Renderer {
         precondition(!recipes.isEmpty, "render needs at least one recipe")
         for r in recipes { try r.validate() }
         let source = try SourceDecoder(bytes: bytes, options: options)
-        let gainMap = source.format == .jpeg ? UltraHDR.locate(bytes, limits: options.limits) : source.heifGainMap
+        let gainMap = source.loader.gainMap(bytes: bytes, limits: options.limits)
         let plans = try recipes.map {
             try OutputPlan(recipe: $0, storedSize: source.storedSize, exifOrientation: source.orientation,
                            policy: options.scalePolicy)
@@ -233,20 +233,20 @@ public enum Renderer {
         // image (the primary's size stays the one reported).
         // The plans stay the primary's (outputs are exactly the size a primary decode gives);
         // the thumbnail is read as a smaller decode of the whole image.
-        if options.heifThumbnails, !(options.hdr == .keep && source.isHDR), let thumb = heifThumbnail(source, plans: plans) {
-            source.useHEIFThumbnail(thumb.id, size: thumb.size)
+        if options.heifThumbnails, !(options.hdr == .keep && source.isHDR), let thumb = thumbnailItem(source, plans: plans) {
+            source.use(.thumbnail(id: thumb.id, size: thumb.size))
         }
-        // A pyramidal TIFF: the smallest reduced level that still leaves the resampler its
+        // Reduced levels (a pyramidal TIFF): the smallest that still leaves the resampler its
         // headroom (else the smallest that covers every output), as a JPEG's DCT scale is chosen.
-        if source.format == .tiff, !source.tiffLevels.isEmpty, !plans.contains(where: \.needsAnalysis) {
-            let levels = source.tiffLevels
+        let levels = source.header.alternatives.levels
+        if !levels.isEmpty, !plans.contains(where: \.needsAnalysis) {
             let pick = smallestCovering(levels, main: source.storedSize, plans: plans, headroom: options.scalePolicy.minimumResidual)
                 ?? smallestCovering(levels, main: source.storedSize, plans: plans, headroom: 1)
-            if let pick, let n = levels.firstIndex(of: pick) { _ = source.useTIFFLevel(n + 1) }
+            if let pick, let n = levels.firstIndex(of: pick) { source.use(.level(n + 1)) }
         }
         // Fast mode: the embedded thumbnail, when it can stand in for the image. Anything
         // wrong with the thumbnail falls back to the image itself.
-        if options.fastMode, source.format == .jpeg, let thumb = source.exif?.thumbnail,
+        if options.fastMode, source.header.alternatives.exifThumbnailBytes != nil, let thumb = source.exif?.thumbnail,
            ExifThumbnail.usable(thumb, for: source.storedSize, plans: plans) {
             let main = source
             if let stage = try? thumb.withUnsafeBytes({ raw -> Stage in
@@ -289,9 +289,9 @@ public enum Renderer {
         }.min { $0.width < $1.width }
     }
 
-    static func heifThumbnail(_ source: SourceDecoder, plans: [OutputPlan]) -> (id: UInt32, size: Size)? {
+    static func thumbnailItem(_ source: SourceDecoder, plans: [OutputPlan]) -> (id: UInt32, size: Size)? {
         let main = source.storedSize
-        let covering = source.heifThumbnails.filter { t in
+        let covering = source.header.alternatives.thumbnails.filter { t in
             let s = t.size
             guard s.width > 0, s.height > 0, s.width < main.width else { return false }
             let expectedHeight = Double(s.width) * Double(main.height) / Double(main.width)
@@ -307,33 +307,17 @@ public enum Renderer {
     }
 
     /// What a render will hold at its peak, from the header and the plans: the decoder's
-    /// rows (or the whole image for interlaced PNG and full progressive decodes), each
-    /// output's resampled pixels, an oriented copy where the output is rotated, and the
-    /// encoded bytes. An estimate (±20 %), checked against the worker's budget.
+    /// rows, what the loader holds to decode at that scale (a whole image, coefficient
+    /// arrays, a canvas, a band), each output's resampled pixels, an oriented copy where the
+    /// output is rotated, and the encoded bytes. An estimate (±20 %), checked against the
+    /// worker's budget.
     static func plannedPeakBytes(source: SourceDecoder, plans: [OutputPlan], scaleEighths: Int) -> Int {
         let stored = source.storedSize
         let decodedW = (stored.width * scaleEighths + 7) / 8, decodedH = (stored.height * scaleEighths + 7) / 8
         let channels = max(3, source.channels)
-        var bytes = decodedW * channels * 64 + (8 << 20)  // row batches, tables, libjpeg/libpng state
+        var bytes = decodedW * channels * 64 + (8 << 20)  // row batches, tables, the decoder's state
         if plans.contains(where: \.needsAnalysis) { bytes += decodedW * decodedH * channels }  // analysed whole
-        if source.format == .png || source.format == .webp || source.format == .video {
-            bytes += decodedW * decodedH * channels  // decoded whole
-        }
-        if let frame = source.videoFrameBytes { bytes += frame }  // the decoder's frames
-        if source.format == .jxl {
-            // libjxl renders into a whole-image buffer (16-bit for HDR) and holds its own
-            // planes (floats, 3 × 4 bytes a pixel) while decoding.
-            bytes += stored.width * stored.height * (max(3, source.channels) * (source.isHDR ? 2 : 1) + 12)
-        }
-        if let perPixel = source.heifDecodeBytesPerPixel {
-            bytes += Int(Double(decodedW * decodedH) * perPixel)  // libheif decodes whole
-        }
-        if let coefficients = source.jpegCoefficientBytes { bytes += coefficients }
-        // A GIF's frame is composited whole on an RGBA canvas (then its RGB copy), from the
-        // frame's palette indices.
-        if source.format == .gif { bytes += stored.width * stored.height * (4 + 3 + 1) }
-        // A TIFF is read a band of strips or tiles at a time (a single strip: the whole image).
-        if let band = source.tiffBandMemory { bytes += band }
+        bytes += source.loader.decodeBytes(scaleEighths: scaleEighths)
         for plan in plans {
             let out = plan.storedOutputSize.width * plan.storedOutputSize.height * channels
             bytes += out + out / 2                           // pixels, encoded output
@@ -354,7 +338,7 @@ public enum Renderer {
         // JPEG (scaled IDCT) and WebP (libwebp's scaler) decode smaller; the others whole.
         var source = first
         var plans = provisional
-        let scalable = [.jpeg, .webp, .video].contains(source.format)
+        let scalable = source.header.alternatives.scalesOnDecode
         var scale = scalable ? plans.map(\.minimumScaleEighths).max()! : 8
         for plan in plans { try options.limits.checkDimensions(plan.outputSize) }
         if options.limits.maxMemoryBytes > 0 {
@@ -406,8 +390,9 @@ public enum Renderer {
         // libjpeg maps each 8x8 block to m x m pixels: the geometry is exactly m/8
         // (the last, partial block rounds the decoded size up).
         // A HEIF thumbnail or a WebP decoded to a size: the decoded-to-stored ratio per axis.
-        let sx = source.format == .jpeg ? Double(source.scaleEighths) / 8 : Double(decoded.width) / Double(source.storedSize.width)
-        let sy = source.format == .jpeg ? sx : Double(decoded.height) / Double(source.storedSize.height)
+        let exact = source.header.alternatives.exactEighths
+        let sx = exact ? Double(source.scaleEighths) / 8 : Double(decoded.width) / Double(source.storedSize.width)
+        let sy = exact ? sx : Double(decoded.height) / Double(source.storedSize.height)
         let resamplers = try plans.map { plan in
             try Resampler(inputWidth: decoded.width, inputHeight: decoded.height, inputChannels: source.channels,
                       region: plan.storedRegion.scaled(x: sx, y: sy),
@@ -504,9 +489,9 @@ public enum Renderer {
         var stage = Stage(summary: summary, images: images, finishTimes: finishTimes, profile: profile,
                           copyright: source.exif?.copyright, density: source.density?.oriented(source.orientation), scaleEighths: source.scaleEighths, decodedSize: decoded,
                           timings: timings,
-                          decodePath: decodePath(source, fastMode: options.fastMode), level: source.tiffLevel ?? source.gifFrame,
-                          frameTime: source.posterTime)
-        if let note = source.posterNote { stage.warnings.append(note) }
+                          decodePath: source.decodePath, level: source.decodeLevel,
+                          frameTime: source.frameTime)
+        stage.warnings += source.warnings
         stage.gainMaps = plans.map { _ in nil }
         stage.gainMapOutcomes = plans.map { _ in nil }
         stage.gainMapApplied = plans.map { _ in false }
@@ -621,19 +606,6 @@ public enum Renderer {
         }
         try source.finish()
         return image
-    }
-
-    static func decodePath(_ source: SourceDecoder, fastMode: Bool) -> DecodePath {
-        switch source.format {
-        case .png: return .png
-        case .webp: return .webp
-        case .jxl: return .jxl
-        case .tiff: return source.tiffLevel != nil ? .tiffLevel : .tiff
-        case .gif: return .gifFrame
-        case .video: return source.posterFromKeyframes ? .videoKeyframe : .videoFrame
-        case .heif, .avif: return source.heifThumbnail != nil ? .heifThumbnail : .heifPrimary
-        case .jpeg: return source.usedDCScans ? (fastMode ? .progressiveDCOnly : .progressiveDC) : .jpeg
-        }
     }
 
     static func resolveFormat(_ f: OutputFormat, source: ImageFormat) -> ImageFormat {

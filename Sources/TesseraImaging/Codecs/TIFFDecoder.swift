@@ -262,6 +262,16 @@ final class TIFFDecoder {
     /// Whether the page declares transparency.
     var hasAlpha: Bool { channels == 4 }
 
+    /// What the samples are (the Photometric tag), with the samples per pixel:
+    /// `min-is-white, 1 sample`, `RGB, 3 samples`, `separated (CMYK), 4 samples`, …
+    var photometric: String {
+        let names: [UInt16: String] = [0: "min-is-white", 1: "min-is-black", 2: "RGB", 3: "palette", 4: "mask",
+                                       5: "separated (CMYK)", 6: "YCbCr", 8: "CIELab", 9: "ICCLab", 10: "ITULab",
+                                       32844: "LogL", 32845: "LogLuv"]
+        let n = Int(info.samples_per_pixel)
+        return (names[info.photometric] ?? "photometric \(info.photometric)") + ", \(n) sample\(n == 1 ? "" : "s")"
+    }
+
     private static func choose(_ i: ts_tiff_info, handle: OpaquePointer) throws -> (Unpack, Int) {
         let bits = Int(i.bits_per_sample), spp = Int(i.samples_per_pixel)
         guard i.has_photometric != 0 else {

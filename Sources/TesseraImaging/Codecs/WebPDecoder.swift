@@ -15,6 +15,8 @@ final class WebPDecoder {
     let iccProfile: [UInt8]?
     let exif: [UInt8]?
     let xmp: [UInt8]?
+    /// Frames of an animation (1 for a still).
+    private(set) var frameCount = 1
     private let bytes: UnsafeRawBufferPointer
 
     init(bytes: UnsafeRawBufferPointer, limits: Limits) throws {
@@ -50,6 +52,7 @@ final class WebPDecoder {
             if canvas.width > 0, canvas != size {
                 throw ImagingError(.corrupt, "corrupt WebP: canvas \(canvas) but image \(size)")
             }
+            frameCount = max(1, Int(WebPDemuxGetI(demux, WEBP_FF_FRAME_COUNT)))
         }
         iccProfile = icc
         // Some writers store EXIF with the JPEG APP1 "Exif\0\0" prefix, most without.

@@ -16,69 +16,11 @@ extension TileSourceInfo {
         return false
     }
 
-    /// Reads the header of a JPEG or PNG.
+    /// What a pyramid of the source in `bytes` needs to know, from its loader's header.
     public static func probe(_ bytes: UnsafeRawBufferPointer, limits: Limits) throws -> TileSourceInfo {
-        switch ImageFormat.sniff(bytes) {
-        case .jpeg:
-            // Parts read different stretches of the file: check its end once, here, so that a
-            // truncated file fails every part alike instead of leaving the top of a pyramid.
-            guard endsLikeAnImage(bytes, marker: [0xFF, 0xD9]) else {
-                throw ImagingError(.truncated, "truncated JPEG (no end-of-image marker)")
-            }
-            let d = try JPEGDecoder(bytes: bytes, limits: limits)
-            let h = d.header
-            try limits.checkDimensions(Size(width: h.width, height: h.height))
-            let blocks = (h.width + 7) / 8 * ((h.height + 7) / 8)
-            var coefficients = 0
-            if h.progressive {
-                let (mh, mv) = h.components == 1 ? (1, 1) : h.maxSampling
-                for f in h.samplingFactors { coefficients += blocks * f.h * f.v / max(1, mh * mv) * 128 }
-            }
-            // Restart starts help only when they come often: at most every 1024 rows.
-            let mcuHeight = 8 * (h.components == 1 ? 1 : h.maxSampling.v)
-            let seekable = !h.progressive && !h.arithmetic && h.restartInterval > 0
-                && h.componentsInFirstScan == h.components && JPEGRowSource.frameHeightOffset(bytes) != nil
-                && (JPEGRowSource.restartStep(h) ?? Int.max) * mcuHeight <= 1024
-            var info = TileSourceInfo(format: .jpeg, width: h.width, height: h.height, progressive: h.progressive,
-                                      restartSeekable: seekable, wholeImageBytes: coefficients,
-                                      channels: h.components == 1 ? 1 : 3)  // CMYK converts to RGB
-            info.headerBytes = d.entropyOffset ?? 0
-            return info
-        case .png:
-            guard endsLikeAnImage(bytes, marker: Array("IEND".utf8)) else {
-                throw ImagingError(.truncated, "truncated PNG (no IEND chunk)")
-            }
-            let d = try PNGDecoder(bytes: bytes, limits: limits)
-            let h = d.header
-            try limits.checkDimensions(Size(width: h.width, height: h.height))
-            let channels = h.hasTransparency ? 4 : (h.colorType == 0 ? 1 : 3)
-            return TileSourceInfo(format: .png, width: h.width, height: h.height, progressive: h.interlaced,
-                                  restartSeekable: false,
-                                  wholeImageBytes: h.interlaced ? h.width * h.height * channels : 0, channels: channels)
-        case .tiff:
-            // Streams: a band reads its own strips or tiles (one band of them in memory).
-            let d = try SourceDecoder(bytes: bytes, options: { var o = RenderOptions(); o.limits = limits; return o }())
-            let size = d.storedSize
-            var channels = d.declaresAlpha ? 4 : 3
-            if (try? d.start(scaleEighths: 8, maxBatchRows: 1)) != nil { channels = d.channels == 4 ? 4 : d.channels == 1 ? 1 : 3 }
-            return TileSourceInfo(format: .tiff, width: size.width, height: size.height, progressive: false,
-                                  restartSeekable: true, wholeImageBytes: d.tiffBandMemory ?? 0, channels: channels)
-        case .video:
-            throw ImagingError(.unsupportedFeature, "a video is not tiled: make its poster frame with a thumbnail job, then tile that")
-        case .webp, .heif, .avif, .gif, .jxl:
-            // No streaming decoder: the image is decoded whole (once per part), within the budget.
-            let d = try SourceDecoder(bytes: bytes, options: { var o = RenderOptions(); o.limits = limits; return o }())
-            let size = d.storedSize
-            let channels = d.declaresAlpha ? 4 : 3
-            // libjxl: its own float planes (3 × 4 bytes a pixel); libheif, giflib: a copy of the planes.
-            let decoderCopy = d.format == .webp ? 0 : d.format == .jxl ? size.width * size.height * 12 : size.width * size.height * 3 / 2 * (d.bitDepth > 8 ? 2 : 1)
-            return TileSourceInfo(format: d.format, width: size.width, height: size.height, progressive: true,
-                                  restartSeekable: false,
-                                  wholeImageBytes: size.width * size.height * channels * (d.bitDepth > 8 ? 2 : 1) + decoderCopy,
-                                  channels: channels)
-        case nil:
-            throw ImagingError(.unsupportedFormat, FormatDetection.unsupportedMessage(bytes))
-        }
+        var options = RenderOptions()
+        options.limits = limits
+        return try SourceDecoder(bytes: bytes, options: options).loader.tileInfo(bytes: bytes, limits: limits)
     }
 }
 
@@ -107,10 +49,10 @@ public struct TileRenderer {
         geometry = PyramidGeometry(width: info.width, height: info.height, settings: settings)
     }
 
-    /// The level a JPEG decodes at for shrink `k`: the DCT scale (8>>k eighths, down to
-    /// 1/8) and the box shrink after it.
+    /// The level the source decodes at for shrink `k`: its loader's scaled decode (a JPEG's
+    /// DCT scale), then a box shrink.
     static func decodePlan(format: ImageFormat, shrink k: Int) -> (eighths: Int, boxShift: Int) {
-        format == .jpeg ? (8 >> min(k, 3), max(0, k - 3)) : (8, k)
+        SourceLoaders.loader(for: format).tileDecodePlan(shrink: k)
     }
 
     func source(_ bytes: UnsafeRawBufferPointer, shrink k: Int, startRow: Int) throws -> RowSource {
@@ -119,14 +61,10 @@ public struct TileRenderer {
         limits.maxPixels = Int.max
         limits.maxDecoderMemory = settings.memoryBudgetMB << 20
         let base: RowSource
-        switch info.format {
-        case .jpeg:
-            base = try JPEGRowSource(bytes: bytes, scaleEighths: eighths, startRow: startRow << shift,
-                                     limits: limits, strict: strict)
-        case .png:
-            base = try PNGRowSource(bytes: bytes, limits: limits)
-            try base.seek(to: startRow << shift)
-        case .webp, .heif, .avif, .tiff, .gif, .jxl, .video:
+        if let streaming = try SourceLoaders.loader(for: info.format).rowSource(bytes: bytes, scaleEighths: eighths, startRow: startRow << shift,
+                                                                                 limits: limits, strict: strict) {
+            base = streaming
+        } else {
             base = try DecodedRowSource(bytes: bytes, limits: limits, inputIsFileMap: inputIsFileMap)
             try base.seek(to: startRow << shift)
         }
