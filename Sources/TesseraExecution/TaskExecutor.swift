@@ -203,6 +203,10 @@ public enum TaskExecutor {
             switch error {
             case let e as ImagingError:
                 record.error = .init(code: e.code.rawValue, message: e.description)
+                // The stages it went through before failing count, as a success's do.
+                if let t = e.timings {
+                    for stage in [Stage.decode, .resize, .finish, .encode] where record.timings[stage] == 0 { record.timings[stage] = t[stage] }
+                }
             case var e as JobError:
                 e.file = e.file ?? input
                 record.error = .init(code: e.code.rawValue, message: e.description)

@@ -4,6 +4,8 @@ import TesseraModel
 /// turn as shown (RGBA) with how long each is shown, in milliseconds.
 struct AnimationSource {
     let format: ImageFormat
+    /// What it is, for messages: "animated GIF", "video preview".
+    let kind: String
     let size: Size
     let frameCount: Int
     let loop: Int
@@ -13,6 +15,10 @@ struct AnimationSource {
     /// Whether frames come reduced to the scale asked for (a video's, by libswscale); the
     /// others come at `size`.
     var scalable = false
+    /// What decoding holds, in frames of the decoded size (canvas, indices, the decoder's own).
+    var framesHeld = 5
+    /// Frames made of palettes (GIF): an animated WebP of them mixes lossy and lossless frames.
+    var paletted = false
     let frames: (_ scaleEighths: Int, _ body: (PixelBuffer, Int) throws -> Void) throws -> Void
 }
 
@@ -51,13 +57,13 @@ enum AnimatedRenderer {
         let (perFrame, o1) = decoded.width.multipliedReportingOverflow(by: decoded.height)
         let (total, o2) = perFrame.multipliedReportingOverflow(by: source.frameCount)
         guard !o1, !o2, total <= options.limits.maxPixels else {
-            throw ImagingError(.limitExceeded, "\(source.format == .gif ? "animated GIF" : source.format == .video ? "video preview" : "animated WebP") of \(source.frameCount) frames of \(decoded): "
+            throw ImagingError(.limitExceeded, "\(source.kind) of \(source.frameCount) frames of \(decoded): "
                                + "\(o1 || o2 ? "too many" : "\(total)") pixels to decode, over the limit of \(options.limits.maxPixels)")
         }
         // Memory: the source's canvas (RGBA, and a GIF's indices) or a video's frames, and per
         // output its frame, the copy its encoder keeps and the encoder's own (about one more).
         if options.limits.maxMemoryBytes > 0 {
-            var need = perFrame * (source.format == .video ? 6 : 5) + (8 << 20)
+            var need = perFrame * source.framesHeld + (8 << 20)
             for plan in plans { need += plan.storedOutputSize.width * plan.storedOutputSize.height * 4 * 3 }
             guard need <= options.limits.maxMemoryBytes else {
                 throw ImagingError(.outOfMemory, "needs about \((need + (1 << 20) - 1) >> 20) MB (\(source.frameCount) frames of \(decoded)), "
@@ -92,7 +98,7 @@ enum AnimatedRenderer {
                 ? try GIFEncoder(width: plan.outputSize.width, height: plan.outputSize.height, loop: source.loop)
                 : try AnimatedWebPEncoder(width: plan.outputSize.width, height: plan.outputSize.height,
                                           quality: s.jpegQuality, lossless: s.lossless, method: s.webpMethod,
-                                          loop: source.loop, mixed: source.format == .gif)
+                                          loop: source.loop, mixed: source.paletted)
             return Track(index: i, plan: plan, encoder: encoder, format: s.format == .gif ? .gif : .webp,
                          filters: recipe.operations.filter(\.isFilter))
         }

@@ -54,6 +54,9 @@ public struct ImageInfo: Sendable, Codable {
     /// Cheaper decodes the file offers: `DCT scales 1/8-8/8`, `thumbnail 320x240`,
     /// `level 1024x768`, `EXIF thumbnail 12.3 kB`.
     public var alternatives: [String] = []
+    /// The scan order where the format has a choice (`progressive`, `sequential`,
+    /// `interlaced (Adam7)`, `not interlaced`); nil where it has none.
+    public var scan: String? = nil
 
     /// Reads what it can from the headers (no pixel is decoded): what every format has from
     /// its loader's header value, what only some have (segments, chunks) from their loader.
@@ -73,6 +76,8 @@ public struct ImageInfo: Sendable, Codable {
         // Nothing is decoded: any size can be described.
         var options = RenderOptions()
         options.limits.maxPixels = Int.max
+        // A damaged file is described, not refused: what its header says is shown.
+        options.strict = false
         let source = try SourceDecoder(bytes: raw, options: options)
         let h = source.header
         let size = h.storedSize, shown = h.displaySize
@@ -86,6 +91,7 @@ public struct ImageInfo: Sendable, Codable {
                              trailingBytes: 0, structure: source.loader.structure)
         if let e = source.exif { apply(e, to: &info, orientation: false) }
         info.orientationFrom = source.loader.orientationFrom
+        info.scan = h.scan
         info.setLength(h)
         if let icc = source.iccProfile { describeICC(icc, into: &info) }
         switch source.loader.gainMap(bytes: raw, limits: Limits()) {
@@ -106,6 +112,7 @@ public struct ImageInfo: Sendable, Codable {
         durationSeconds = h.duration
         alternatives = []
         if h.alternatives.exactEighths { alternatives.append("DCT scales 1/8-8/8") }
+        else if h.alternatives.scalesOnDecode { alternatives.append("scaled while decoding") }
         alternatives += h.alternatives.thumbnails.map { "thumbnail \($0.size)" }
         alternatives += h.alternatives.levels.map { "level \($0)" }
         if let t = h.alternatives.exifThumbnailBytes { alternatives.append("EXIF thumbnail \(t) bytes") }
@@ -113,8 +120,8 @@ public struct ImageInfo: Sendable, Codable {
 
     /// EXIF's facts; with `orientation`, its Orientation tag too (a format whose orientation is EXIF's).
     static func apply(_ e: ExifSummary, to info: inout ImageInfo, orientation: Bool = true) {
-        if orientation {
-            let o = e.orientation.map { (1...8).contains($0) ? $0 : 1 } ?? 1
+        if orientation, let tag = e.orientation {
+            let o = (1...8).contains(tag) ? tag : 1
             info.orientation = o
             info.orientationFrom = "EXIF"
             if o >= 5 {

@@ -84,11 +84,21 @@ public enum Renderer {
 
     public static func render(bytes: UnsafeRawBufferPointer, recipes: [Recipe],
                               options: RenderOptions = RenderOptions()) throws -> RenderResult {
-        if let animated = try AnimatedRenderer.render(bytes: bytes, recipes: recipes, options: options) { return animated }
         let clock = Stopwatch()
-        let stage = try pixels(bytes: bytes, recipes: recipes, options: options, clock: clock)
+        // A task that fails keeps the stages it went through (decode, resize, encode), as a
+        // task that succeeds does: the error carries them to the record.
+        let stage: Stage
+        do {
+            if let animated = try AnimatedRenderer.render(bytes: bytes, recipes: recipes, options: options) { return animated }
+            stage = try pixels(bytes: bytes, recipes: recipes, options: options, clock: clock)
+        } catch let e as ImagingError {
+            var t = StageTimings()
+            t.decode = clock.milliseconds
+            throw e.timed(t)
+        }
         var timings = stage.timings
         var outputs: [RenderedOutput] = []
+        do {
         for (i, recipe) in recipes.enumerated() {
             // One image per recipe, one encode per format it lists (`formats`), or its one format.
             let variants = recipe.output.formats.isEmpty
@@ -165,6 +175,12 @@ public enum Renderer {
                 timings.finish += t.finish
                 timings.encode += t.encode
             }
+        }
+        } catch let e as ImagingError {
+            // What was not timed yet belongs to the output that failed: its encode.
+            var t = timings
+            t.encode += max(0, clock.milliseconds - t.staged)
+            throw e.timed(t)
         }
         // Metadata, flattening and the steps between the timed ones are the finishing's.
         timings.close(at: clock.milliseconds, remainderTo: .finish)
@@ -335,6 +351,22 @@ public enum Renderer {
                                         options: RenderOptions, clock: Stopwatch,
                                         reopen: (() throws -> SourceDecoder)?, gainMap: UltraHDR.Found?,
                                         mapBytes: UnsafeRawBufferPointer?) throws -> Stage {
+        var timings = StageTimings()
+        do {
+            return try decodeAndFinish(source: first, plans: provisional, recipes: recipes, options: options, clock: clock,
+                                       reopen: reopen, gainMap: gainMap, mapBytes: mapBytes, timings: &timings)
+        } catch let e as ImagingError {
+            // What was not timed yet is the decode (or resize) it failed in: counted as decode.
+            var t = timings
+            t.decode += max(0, clock.milliseconds - t.staged)
+            throw e.timed(t)
+        }
+    }
+
+    private static func decodeAndFinish(source first: SourceDecoder, plans provisional: [OutputPlan], recipes: [Recipe],
+                                        options: RenderOptions, clock: Stopwatch,
+                                        reopen: (() throws -> SourceDecoder)?, gainMap: UltraHDR.Found?,
+                                        mapBytes: UnsafeRawBufferPointer?, timings: inout StageTimings) throws -> Stage {
         // JPEG (scaled IDCT) and WebP (libwebp's scaler) decode smaller; the others whole.
         var source = first
         var plans = provisional
@@ -349,7 +381,6 @@ public enum Renderer {
             }
         }
 
-        var timings = StageTimings()
         timings.decode = clock.milliseconds  // the header and the plans
         let batchRows = 16
         var whole: PixelBuffer?

@@ -44,6 +44,9 @@ public struct ImagingError: Error, Equatable, Sendable, CustomStringConvertible 
     public var reason: String
     /// The file (or other name) the bytes came from, when known.
     public var file: String?
+    /// The stages timed before it failed (a file that decoded, then could not be encoded
+    /// within its byte budget, spent its decode), for the record; not part of equality.
+    public var timings: StageTimings?
 
     public init(_ code: Code, _ reason: String, file: String? = nil) {
         self.code = code
@@ -56,6 +59,18 @@ public struct ImagingError: Error, Equatable, Sendable, CustomStringConvertible 
     public static func oneLine(_ s: String) -> String {
         guard s.contains(where: \.isNewline) else { return s }
         return s.split(whereSeparator: \.isNewline).joined(separator: " ")
+    }
+
+    public static func == (a: ImagingError, b: ImagingError) -> Bool {
+        a.code == b.code && a.reason == b.reason && a.file == b.file
+    }
+
+    /// The same error with the stages timed before it, unless it has them already.
+    public func timed(_ t: StageTimings) -> ImagingError {
+        guard timings == nil else { return self }
+        var copy = self
+        copy.timings = t
+        return copy
     }
 
     /// The same error, naming `file`.

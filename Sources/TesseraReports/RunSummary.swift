@@ -113,6 +113,9 @@ public struct RunSummary: Codable, Sendable {
         var stages: [String: Double] = [:]
         for r in records where r.status == .succeeded {
             _ = histogram.record(UInt64(min(max(1, (r.timings.total * 1000).rounded()), 1e15)))  // microseconds
+        }
+        // The time stages took, failed tasks' too (a file that decoded, then failed, spent its decode).
+        for r in records where r.status == .succeeded || r.status == .failed {
             for stage in Stage.allCases { stages[stage.rawValue, default: 0] += r.timings[stage] }
         }
         let measured = histogram.totalCount > 0
@@ -143,7 +146,7 @@ public struct RunSummary: Codable, Sendable {
         if !tileRecords.isEmpty {
             var scales: [String: Int] = [:], seeks: [String: Int] = [:]
             for (r, t) in tileRecords where t.part != .descriptor {
-                let scale = r.sourceFormat == .png ? "png" : "\(t.decode.scaleEighths)/8"
+                let scale = "\(t.decode.scaleEighths)/8"
                 scales[scale + (t.decode.boxShrink > 1 ? "+box\(t.decode.boxShrink)" : ""), default: 0] += 1
                 seeks[t.decode.seek.rawValue, default: 0] += 1
             }

@@ -23,6 +23,10 @@ struct ts_gif {
     uint8_t *lzw, *indices;       ///< a frame's LZW data gathered, and its palette indices
     size_t lzw_cap, indices_cap;
     size_t whole_limit;           ///< largest frame decoded whole (else line by line by giflib)
+    int lenient;                  ///< a frame cut short or damaged keeps what decoded (ts_gif_cut says so)
+    int cut;                      ///< the last frame was cut short: rows from `cut_row` down are not its
+    uint32_t cut_row;
+    char cut_message[200];
     char message[200];
 };
 
@@ -30,6 +34,13 @@ struct ts_gif {
 enum { TS_GIF_WHOLE_FRAME = 64 << 20 };
 
 void ts_gif_set_whole_frame_limit(ts_gif *t, size_t pixels) { t->whole_limit = pixels; }
+void ts_gif_set_lenient(ts_gif *t, int lenient) { t->lenient = lenient; }
+
+int ts_gif_cut(const ts_gif *t, uint32_t *row, const char **message) {
+    if (row) *row = t->cut_row;
+    if (message) *message = t->cut_message;
+    return t->cut;
+}
 
 static int ts_gif_input(GifFileType *g, GifByteType *buf, int n) {
     ts_gif *t = (ts_gif *)g->UserData;
@@ -110,14 +121,14 @@ int ts_gif_scan(ts_gif *t, ts_gif_scan_result *out) {
     GraphicsControlBlock gcb = {0, false, 0, NO_TRANSPARENT_COLOR};
     for (;;) {
         GifRecordType type;
-        if (DGifGetRecordType(t->gif, &type) == GIF_ERROR) { out->unreadable_after = 1; break; }
+        if (DGifGetRecordType(t->gif, &type) == GIF_ERROR) { out->unreadable_after = 1; out->ends_early = t->pos >= t->size; break; }
         if (type == TERMINATE_RECORD_TYPE) break;
         if (type == EXTENSION_RECORD_TYPE) {
-            if (ts_gif_extension(t, &gcb, &out->loop) != 0) { out->unreadable_after = 1; break; }
+            if (ts_gif_extension(t, &gcb, &out->loop) != 0) { out->unreadable_after = 1; out->ends_early = t->pos >= t->size; break; }
             continue;
         }
         if (type != IMAGE_DESC_RECORD_TYPE) { out->unreadable_after = 1; break; }
-        if (DGifGetImageDesc(t->gif) == GIF_ERROR) { out->unreadable_after = 1; break; }
+        if (DGifGetImageDesc(t->gif) == GIF_ERROR) { out->unreadable_after = 1; out->ends_early = t->pos >= t->size; break; }
         const GifImageDesc *d = &t->gif->Image;
         if (d->Left < 0 || d->Top < 0 || d->Width <= 0 || d->Height <= 0) { out->unreadable_after = 1; break; }
         uint32_t right = (uint32_t)d->Left + (uint32_t)d->Width, bottom = (uint32_t)d->Top + (uint32_t)d->Height;
@@ -132,12 +143,12 @@ int ts_gif_scan(ts_gif *t, ts_gif_scan_result *out) {
         // Skip the frame's data without decoding it.
         int size = 0;
         GifByteType *block = NULL;
-        if (DGifGetCode(t->gif, &size, &block) == GIF_ERROR) { out->unreadable_after = 1; break; }
+        if (DGifGetCode(t->gif, &size, &block) == GIF_ERROR) { out->unreadable_after = 1; out->ends_early = t->pos >= t->size; break; }
         int bad = 0;
         while (block) {
             if (DGifGetCodeNext(t->gif, &block) == GIF_ERROR) { bad = 1; break; }
         }
-        if (bad) { out->unreadable_after = 1; break; }
+        if (bad) { out->unreadable_after = 1; out->ends_early = t->pos >= t->size; break; }
         out->frames++;
     }
     return 0;
@@ -147,7 +158,7 @@ int ts_gif_scan(ts_gif *t, ts_gif_scan_result *out) {
 // table kept until the next Clear) decoded in one pass over a frame's gathered data, each
 // code one copy of a run already in the output (as the TIFF decoder does). Returns the
 // indices written (at most `cap`), or -1 for a code that cannot be.
-static long ts_gif_lzw_decode(const uint8_t *in, size_t n, int min_size, uint8_t *out, size_t cap) {
+static long ts_gif_lzw_decode(const uint8_t *in, size_t n, int min_size, uint8_t *out, size_t cap, size_t *good) {
     ts_lzw_entry e[4096];
     const uint32_t clear = 1u << min_size, end = clear + 1;
     for (uint32_t c = 0; c < clear; c++) { e[c].head = c; e[c].len = 1; e[c].off = 0; }
@@ -177,7 +188,7 @@ static long ts_gif_lzw_decode(const uint8_t *in, size_t n, int min_size, uint8_t
         have -= width;
         if (code == clear) { width = min_size + 1; next = clear + 2; prev = -1; continue; }
         if (code == end) break;
-        if (code > next || (code == next && prev < 0) || (code > end && prev < 0 && code >= next)) return -1;
+        if (code > next || (code == next && prev < 0) || (code > end && prev < 0 && code >= next)) { *good = op < cap ? op : cap; return -1; }
         if (prev >= 0 && next < 4096) {
             uint64_t first = (code == next ? prev_head : e[code].head) & 0xff;
             e[next].head = prev_len >= 8 ? prev_head : prev_head | first << (8 * prev_len);
@@ -186,6 +197,7 @@ static long ts_gif_lzw_decode(const uint8_t *in, size_t n, int min_size, uint8_t
             next++;
             if (next == (1u << width) && width < 12) width++;
         } else if (code == next) {
+            *good = op < cap ? op : cap;
             return -1;  // a full table: the code being defined cannot be
         }
         uint32_t l = e[code].len;
@@ -232,9 +244,11 @@ int ts_gif_next(ts_gif *t, int *delay_cs) {
         if (type != IMAGE_DESC_RECORD_TYPE) { snprintf(t->message, sizeof t->message, "unknown record in the GIF"); return -1; }
         break;
     }
-    if (DGifGetImageDesc(g) == GIF_ERROR) { ts_gif_fail(t, g->Error); return -1; }
+    if (DGifGetImageDesc(g) == GIF_ERROR) { ts_gif_fail(t, g->Error); return t->pos >= t->size ? -4 : -1; }
     const GifImageDesc *d = &g->Image;
     int index = t->index;
+    t->cut = 0;
+    t->cut_message[0] = 0;
     if (d->Left < 0 || d->Top < 0 || d->Width <= 0 || d->Height <= 0 || d->Width > 65535 || d->Height > 65535) {
         snprintf(t->message, sizeof t->message, "frame %d has an empty or impossible rectangle", index);
         return -1;
@@ -295,6 +309,7 @@ int ts_gif_next(ts_gif *t, int *delay_cs) {
         GifByteType *block = NULL;
         if (DGifGetCode(g, &min_size, &block) == GIF_ERROR) { ts_gif_fail(t, g->Error); return g->Error == D_GIF_ERR_READ_FAILED ? -4 : -1; }
         size_t n = 0;
+        int ended = 0;  // lenient: the data ended inside the frame
         while (block) {
             size_t k = block[0];
             if (n + k > t->lzw_cap) {
@@ -307,11 +322,22 @@ int ts_gif_next(ts_gif *t, int *delay_cs) {
             }
             memcpy(t->lzw + n, block + 1, k);
             n += k;
-            if (DGifGetCodeNext(g, &block) == GIF_ERROR) { ts_gif_fail(t, g->Error); return -4; }
+            if (DGifGetCodeNext(g, &block) == GIF_ERROR) {
+                ts_gif_fail(t, g->Error);
+                if (!t->lenient) return -4;
+                ended = 1;
+                break;
+            }
         }
         if (min_size < 1 || min_size > 8) {
-            snprintf(t->message, sizeof t->message, "frame %d: LZW code size %d", index, min_size);
-            return -1;
+            snprintf(t->message, sizeof t->message, "frame %d: LZW code size %d (1 to 8)", index, min_size);
+            if (!t->lenient || min_size > 11) return -1;
+            // As gifsicle reads it: a size below 2 as 2 (the smallest encoders write).
+            snprintf(t->cut_message, sizeof t->cut_message, "frame %d: LZW code size %d, read as %d", index, min_size,
+                     min_size < 2 ? 2 : min_size);
+            t->cut = 1;
+            t->cut_row = ch;
+            if (min_size < 2) min_size = 2;
         }
         if (area > t->indices_cap) {
             uint8_t *grown = realloc(t->indices, area);
@@ -319,18 +345,43 @@ int ts_gif_next(ts_gif *t, int *delay_cs) {
             t->indices = grown;
             t->indices_cap = area;
         }
-        long got = ts_gif_lzw_decode(t->lzw, n, min_size, t->indices, area);
-        if (got < 0) { snprintf(t->message, sizeof t->message, "frame %d: corrupt LZW data", index); return -1; }
-        if ((size_t)got < area) {
+        size_t good = 0;
+        long got = ts_gif_lzw_decode(t->lzw, n, min_size, t->indices, area, &good);
+        if (got < 0) {
+            snprintf(t->message, sizeof t->message, "frame %d: corrupt LZW data after %zu of its %zu pixels", index, good, area);
+            if (!t->lenient) return -1;
+            snprintf(t->cut_message, sizeof t->cut_message, "%s", t->message);
+            got = (long)good;
+        } else if ((size_t)got < area) {
             snprintf(t->message, sizeof t->message, "frame %d: the data ends after %ld of its %zu pixels", index, got, area);
-            return -4;
+            if (!t->lenient) return -4;
+            snprintf(t->cut_message, sizeof t->cut_message, "%s", t->message);
+        } else if (ended) {
+            snprintf(t->cut_message, sizeof t->cut_message, "frame %d: the data ends after its pixels (%s)", index, t->message);
+        }
+        if ((size_t)got < area) {
+            // Only the rows decoded whole are drawn: what follows is the canvas as it was.
+            t->cut = 1;
+            size_t rows = (size_t)got / (size_t)d->Width;
+            if (d->Interlace) {
+                // Interlaced rows come in four passes: every row may be partly drawn.
+                t->cut_row = y1;
+            } else {
+                t->cut_row = (uint32_t)d->Top + (uint32_t)rows < y1 ? (uint32_t)d->Top + (uint32_t)rows : y1;
+            }
+            memset(t->indices + (size_t)got, transparent >= 0 ? transparent : 0, area - (size_t)got);
+            if (!d->Interlace) area = rows * (size_t)d->Width;
+        } else if (ended) {
+            t->cut = 1;
+            t->cut_row = ch;
         }
         static const int start[4] = {0, 4, 2, 1}, step[4] = {8, 8, 4, 2};
         int passes = d->Interlace ? 4 : 1;
         const uint8_t *row = t->indices;
+        int height = d->Interlace ? d->Height : (int)(area / (size_t)d->Width);
         for (int p = 0; p < passes; p++) {
             int first = d->Interlace ? start[p] : 0, by = d->Interlace ? step[p] : 1;
-            for (int r = first; r < d->Height; r += by, row += d->Width) {
+            for (int r = first; r < height; r += by, row += d->Width) {
                 uint32_t y = (uint32_t)d->Top + (uint32_t)r;
                 if (y < y0 || y >= y1) continue;
                 uint8_t *out = canvas + ((size_t)y * cw + x0) * 4;
@@ -351,7 +402,13 @@ int ts_gif_next(ts_gif *t, int *delay_cs) {
         for (int r = first; r < d->Height; r += by) {
             if (DGifGetLine(g, line, d->Width) == GIF_ERROR) {
                 ts_gif_fail(t, g->Error);
-                return g->Error == D_GIF_ERR_READ_FAILED || g->Error == D_GIF_ERR_EOF_TOO_SOON ? -4 : -1;
+                int rc = g->Error == D_GIF_ERR_READ_FAILED || g->Error == D_GIF_ERR_EOF_TOO_SOON ? -4 : -1;
+                if (!t->lenient) return rc;
+                snprintf(t->cut_message, sizeof t->cut_message, "frame %d: %s at its row %d", index, t->message, r);
+                t->cut = 1;
+                uint32_t at = (uint32_t)d->Top + (uint32_t)r;
+                t->cut_row = d->Interlace ? y1 : (at < y1 ? at : y1);
+                goto drawn;
             }
             uint32_t y = (uint32_t)d->Top + (uint32_t)r;
             if (y < y0 || y >= y1) continue;
@@ -363,6 +420,7 @@ int ts_gif_next(ts_gif *t, int *delay_cs) {
         }
     }
     }
+drawn:
     t->prev_disposal = gcb.DisposalMode;
     t->prev_transparent = transparent != NO_TRANSPARENT_COLOR;
     t->px0 = x0; t->py0 = y0; t->px1 = x1 > x0 ? x1 : x0; t->py1 = y1 > y0 ? y1 : y0;

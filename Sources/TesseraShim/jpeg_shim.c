@@ -18,6 +18,11 @@ typedef struct {
     jmp_buf jump;
     int strict;
     char message[JMSG_LENGTH_MAX + 64];
+    // The first warning that lost pixels (lenient): its text, the rows output before it and
+    // the scan it came in.
+    int lost;
+    int lost_row, lost_scan, lost_eof;
+    char lost_message[JMSG_LENGTH_MAX];
 } ts_error_mgr;
 
 static void ts_error_exit(j_common_ptr cinfo) {
@@ -41,6 +46,16 @@ static void ts_emit_message(j_common_ptr cinfo, int level) {
         (*cinfo->err->format_message)(cinfo, err->message);
         longjmp(err->jump, 1);
     }
+    if (!err->lost && ts_is_data_loss(cinfo->err->msg_code)) {
+        err->lost = 1;
+        err->lost_eof = cinfo->err->msg_code == JWRN_JPEG_EOF;
+        (*cinfo->err->format_message)(cinfo, err->lost_message);
+        if (cinfo->is_decompressor) {
+            j_decompress_ptr dinfo = (j_decompress_ptr)cinfo;
+            err->lost_row = (int)dinfo->output_scanline;
+            err->lost_scan = dinfo->input_scan_number;
+        }
+    }
 }
 
 static void ts_output_message(j_common_ptr cinfo) { (void)cinfo; }
@@ -52,6 +67,8 @@ static void ts_error_init(ts_error_mgr *err, int strict) {
     err->pub.output_message = ts_output_message;
     err->strict = strict;
     err->message[0] = 0;
+    err->lost = 0;
+    err->lost_message[0] = 0;
 }
 
 // MARK: - Decoder
@@ -225,6 +242,14 @@ void ts_jpeg_dec_destroy(ts_jpeg_dec *d) {
 }
 
 const char *ts_jpeg_dec_message(const ts_jpeg_dec *d) { return d->err.message; }
+
+const char *ts_jpeg_dec_loss(const ts_jpeg_dec *d, int *row, int *scan, int *eof) {
+    if (!d->err.lost) return NULL;
+    *row = d->err.lost_row;
+    *scan = d->err.lost_scan;
+    *eof = d->err.lost_eof;
+    return d->err.lost_message;
+}
 
 // MARK: Split source: a header buffer, then a body buffer, then a fake EOI (as jpeg_mem_src).
 

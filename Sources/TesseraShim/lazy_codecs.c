@@ -252,6 +252,7 @@ static struct {
     __typeof__(&JxlDecoderProcessInput) JxlDecoderProcessInput;
     __typeof__(&JxlDecoderReleaseBoxBuffer) JxlDecoderReleaseBoxBuffer;
     __typeof__(&JxlDecoderReleaseJPEGBuffer) JxlDecoderReleaseJPEGBuffer;
+    __typeof__(&JxlDecoderFlushImage) JxlDecoderFlushImage;
     __typeof__(&JxlDecoderSetBoxBuffer) JxlDecoderSetBoxBuffer;
     __typeof__(&JxlDecoderSetDecompressBoxes) JxlDecoderSetDecompressBoxes;
     __typeof__(&JxlDecoderSetImageOutBuffer) JxlDecoderSetImageOutBuffer;
@@ -299,6 +300,7 @@ static void ts_jxl_load(void) {
         {"JxlDecoderProcessInput", (void **)&ts_jxl.JxlDecoderProcessInput},
         {"JxlDecoderReleaseBoxBuffer", (void **)&ts_jxl.JxlDecoderReleaseBoxBuffer},
         {"JxlDecoderReleaseJPEGBuffer", (void **)&ts_jxl.JxlDecoderReleaseJPEGBuffer},
+        {"JxlDecoderFlushImage", (void **)&ts_jxl.JxlDecoderFlushImage},
         {"JxlDecoderSetBoxBuffer", (void **)&ts_jxl.JxlDecoderSetBoxBuffer},
         {"JxlDecoderSetDecompressBoxes", (void **)&ts_jxl.JxlDecoderSetDecompressBoxes},
         {"JxlDecoderSetImageOutBuffer", (void **)&ts_jxl.JxlDecoderSetImageOutBuffer},
@@ -362,6 +364,7 @@ JxlDecoderStatus JxlDecoderImageOutBufferSize(const JxlDecoder* a0, const JxlPix
 JxlDecoderStatus JxlDecoderProcessInput(JxlDecoder* a0) { ts_jxl_require(); return ts_jxl.JxlDecoderProcessInput(a0); }
 size_t JxlDecoderReleaseBoxBuffer(JxlDecoder* a0) { ts_jxl_require(); return ts_jxl.JxlDecoderReleaseBoxBuffer(a0); }
 size_t JxlDecoderReleaseJPEGBuffer(JxlDecoder* a0) { ts_jxl_require(); return ts_jxl.JxlDecoderReleaseJPEGBuffer(a0); }
+JxlDecoderStatus JxlDecoderFlushImage(JxlDecoder* a0) { ts_jxl_require(); return ts_jxl.JxlDecoderFlushImage(a0); }
 JxlDecoderStatus JxlDecoderSetBoxBuffer(JxlDecoder* a0, uint8_t* a1, size_t a2) { ts_jxl_require(); return ts_jxl.JxlDecoderSetBoxBuffer(a0, a1, a2); }
 JxlDecoderStatus JxlDecoderSetDecompressBoxes(JxlDecoder* a0, int a1) { ts_jxl_require(); return ts_jxl.JxlDecoderSetDecompressBoxes(a0, a1); }
 JxlDecoderStatus JxlDecoderSetImageOutBuffer(JxlDecoder* a0, const JxlPixelFormat* a1, void* a2, size_t a3) { ts_jxl_require(); return ts_jxl.JxlDecoderSetImageOutBuffer(a0, a1, a2, a3); }

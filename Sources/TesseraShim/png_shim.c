@@ -157,9 +157,21 @@ int ts_png_dec_start(ts_png_dec *d, int correct_gamma, int *channels, int *needs
 }
 
 int ts_png_dec_read_rows(ts_png_dec *d, uint8_t *buf, size_t stride, int rows) {
-    if (setjmp(png_jmpbuf(d->png))) return -1;
-    for (int i = 0; i < rows; i++) png_read_row(d->png, buf + (size_t)i * stride, NULL);
-    return 0;
+    volatile int done = 0;
+    if (setjmp(png_jmpbuf(d->png))) return -1 - done;
+    for (int i = 0; i < rows; i++) {
+        png_read_row(d->png, buf + (size_t)i * stride, NULL);
+        done = i + 1;
+    }
+    return rows;
+}
+
+void ts_png_dec_set_lenient(ts_png_dec *d) {
+    // What a browser does: chunks with bad CRCs and image data with a bad Adler-32 used as they are.
+    png_set_crc_action(d->png, PNG_CRC_QUIET_USE, PNG_CRC_QUIET_USE);
+#ifdef PNG_IGNORE_ADLER32
+    png_set_option(d->png, PNG_IGNORE_ADLER32, PNG_OPTION_ON);
+#endif
 }
 
 int ts_png_dec_read_image(ts_png_dec *d, uint8_t *buf, size_t stride) {

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import TesseraImaging
 import TesseraModel
 
 /// The `tessera` command's log handler: one whole line per message, written to stderr with
@@ -69,6 +70,8 @@ enum Console {
     /// `text` to `fd`, whole.
     static func write(_ fd: Int32, _ text: String) {
         let bytes = Array(text.utf8)
+        // The real standard error, also while a C library's output is being caught (fd 2 then points elsewhere).
+        let fd = fd == STDERR_FILENO ? LibraryOutput.stderr : fd
         lock.lock()
         defer { lock.unlock() }
         var offset = 0

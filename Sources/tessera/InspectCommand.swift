@@ -60,8 +60,16 @@ struct Inspect: ParsableCommand {
             ("file", formatBytes(i.bytes)),
             ("colour", i.colorSpace + (i.subsampling.map { $0 != i.colorSpace ? " \($0)" : "" } ?? "")
                 + ", \(i.bitDepth)-bit" + (i.hasAlpha ? ", alpha" : "")),
-            ("progressive", i.format == .png ? "interlaced: \(yn(i.interlaced ?? false))" : yn(i.progressive)),
-            ("orientation", "\(i.orientation)"),
+        ]
+        // What only some formats have: shown where the file has it.
+        if let s = i.scan { lines.append(("scan", s)) }
+        if let from = i.orientationFrom { lines.append(("orientation", "\(i.orientation) (\(from))")) }
+        if i.pages > 1 { lines.append(("pages", (i.pagesAtLeast == true ? "at least " : "") + "\(i.pages)")) }
+        if i.frames > 1 || i.durationSeconds != nil {
+            lines.append(("frames", "\(i.frames)" + (i.durationSeconds.map { String(format: ", %.2f s", $0) } ?? "")))
+        }
+        if !i.alternatives.isEmpty { lines.append(("cheaper", i.alternatives.joined(separator: "; "))) }
+        lines += [
             ("icc", i.iccProfile.map { "\($0) [\(i.iccColorSpace ?? "?")], \(i.iccBytes ?? 0) bytes" } ?? "none"),
             ("exif", i.hasExif ? "yes" + (i.camera.map { " (\($0))" } ?? "") : "no"),
             ("gps", yn(i.hasGPS)),

@@ -27,7 +27,8 @@ final class GIFDecoder {
         scan.transparency != 0 || Int(scan.extent_width) < size.width || Int(scan.extent_height) < size.height
     }
 
-    init(bytes: UnsafeRawBufferPointer, limits: Limits) throws {
+    /// Lenient: frames cut short or damaged keep what decoded (`cut` says what was lost).
+    init(bytes: UnsafeRawBufferPointer, limits: Limits, lenient: Bool = false) throws {
         guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self),
               let h = ts_gif_open(base, bytes.count) else {
             throw ImagingError(.outOfMemory, "no memory to open the GIF")
@@ -35,12 +36,13 @@ final class GIFDecoder {
         let owner = Handle(h)
         guard ts_gif_ok(h) != 0 else { throw GIFDecoder.failure(String(cString: ts_gif_message(h)), code: .corrupt) }
         self.owner = owner
+        ts_gif_set_lenient(h, lenient ? 1 : 0)
         var screenWidth: UInt32 = 0, screenHeight: UInt32 = 0
         ts_gif_screen(h, &screenWidth, &screenHeight)
         var s = ts_gif_scan_result()
         _ = ts_gif_scan(h, &s)
         scan = s
-        guard s.frames > 0 else {
+        guard s.frames > 0 || (lenient && s.ends_early != 0 && s.extent_width > 0) else {
             throw ImagingError(s.unreadable_after != 0 ? .truncated : .corrupt,
                                "GIF has no readable frame (\(screenWidth)x\(screenHeight) screen)")
         }
@@ -57,6 +59,24 @@ final class GIFDecoder {
     /// line by line through giflib (tests set 0 to compare the two).
     var wholeFrameLimit: Int = 64 << 20 {
         didSet { ts_gif_set_whole_frame_limit(handle, max(0, wholeFrameLimit)) }
+    }
+
+    /// Whether the file is whole and sound past its frames (a strict read requires it): the
+    /// error to fail with, or nil.
+    var damage: ImagingError? {
+        guard scan.unreadable_after != 0 else { return nil }
+        let after = frameCount == 0 ? "in its first frame" : "after \(frameCount) frame\(frameCount == 1 ? "" : "s")"
+        return scan.ends_early != 0
+            ? ImagingError(.truncated, "truncated GIF (the data ends \(after), before its trailer)")
+            : ImagingError(.corrupt, "corrupt GIF (unreadable \(after))")
+    }
+
+    /// The last frame decoded was cut short (lenient): the first canvas row not wholly its, and why.
+    var cut: (row: Int, reason: String)? {
+        var row: UInt32 = 0
+        var message: UnsafePointer<CChar>?
+        guard ts_gif_cut(handle, &row, &message) != 0 else { return nil }
+        return (Int(row), message.map { String(cString: $0) } ?? "")
     }
 
     /// Frame `frame` as shown: RGBA when any pixel is not opaque, else RGB.

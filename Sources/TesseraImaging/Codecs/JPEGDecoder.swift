@@ -160,6 +160,14 @@ final class JPEGDecoder {
     }
 
     /// Ends decompression (wraps `jpeg_finish_decompress`).
+    /// Lenient: the first damage libjpeg decoded past (it pads what it never got with gray):
+    /// the rows output before it, the scan, and whether the data ended there.
+    var loss: (row: Int, scan: Int, ended: Bool, message: String)? {
+        var row: Int32 = 0, scan: Int32 = 0, eof: Int32 = 0
+        guard let m = ts_jpeg_dec_loss(handle, &row, &scan, &eof) else { return nil }
+        return (Int(row), Int(scan), eof != 0, String(cString: m))
+    }
+
     func finish() throws {
         guard ts_jpeg_dec_finish(handle) == 0 else { throw failure() }
     }

@@ -193,7 +193,15 @@ final class JXLDecoder {
 
     /// The decoded first frame: RGB or RGBA, 8 bits — or, for HDR (`hdr` says how to read
     /// them), 16 bits a sample, little-endian, in a buffer twice as wide.
-    func decode() throws -> PixelBuffer {
+    func decode() throws -> PixelBuffer { try decode(lenient: false).image }
+
+    /// The first frame; `lenient`: a file cut short gives what libjxl decoded of it (its
+    /// progressive flush, gray where nothing came), with why it is not whole (`damage`).
+    func decode(lenient: Bool) throws -> (image: PixelBuffer, damage: ImagingError?) {
+        try LibraryOutput.capturing("libjxl") { try decodeFrame(lenient: lenient) }
+    }
+
+    private func decodeFrame(lenient: Bool) throws -> (image: PixelBuffer, damage: ImagingError?) {
         try LazyCodecs.requireJXL()
         guard let dec = JxlDecoderCreate(nil) else { throw ImagingError(.outOfMemory, "libjxl: cannot create a decoder") }
         defer { JxlDecoderDestroy(dec) }
@@ -202,7 +210,8 @@ final class JXLDecoder {
         _ = JxlDecoderSetKeepOrientation(dec, 1)
         _ = JxlDecoderSetUnpremultiplyAlpha(dec, 1)
         try Self.check(JxlDecoderSetInput(dec, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count), "reading")
-        JxlDecoderCloseInput(dec)
+        // The input is left open: data that ends early asks for more (truncated, not
+        // corrupt), and what decoded so far can be flushed (lenient).
 
         let channels = hasAlpha ? 4 : 3
         let deep = hdr != nil
@@ -210,6 +219,7 @@ final class JXLDecoder {
                                     endianness: JXL_LITTLE_ENDIAN, align: 0)
         let layout: PixelLayout = hasAlpha ? .rgba : .rgb
         let buffer = try PixelBuffer.make(width: deep ? size.width * 2 : size.width, height: size.height, layout: layout)
+        var bufferSet = false
         while true {
             switch JxlDecoderProcessInput(dec) {
             case JXL_DEC_COLOR_ENCODING:
@@ -220,13 +230,17 @@ final class JXLDecoder {
                 guard buffer.stride * size.height == needed else {
                     throw ImagingError(.corrupt, "corrupt JPEG XL (its frame needs \(needed) bytes, not the \(size)'s)")
                 }
+                if lenient { buffer.base.initialize(repeating: deep ? 0x80 : 128, count: buffer.byteCount) }
                 try Self.check(JxlDecoderSetImageOutBuffer(dec, &format, buffer.base, needed), "setting the image buffer")
+                bufferSet = true
             case JXL_DEC_FULL_IMAGE:
-                return buffer
+                return (buffer, nil)
             case JXL_DEC_SUCCESS:
                 throw ImagingError(.corrupt, "corrupt JPEG XL (no frame)")
             case JXL_DEC_NEED_MORE_INPUT:
-                throw ImagingError(.truncated, "truncated JPEG XL (the data ends in its image)")
+                let cut = ImagingError(.truncated, "truncated JPEG XL (the data ends in its image)")
+                guard lenient, bufferSet, JxlDecoderFlushImage(dec) == JXL_DEC_SUCCESS else { throw cut }
+                return (buffer, cut)
             default:
                 throw ImagingError(.corrupt, "corrupt JPEG XL (libjxl cannot decode its image)")
             }
@@ -351,8 +365,9 @@ enum JXLEncoder {
         guard let frame = JxlEncoderFrameSettingsCreate(enc, nil) else { throw ImagingError(.outOfMemory, "libjxl: cannot create frame settings") }
         _ = JxlEncoderFrameSettingsSetOption(frame, JXL_ENC_FRAME_SETTING_EFFORT, Int64(max(1, min(9, effort))))
         guard JxlEncoderAddJPEGFrame(frame, jpeg.baseAddress?.assumingMemoryBound(to: UInt8.self), jpeg.count) == JXL_ENC_SUCCESS else {
-            throw ImagingError(.transformFailed, "this JPEG cannot be recompressed losslessly to JPEG XL: libjxl cannot store what "
-                               + "rebuilds its bytes (e.g. a progressive JPEG with many Huffman tables); no output written")
+            // A valid JPEG using what JPEG XL's JPEG mode cannot hold: libjxl's reason follows (LibraryOutput).
+            throw ImagingError(.unsupportedFeature, "this JPEG cannot be recompressed losslessly to JPEG XL: libjxl cannot store it "
+                               + "or what rebuilds its bytes; no output written")
         }
         JxlEncoderCloseInput(enc)
         return try output(enc)
@@ -426,11 +441,27 @@ public enum LosslessJXL {
         if header.components == 4 {
             throw ImagingError(.unsupportedFeature, "a CMYK JPEG (4 components) cannot be recompressed losslessly to JPEG XL; no output written")
         }
-        let jxl = try JXLEncoder.recompress(jpeg: jpeg, effort: effort)
-        let back = try jxl.withUnsafeBytes { try JXLDecoder.reconstructJPEG($0) }
+        // JPEG XL subsamples chroma by at most 2 each way (4:4:4, 4:2:2, 4:2:0, 4:4:0).
+        let maxH = header.samplingFactors.map(\.h).max() ?? 1, maxV = header.samplingFactors.map(\.v).max() ?? 1
+        if header.samplingFactors.contains(where: { $0.h < 1 || $0.v < 1 || maxH % $0.h != 0 || maxV % $0.v != 0 || maxH / $0.h > 2 || maxV / $0.v > 2 }) {
+            let factors = header.samplingFactors.map { "\($0.h)x\($0.v)" }.joined(separator: ",")
+            throw ImagingError(.unsupportedFeature, "its chroma subsampling (\(header.subsampling), sampling factors \(factors)) cannot be "
+                               + "recompressed losslessly to JPEG XL, which keeps 4:4:4, 4:2:2, 4:2:0 and 4:4:0; no output written")
+        }
+        let jxl = try LibraryOutput.capturing("libjxl") { try JXLEncoder.recompress(jpeg: jpeg, effort: effort) }
+        let back: [UInt8]?
+        do {
+            back = try LibraryOutput.capturing("libjxl") { try jxl.withUnsafeBytes { try JXLDecoder.reconstructJPEG($0) } }
+        } catch var e as ImagingError where e.code == .corrupt || e.code == .truncated {
+            // The JPEG XL was just made from a sound JPEG: what fails is what libjxl can hold of it.
+            e.code = .unsupportedFeature
+            e.reason = "libjxl cannot give this JPEG back from the JPEG XL it made of it: " + e.reason + "; no output written"
+            throw e
+        }
         guard let back, back.count == jpeg.count, back.withUnsafeBytes({ $0.elementsEqual(jpeg) }) else {
-            throw ImagingError(.transformFailed, "the JPEG XL made from this JPEG does not give back its bytes exactly "
-                               + "(\(back.map { "\($0.count)" } ?? "no") bytes reconstructed of \(jpeg.count)); no output written")
+            throw ImagingError(.unsupportedFeature, "the JPEG XL made from this JPEG does not give back its bytes exactly "
+                               + "(\(back.map { "\($0.count)" } ?? "no") bytes reconstructed of \(jpeg.count)): JPEG XL cannot hold it "
+                               + "without loss; no output written")
         }
         return jxl
     }

@@ -34,7 +34,8 @@ final class PNGDecoder {
     let header: PNGHeader
 
     /// Wraps `png_read_info`; `bytes` must outlive the decoder.
-    init(bytes: UnsafeRawBufferPointer, limits: Limits) throws {
+    /// `lenient`: chunks with bad CRCs and data with a bad Adler-32 are used as they are.
+    init(bytes: UnsafeRawBufferPointer, limits: Limits, lenient: Bool = false) throws {
         guard let base = bytes.baseAddress, bytes.count > 0 else {
             throw ImagingError(.empty, "the file is empty")
         }
@@ -43,6 +44,7 @@ final class PNGDecoder {
             throw ImagingError(.limitExceeded, "cannot allocate a PNG decoder")
         }
         handle = h
+        if lenient { ts_png_dec_set_lenient(h) }
         var raw = ts_png_header()
         let maxSide = UInt32(min(limits.maxDimension, Int(UInt32.max)))
         guard ts_png_dec_read_header(h, maxSide, maxSide, &raw) == 0 else {
@@ -90,7 +92,14 @@ final class PNGDecoder {
 
     /// Reads `rows` rows (non-interlaced files). Wraps `png_read_row`.
     func read(into buffer: UnsafeMutablePointer<UInt8>, stride: Int, rows: Int) throws {
-        guard ts_png_dec_read_rows(handle, buffer, stride, Int32(rows)) == 0 else { throw failure() }
+        let (_, error) = readSome(into: buffer, stride: stride, rows: rows)
+        if let error { throw error }
+    }
+
+    /// Reads up to `rows` rows: those read, and why it stopped short.
+    func readSome(into buffer: UnsafeMutablePointer<UInt8>, stride: Int, rows: Int) -> (rows: Int, error: ImagingError?) {
+        let rc = Int(ts_png_dec_read_rows(handle, buffer, stride, Int32(rows)))
+        return rc >= 0 ? (rc, nil) : (-1 - rc, failure())
     }
 
     /// Reads every row. Wraps `png_read_image`.

@@ -14,6 +14,9 @@ final class SourceDecoder {
     private(set) var channels = 0
     private(set) var scaleEighths = 8
     private var rowsRead = 0
+    /// When decoding started: a decode longer than `options.decodeSeconds` (the task's
+    /// timeout) fails `timed-out` between batches, for every format.
+    private var clock = Stopwatch()
     /// Rows the decoder could not give (lenient): filled, and said in `warnings`.
     private var filledFrom: Int?
     private var policyWarnings: [String] = []
@@ -114,6 +117,7 @@ final class SourceDecoder {
 
     /// Starts decoding at `scaleEighths`/8 (loaders that cannot scale decode whole).
     func start(scaleEighths requested: Int, maxBatchRows: Int) throws {
+        clock = Stopwatch()
         let started = try loader.start(scaleEighths: requested, maxBatchRows: maxBatchRows)
         decodedSize = started.size
         channels = started.channels
@@ -136,17 +140,54 @@ final class SourceDecoder {
     }
 
     /// Reads up to `maxRows` rows of `channels` bytes per pixel; 0 at the end.
+    ///
+    /// Strict (the default), data that ends early or goes wrong fails the read, typed
+    /// (`truncated`, `corrupt`). Lenient, the rows decoded before it are kept and the rest
+    /// are filled gray, as libjpeg fills what it never got — the same for every format —
+    /// and `warnings` says how many rows were the file's: `truncated: 212 of 480 rows (…)`.
     func read(into buffer: UnsafeMutablePointer<UInt8>, stride: Int, maxRows: Int) throws -> Int {
         let remaining = decodedSize.height - rowsRead
         guard remaining > 0 else { return 0 }
         let want = min(maxRows, remaining)
-        let n = try loader.read(into: buffer, stride: stride, maxRows: want)
+        if filledFrom != nil { return fill(buffer, stride: stride, rows: want) }
+        let n: Int
+        do {
+            n = try loader.read(into: buffer, stride: stride, maxRows: want)
+        } catch let e as ImagingError where !options.strict && (e.code == .truncated || e.code == .corrupt) && rowsRead > 0 {
+            filledFrom = rowsRead
+            policyWarnings.append("\(e.code): \(rowsRead) of \(decodedSize.height) rows (\(e.reason))")
+            return fill(buffer, stride: stride, rows: want)
+        }
         rowsRead += n
+        if let limit = options.decodeSeconds, clock.seconds > limit {
+            throw ImagingError(.timedOut, "decoding took longer than the task may (\(rowsRead) of \(decodedSize.height) rows in "
+                               + "\(String(format: "%.1f", clock.seconds)) s, timeout \(limit) s)")
+        }
         return n
     }
 
-    /// Ends decoding (reports corruption found at the end of the data in strict mode).
-    func finish() throws { try loader.finish() }
+    /// Rows that never decoded: gray (opaque), as libjpeg pads a file cut short.
+    private func fill(_ buffer: UnsafeMutablePointer<UInt8>, stride: Int, rows: Int) -> Int {
+        let width = decodedSize.width * channels
+        for r in 0..<rows {
+            let row = buffer + r * stride
+            row.initialize(repeating: 128, count: width)
+            if channels == 4 { for x in 0..<decodedSize.width { row[x * 4 + 3] = 255 } }
+        }
+        rowsRead += rows
+        return rows
+    }
+
+    /// Ends decoding. Strict, damage found at the end of the data (a PNG without IEND)
+    /// fails; lenient, it is a warning.
+    func finish() throws {
+        guard filledFrom == nil else { return }
+        do {
+            try loader.finish()
+        } catch let e as ImagingError where !options.strict && (e.code == .truncated || e.code == .corrupt) {
+            policyWarnings.append("\(e.code): after the image (\(e.reason))")
+        }
+    }
 
     /// Premultiplied RGBA to straight alpha (the pipeline's convention), in place.
     static func unpremultiply(_ p: UnsafeMutablePointer<UInt8>, count: Int) {

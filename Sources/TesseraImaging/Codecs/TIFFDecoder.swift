@@ -114,6 +114,7 @@ final class TIFFDecoder {
         }
         owner = Handle(h)
         guard ts_tiff_ok(h) != 0, let t = ts_tiff_handle(h) else {
+            if let cut = Self.directoryPastEnd(bytes) { throw ImagingError(.truncated, "truncated TIFF (\(cut))") }
             throw TIFFDecoder.failure(String(cString: ts_tiff_message(h)), header: true)
         }
         tif = OpaquePointer(t)
@@ -558,6 +559,41 @@ final class TIFFDecoder {
             }
             return UInt8(p.loadUnaligned(fromByteOffset: index * 4, as: UInt32.self) >> 24)
         }
+    }
+
+    /// Where the first directory lies past the file's end (a file cut short: libtiff writes
+    /// its directory after the image data), said as such; nil when it is inside.
+    static func directoryPastEnd(_ b: UnsafeRawBufferPointer) -> String? {
+        guard b.count >= 8 else { return "\(b.count) bytes, not even a header" }
+        let little = b[0] == 0x49, big = b[2] == 43 || b[3] == 43
+        func uint(_ at: Int, _ n: Int) -> UInt64? {
+            guard at >= 0, at + n <= b.count else { return nil }
+            var v: UInt64 = 0
+            for k in 0..<n { v |= UInt64(b[at + (little ? k : n - 1 - k)]) << (8 * UInt64(k)) }
+            return v
+        }
+        guard let offset = big ? uint(8, 8) : uint(4, 4) else { return "\(b.count) bytes, not even a header" }
+        let countSize = big ? 8 : 2, entrySize = big ? 20 : 12
+        guard offset <= UInt64(Int.max / 2), let n = uint(Int(offset), countSize) else {
+            return "its directory at byte \(offset) lies past the end of the \(b.count) bytes"
+        }
+        let entries = Int(offset) + countSize
+        guard n < 1 << 20, entries + Int(n) * entrySize + (big ? 8 : 4) <= b.count else {
+            return "its directory at byte \(offset) runs past the end of the \(b.count) bytes"
+        }
+        // Values too long for their entry lie elsewhere: within the file too.
+        let sizes: [UInt64: UInt64] = [1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 1, 8: 2, 9: 4, 10: 8, 11: 4, 12: 8, 13: 4, 16: 8, 17: 8, 18: 8]
+        for e in 0..<Int(n) {
+            let at = entries + e * entrySize
+            guard let tag = uint(at, 2), let type = uint(at + 2, 2), let count = big ? uint(at + 4, 8) : uint(at + 8 - 4, 4),
+                  let size = sizes[type], count < 1 << 40 else { continue }
+            let inline = big ? 8 : 4
+            guard count * size > UInt64(inline), let valueAt = big ? uint(at + 12, 8) : uint(at + 8, 4) else { continue }
+            if valueAt + count * size > UInt64(b.count) {
+                return "tag \(tag)'s \(count * size) bytes at byte \(valueAt) run past the end of the \(b.count) bytes"
+            }
+        }
+        return nil
     }
 
     private func failure() -> ImagingError {

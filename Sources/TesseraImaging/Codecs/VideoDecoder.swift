@@ -35,6 +35,9 @@ final class VideoDecoder {
 
     /// - Parameter strict: a file whose container says it goes on past its end fails `truncated`
     ///   even when the frames wanted are in the part that is there.
+    /// The container declares more data than the file holds (lenient reads what is there).
+    let endsEarly: Bool
+
     init(bytes: UnsafeRawBufferPointer, limits: Limits, seconds: Double?, strict: Bool = true) throws {
         let container: Int32
         if bytes.count >= 4, bytes[0] == 0x1A, bytes[1] == 0x45, bytes[2] == 0xDF, bytes[3] == 0xA3 {
@@ -46,6 +49,7 @@ final class VideoDecoder {
         }
         let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)
         let cut = ts_video_declared_overrun(base, bytes.count, container) != 0
+        endsEarly = cut
         if cut && strict {
             throw ImagingError(.truncated, "the video ends early: its container declares more data than the file holds")
         }

@@ -61,9 +61,16 @@ final class WebPDecoder {
     }
 
     /// Decodes at `target` (≤ the image size; libwebp's scaler), RGB or RGBA.
-    func decode(to target: Size) throws -> PixelBuffer {
+    func decode(to target: Size) throws -> PixelBuffer { try decode(to: target, lenient: false).image }
+
+    /// Decodes at `target`; `lenient`: a still cut short or damaged gives the rows libwebp's
+    /// incremental decoder made of it (`rows`), and why the rest did not come (`damage`).
+    func decode(to target: Size, lenient: Bool) throws -> (image: PixelBuffer, rows: Int, damage: ImagingError?) {
         let layout: PixelLayout = hasAlpha ? .rgba : .rgb
-        if isAnimated { return try decodeFirstFrame(layout: layout) }
+        if isAnimated {
+            let image = try decodeFirstFrame(layout: layout)
+            return (image, image.height, nil)
+        }
         let out = try PixelBuffer.make(width: target.width, height: target.height, layout: layout)
         var config = WebPDecoderConfig()
         guard WebPInitDecoderConfigInternal(&config, WEBP_DECODER_ABI_VERSION) != 0 else {
@@ -82,10 +89,21 @@ final class WebPDecoder {
         config.output.u.RGBA.rgba = out.base
         config.output.u.RGBA.stride = Int32(out.stride)
         config.output.u.RGBA.size = out.byteCount
-        let status = WebPDecode(bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count, &config)
+        let data = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)
+        let status = WebPDecode(data, bytes.count, &config)
         WebPFreeDecBuffer(&config.output)
-        try Self.check(status, "decoding")
-        return out
+        guard status != VP8_STATUS_OK else { return (out, out.height, nil) }
+        let damage: ImagingError
+        do { try Self.check(status, "decoding") ; return (out, out.height, nil) } catch let e as ImagingError { damage = e }
+        guard lenient, damage.code == .truncated || damage.code == .corrupt else { throw damage }
+        // Again, incrementally: the rows decoded before the data ran out or went wrong.
+        out.base.initialize(repeating: 128, count: out.byteCount)
+        guard let idec = WebPIDecode(nil, 0, &config) else { throw damage }
+        defer { WebPIDelete(idec) }
+        _ = WebPIUpdate(idec, data, bytes.count)
+        var lastY: Int32 = 0
+        guard WebPIDecGetRGB(idec, &lastY, nil, nil, nil) != nil, lastY > 0 else { throw damage }
+        return (out, Int(lastY), damage)
     }
 
     /// The first frame of an animation, composed on the full canvas (WebPAnimDecoder).

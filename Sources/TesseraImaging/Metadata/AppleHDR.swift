@@ -75,15 +75,14 @@ enum AppleHDR {
 
     /// A HEIF's Apple gain map, checked: nil without one, `.unusable` with the reason when
     /// it cannot be used (no headroom in the maker note, no headroom at all, wrong shape).
-    static func locate(_ heif: HEIFDecoder) -> UltraHDR.Found? {
-        guard let map = heif.gainMap else { return nil }
+    static func locate(map: (id: UInt32, size: Size), exif: [UInt8]?, imageSize image: Size) -> UltraHDR.Found? {
         var info = GainMapInfo(kind: "apple", width: map.size.width, height: map.size.height, bytes: 0, headroom: 0,
                                metadata: ["apple"])
         func unusable(_ reason: String) -> UltraHDR.Found {
             info.problem = reason
             return .unusable(info)
         }
-        guard let exif = heif.exif, let (m33, m48) = makerValues(exif: exif) else {
+        guard let exif, let (m33, m48) = makerValues(exif: exif) else {
             return unusable("Apple's gain map without its headroom (maker-note tags 33 and 48)")
         }
         let stops = headroomStops(maker33: m33, maker48: m48)
@@ -91,7 +90,7 @@ enum AppleHDR {
         info.headroom = (stops * 1000).rounded() / 1000
         guard stops > 0.01 else { return unusable("Apple's maker note gives no headroom (tags 33 = \(m33), 48 = \(m48))") }
         if let problem = metadata(stops: stops).problem() { return unusable(problem) }
-        let image = heif.size, w = map.size.width, h = map.size.height
+        let w = map.size.width, h = map.size.height
         guard w >= 1, h >= 1, w <= image.width, h <= image.height else {
             return unusable("the gain map (\(w)x\(h)) does not fit the image (\(image.width)x\(image.height))")
         }

@@ -19,27 +19,24 @@ public struct StripResult: Sendable {
 public enum LosslessStrip {
     public static func strip(_ input: [UInt8], options: StripOptions = StripOptions()) throws -> StripResult {
         guard !input.isEmpty else { throw ImagingError(.empty, "the file is empty (0 bytes)") }
-        let format = input.withUnsafeBytes { ImageFormat.sniff($0) }
-        switch format {
-        case .jpeg: return try stripJPEG(input, options)
-        case .png: return try stripPNG(input, options)
-        case .webp: return try WebPChunks.strip(input, keepICC: options.keepICC, keepCopyright: options.keepCopyright)
-        case .heif, .avif, .tiff, .gif, .jxl, .video:
-            // What a render keeping the format would write: the same format where Tessera
-            // writes it, else a JPEG — at full size, re-encoded (not lossless).
-            let kept = format!.keptByOriginal ? format!.rawValue.uppercased() : "JPEG"
-            throw ImagingError(.unsupportedFeature, "its metadata (EXIF with GPS, XMP) cannot be removed without re-encoding: lossless "
-                               + "stripping handles JPEG, PNG and WebP; no output written. Render the \(format!.rawValue.uppercased()) "
-                               + "file instead: tessera render FILE --format original -o DIR writes it at full size as a re-encoded "
-                               + "\(kept) (quality 80; --format and -q choose others), with no metadata copied")
-        case nil: throw ImagingError(.unsupportedFormat, input.withUnsafeBytes { FormatDetection.unsupportedMessage($0) })
+        guard let (loader, format) = input.withUnsafeBytes({ SourceLoaders.sniff($0) }) else {
+            throw ImagingError(.unsupportedFormat, input.withUnsafeBytes { FormatDetection.unsupportedMessage($0) })
         }
+        if loader.stripsLosslessly { return try loader.stripLosslessly(input, options: options) }
+        // What a render keeping the format would write: the same format where Tessera
+        // writes it, else a JPEG — at full size, re-encoded (not lossless).
+        let name = format.rawValue.uppercased()
+        let kept = format.keptByOriginal ? name : "JPEG"
+        throw ImagingError(.unsupportedFeature, "its metadata (EXIF with GPS, XMP) cannot be removed without re-encoding: lossless "
+                           + "stripping handles \(SourceLoaders.strippable); no output written. Render the \(name) "
+                           + "file instead: tessera render FILE --format original -o DIR writes it at full size as a re-encoded "
+                           + "\(kept) (quality 80; --format and -q choose others), with no metadata copied")
     }
 
     /// A JPEG with a gain map: the primary and the map stripped each, then put together
     /// again as an Ultra HDR JPEG (the map's metadata written anew from what was read);
     /// rotated losslessly only if the map rotates too.
-    private static func stripJPEG(_ input: [UInt8], _ options: StripOptions) throws -> StripResult {
+    static func stripJPEG(_ input: [UInt8], _ options: StripOptions) throws -> StripResult {
         let found = input.withUnsafeBytes { UltraHDR.locate($0, limits: Limits()) }
         guard let found else { return try stripPlainJPEG(input, options) }
         var result: StripResult
@@ -160,7 +157,7 @@ public enum LosslessStrip {
         }
     }
 
-    private static func stripPNG(_ input: [UInt8], _ options: StripOptions) throws -> StripResult {
+    static func stripPNG(_ input: [UInt8], _ options: StripOptions) throws -> StripResult {
         try input.withUnsafeBytes { raw in
             let parsed = try PNGChunks(raw)
             // The chunks libpng reads before the image data (IHDR, PLTE, tRNS, iCCP... and

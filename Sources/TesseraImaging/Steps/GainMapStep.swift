@@ -57,8 +57,7 @@ enum GainMapStep {
         var source: SourceDecoder?
         var whole: PixelBuffer?
         if let aux = map.heifAuxiliary {
-            let heif = try HEIFDecoder(bytes: bytes, limits: options.limits)
-            let image = try heif.decodeAuxiliary(aux.id, limits: options.limits)
+            let image = try SourceDecoder(bytes: bytes, options: options).loader.decodeAuxiliary(id: aux.id, limits: options.limits)
             image.withUnsafeMutableBytes { p in
                 aux.recode.withUnsafeBufferPointer { table in
                     for i in p.indices { p[i] = table[Int(p[i])] }
@@ -70,9 +69,8 @@ enum GainMapStep {
             o.fastMode = false
             o.frame = 0
             o.page = 0
-            let s = try SourceDecoder(bytes: UnsafeRawBufferPointer(rebasing: bytes[map.range]), options: o)
-            guard s.format == .jpeg else { throw ImagingError(.corrupt, "the gain map is not a JPEG") }
-            source = s
+            // An Ultra HDR map is a JPEG (UltraHDR.locate takes only ranges that start as one).
+            source = try SourceDecoder(bytes: UnsafeRawBufferPointer(rebasing: bytes[map.range]), options: o)
         }
         let mapStored = whole.map { Size(width: $0.width, height: $0.height) } ?? source!.storedSize
         let ratio = (x: Double(mapStored.width) / Double(imageSize.width), y: Double(mapStored.height) / Double(imageSize.height))

@@ -98,10 +98,7 @@ public struct TileRenderer {
         }
         let need = geometry.memoryEstimate(part, info: info, settings: settings)
         guard need <= settings.memoryBudgetMB << 20 else {
-            let what = info.progressive && info.format == .jpeg
-                ? "a progressive JPEG keeps all its coefficients (\(info.wholeImageBytes >> 20) MB) while decoding; convert it to baseline (jpegtran) or raise tiles.memoryBudgetMB"
-                : info.progressive && info.format == .png ? "an interlaced PNG is decoded whole (\(info.wholeImageBytes >> 20) MB); save it non-interlaced or raise tiles.memoryBudgetMB"
-                : info.progressive ? "a \(info.format.rawValue.uppercased()) image is decoded whole (\(info.wholeImageBytes >> 20) MB); convert it to JPEG or raise tiles.memoryBudgetMB"
+            let what = info.progressive ? SourceLoaders.loader(for: info.format).wholeDecodeAdvice(info)
                 : "use a smaller tiles.tileSize or raise tiles.memoryBudgetMB"
             throw ImagingError(.limitExceeded, "part \(part) needs about \(need >> 20) MB, over the tile memory budget of \(settings.memoryBudgetMB) MB: \(what)")
         }

@@ -43,6 +43,9 @@ ts_jpeg_dec *ts_jpeg_dec_create(const uint8_t *data, size_t size, int strict,
                                 int max_scans, long max_memory);
 void ts_jpeg_dec_destroy(ts_jpeg_dec *d);
 const char *ts_jpeg_dec_message(const ts_jpeg_dec *d);
+/// Lenient: the first warning that lost pixels (NULL: none), the rows output before it, the
+/// scan it came in and whether the data ended (else it went wrong).
+const char *ts_jpeg_dec_loss(const ts_jpeg_dec *d, int *row, int *scan, int *eof);
 
 /// Makes the decoder read `data` (then a header) followed by `body` (entropy-coded data),
 /// without copying either: how a band decode starts at a restart marker. Call before
@@ -134,8 +137,10 @@ int ts_png_dec_read_header(ts_png_dec *d, uint32_t max_w, uint32_t max_h, ts_png
 /// Sets up expansion to 8-bit gray, RGB or RGBA (`*channels` 1, 3 or 4) and, when
 /// `correct_gamma`, gAMA correction to sRGB. `*needs_whole_image` is 1 for interlaced files.
 int ts_png_dec_start(ts_png_dec *d, int correct_gamma, int *channels, int *needs_whole_image);
-/// Reads `rows` consecutive rows (non-interlaced files).
+/// Reads `rows` consecutive rows (non-interlaced files): `rows`, or -1 - the rows read before it failed.
 int ts_png_dec_read_rows(ts_png_dec *d, uint8_t *buf, size_t stride, int rows);
+/// Lenient reading (before the header): bad CRCs and Adler-32 sums do not stop it.
+void ts_png_dec_set_lenient(ts_png_dec *d);
 /// Reads the whole image (any file; required for interlaced ones).
 int ts_png_dec_read_image(ts_png_dec *d, uint8_t *buf, size_t stride);
 /// Wraps `png_read_end`: reads and checks the chunks after the image data up to IEND.
@@ -151,6 +156,18 @@ int ts_png_encode(const uint8_t *pixels, int width, int height, size_t stride, i
 
 // MARK: - GIF (giflib, low-level API: no frame raster kept by the library)
 
+// MARK: - Library output (libout_shim.c)
+
+/// The process's own stderr, whatever fd 2 points to: where Tessera writes its lines.
+int ts_stderr_fd(void);
+/// Starts catching what C libraries print on fd 2 (until the matching `ts_libout_end`;
+/// captures may overlap, from any thread). Returns a position to end with, -1 when
+/// nothing can be caught (fd 2 is then left alone).
+long ts_libout_begin(void);
+/// Ends a capture: what was printed since `start` (up to `cap` bytes) into `out`; the
+/// byte count. The last capture to end points fd 2 back at stderr.
+size_t ts_libout_end(long start, char *out, size_t cap);
+
 typedef struct ts_gif ts_gif;
 
 /// What a pass over every record says, without decoding a pixel.
@@ -159,6 +176,7 @@ typedef struct {
     int loop;                         ///< NETSCAPE2.0 loop count (0: forever), -1 when absent
     int transparency, interlaced;     ///< some frame has a transparent index / is interlaced
     int unreadable_after;             ///< the file goes wrong after `frames` frames (counted so far)
+    int ends_early;                   ///< ... because its data ends (no trailer, a frame cut short)
     uint32_t extent_width, extent_height; ///< the frames' furthest right and bottom edges
     uint64_t largest_frame;           ///< pixels of the largest frame rectangle
     uint64_t duration_cs;             ///< sum of the frame delays, in centiseconds
@@ -189,6 +207,12 @@ int ts_gif_next(ts_gif *t, int *delay_cs);
 /// Frames of up to `pixels` are decoded whole by Tessera's LZW decoder (64 M by default);
 /// larger ones line by line through giflib.
 void ts_gif_set_whole_frame_limit(ts_gif *t, size_t pixels);
+/// Lenient reading: a frame whose data ends early or goes wrong keeps the rows that decoded
+/// (the rest of the canvas as it was), an LZW code size below 2 is read as 2.
+void ts_gif_set_lenient(ts_gif *t, int lenient);
+/// Whether the last frame composited was cut short (lenient): the first canvas row that is
+/// not wholly its (`row`), and why.
+int ts_gif_cut(const ts_gif *t, uint32_t *row, const char **message);
 /// GIF out (`gif_encode.c`): frames of `width` x `height`, each quantised to its own palette
 /// (median cut, k-means, Floyd–Steinberg when `dither`), written by giflib. `loop`: 0 forever,
 /// 1 once (no NETSCAPE2.0 block), N times. NULL: out of memory or a size GIF cannot hold.

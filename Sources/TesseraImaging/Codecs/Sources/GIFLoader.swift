@@ -8,8 +8,8 @@ final class GIFLoader: SourceLoader {
     private let decoder: GIFDecoder
     private(set) var header: SourceHeader
     let metadata = SourceMetadata()
-    private var whole: PixelBuffer?
-    private var row = 0
+    private var whole: WholeRows?
+    private(set) var warnings: [String] = []
 
     static let formats: Set<ImageFormat> = [.gif]
 
@@ -19,7 +19,10 @@ final class GIFLoader: SourceLoader {
 
     init(bytes: UnsafeRawBufferPointer, format: ImageFormat, options: RenderOptions) throws {
         self.options = options
-        decoder = try GIFDecoder(bytes: bytes, limits: options.limits)
+        decoder = try GIFDecoder(bytes: bytes, limits: options.limits, lenient: !options.strict)
+        // Strict: the file whole (its trailer there), not only the frame read. Data past the
+        // frames that is not GIF is said (a warning), as vips says it.
+        if options.strict, let damage = decoder.damage, damage.code == .truncated { throw damage }
         header = SourceHeader(format: .gif, storedSize: decoder.size, orientation: .up, colorModel: "palette", bitDepth: 8,
                               hasAlpha: decoder.mayHaveAlpha)
         header.progressive = decoder.scan.interlaced != 0
@@ -32,13 +35,21 @@ final class GIFLoader: SourceLoader {
 
     func start(scaleEighths: Int, maxBatchRows: Int) throws -> DecodeStart {
         let image = try decoder.decode(frame: options.frame, limits: options.limits)
-        whole = image
+        if let cut = decoder.cut {
+            // Lenient: the rows the frame drew whole, then why the rest are not its.
+            let code: ImagingError.Code = cut.reason.contains("ends") ? .truncated : .corrupt
+            let damage = ImagingError(code, "GIF \(cut.reason)")
+            if cut.row >= image.height { warnings.append("\(code): \(cut.reason)") }
+            whole = WholeRows(image, valid: cut.row, damage: damage)
+        } else {
+            whole = WholeRows(image)
+            if let damage = decoder.damage { warnings.append("\(damage.code): \(damage.reason)") }
+        }
         return DecodeStart(size: header.storedSize, channels: image.channels, scaleEighths: 8)
     }
 
     func read(into buffer: UnsafeMutablePointer<UInt8>, stride: Int, maxRows: Int) throws -> Int {
-        guard let whole else { return 0 }
-        return WholeRows.read(whole, from: &row, into: buffer, stride: stride, maxRows: maxRows)
+        try whole?.read(into: buffer, stride: stride, maxRows: maxRows) ?? 0
     }
 
     var decodePath: DecodePath { .gifFrame }
@@ -62,8 +73,11 @@ final class GIFLoader: SourceLoader {
         guard decoder.frameCount > 1 else { return nil }
         // A GIF without a loop count plays once.
         let gif = decoder
-        return AnimationSource(format: .gif, size: gif.size, frameCount: gif.frameCount, loop: gif.loopCount ?? 1, path: .gifFrames) { _, body in
+        var animation = AnimationSource(format: .gif, kind: "animated GIF", size: gif.size, frameCount: gif.frameCount,
+                                        loop: gif.loopCount ?? 1, path: .gifFrames) { _, body in
             try gif.frames(limits: options.limits) { _, canvas, delay in try body(canvas, delay) }
         }
+        animation.paletted = true
+        return animation
     }
 }

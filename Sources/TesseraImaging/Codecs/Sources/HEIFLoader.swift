@@ -122,9 +122,15 @@ final class HEIFLoader: SourceLoader {
     var decodePath: DecodePath { thumbnail != nil ? .heifThumbnail : .heifPrimary }
 
     /// An iPhone's HDR gain map (an auxiliary image with the maker note's headroom).
-    func gainMap(bytes: UnsafeRawBufferPointer, limits: Limits) -> UltraHDR.Found? { AppleHDR.locate(decoder) }
+    func gainMap(bytes: UnsafeRawBufferPointer, limits: Limits) -> UltraHDR.Found? {
+        decoder.gainMap.flatMap { AppleHDR.locate(map: $0, exif: decoder.exif, imageSize: decoder.size) }
+    }
 
-    var orientationFrom: String? { "HEIF transforms" }
+    func decodeAuxiliary(id: UInt32, limits: Limits) throws -> PixelBuffer {
+        try decoder.decodeAuxiliary(id, limits: limits)
+    }
+
+    var orientationFrom: String? { decoder.coding.transformed ? "irot/imir, applied by libheif" : nil }
 
     var coding: String? {
         var parts = [decoder.isAVIF ? "AV1" : "HEVC", "\(decoder.bitDepth)-bit"]

@@ -14,13 +14,13 @@ final class JPEGLoader: SourceLoader {
     private(set) var metadata: SourceMetadata
     private var usedDCScans = false
     /// The 1/8 image of the DC scans, served row by row.
-    private var whole: PixelBuffer?
-    private var row = 0
+    private var whole: WholeRows?
     // CMYK: rows decode into `scratch` (4 bytes a pixel), then convert.
     private var cmyk: CMYKConverter?
     private var scratch: UnsafeMutablePointer<UInt8>?
     private var scratchRows = 0
     private var width = 0
+    private var height = 0
 
     static let formats: Set<ImageFormat> = [.jpeg]
 
@@ -70,7 +70,7 @@ final class JPEGLoader: SourceLoader {
             // Only the DC scans matter at 1/8: libjpeg never starts (nor allocates its
             // whole-image coefficient buffer). Anything unexpected fell back to libjpeg.
             usedDCScans = true
-            whole = image
+            whole = WholeRows(image)
             return DecodeStart(size: Size(width: image.width, height: image.height), channels: image.channels, scaleEighths: 1)
         }
         let layout: JPEGDecoder.OutputLayout
@@ -85,6 +85,7 @@ final class JPEGLoader: SourceLoader {
         }
         let size = try decoder.start(scaleEighths: requested, layout: layout, fast: options.fastDecode)
         width = size.width
+        height = size.height
         if cmyk != nil {
             scratch = .allocate(capacity: size.width * 4 * maxBatchRows)
             scratchRows = maxBatchRows
@@ -93,7 +94,7 @@ final class JPEGLoader: SourceLoader {
     }
 
     func read(into buffer: UnsafeMutablePointer<UInt8>, stride: Int, maxRows: Int) throws -> Int {
-        if let whole { return WholeRows.read(whole, from: &row, into: buffer, stride: stride, maxRows: maxRows) }
+        if whole != nil { return try whole!.read(into: buffer, stride: stride, maxRows: maxRows) }
         guard let cmyk, let scratch else { return try decoder.read(into: buffer, stride: stride, maxRows: maxRows) }
         precondition(maxRows <= scratchRows)
         let n = try decoder.read(into: scratch, stride: width * 4, maxRows: maxRows)
@@ -113,6 +114,17 @@ final class JPEGLoader: SourceLoader {
 
     /// An Ultra HDR JPEG's gain map (MPF, `hdrgm` XMP or ISO 21496-1).
     func gainMap(bytes: UnsafeRawBufferPointer, limits: Limits) -> UltraHDR.Found? { UltraHDR.locate(bytes, limits: limits) }
+
+    /// Lenient: what libjpeg padded with gray (it decodes past damage itself), as every
+    /// format's record says it: `truncated: 212 of 480 rows (…)`.
+    var warnings: [String] {
+        guard !usedDCScans, let loss = decoder.loss else { return [] }
+        let code = loss.ended ? "truncated" : "corrupt"
+        if jpegHeader.progressive || loss.row == 0 && loss.scan > 1 {
+            return ["\(code): scan \(loss.scan) on, every row coarser or gray (\(loss.message))"]
+        }
+        return ["\(code): \(min(loss.row, height)) of \(height) rows (\(loss.message))"]
+    }
 
     var decodePath: DecodePath { usedDCScans ? (options.fastMode ? .progressiveDCOnly : .progressiveDC) : .jpeg }
 
@@ -149,17 +161,6 @@ final class JPEGLoader: SourceLoader {
     }
 }
 
-/// Rows served from an image decoded whole.
-enum WholeRows {
-    static func read(_ image: PixelBuffer, from row: inout Int, into buffer: UnsafeMutablePointer<UInt8>, stride: Int,
-                     maxRows: Int) -> Int {
-        let n = max(0, min(maxRows, image.height - row))
-        for r in 0..<n { (buffer + r * stride).update(from: image.row(row + r), count: image.stride) }
-        row += n
-        return n
-    }
-}
-
 extension JPEGLoader {
     /// `inspect` from the markers (no libjpeg: what a damaged or unusual file has is still shown).
     static func inspect(_ raw: UnsafeRawBufferPointer) throws -> ImageInfo? {
@@ -186,6 +187,7 @@ extension JPEGLoader {
                              comments: 0, trailingBytes: parsed.trailingBytes.count, structure: [])
         let m = sof.marker
         info.progressive = [0xC2, 0xC6, 0xCA, 0xCE].contains(m)
+        info.scan = info.progressive ? "progressive" : "sequential"
         let process = [0xC0: "baseline", 0xC1: "extended", 0xC2: "progressive", 0xC3: "lossless",
                        0xC9: "extended", 0xCA: "progressive", 0xCB: "lossless"][Int(m)] ?? "SOF\(m & 0x0F)"
         info.codingProcess = m >= 0xC9 ? process + "-arithmetic" : process
@@ -232,5 +234,15 @@ extension JPEGLoader {
         case nil: break
         }
         return info
+    }
+
+    static func wholeDecodeAdvice(_ info: TileSourceInfo) -> String {
+        "a progressive JPEG keeps all its coefficients (\(info.wholeImageBytes >> 20) MB) while decoding; convert it to baseline (jpegtran) or raise tiles.memoryBudgetMB"
+    }
+
+    static let name = "JPEG"
+    static let stripsLosslessly = true
+    static func stripLosslessly(_ input: [UInt8], options: StripOptions) throws -> StripResult {
+        try LosslessStrip.stripJPEG(input, options)
     }
 }

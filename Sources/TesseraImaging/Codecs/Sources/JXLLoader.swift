@@ -7,7 +7,9 @@ final class JXLLoader: SourceLoader {
     private let decoder: JXLDecoder
     private(set) var header: SourceHeader
     private(set) var metadata: SourceMetadata
-    private var whole: PixelBuffer?
+    private var whole: WholeRows?
+    private let options: RenderOptions
+    private(set) var warnings: [String] = []
     private var deepWhole: PixelBuffer?
     private var deep: DeepToEight?
     private var row = 0
@@ -24,6 +26,7 @@ final class JXLLoader: SourceLoader {
     }
 
     init(bytes: UnsafeRawBufferPointer, format: ImageFormat, options: RenderOptions) throws {
+        self.options = options
         decoder = try JXLDecoder(bytes: bytes, limits: options.limits)
         // The codestream's orientation is authoritative (EXIF's is ignored, as libjxl does).
         metadata = SourceMetadata(exif: decoder.exif.flatMap(Exif.read), iccProfile: decoder.iccProfile, xmp: decoder.xmp, density: nil)
@@ -50,19 +53,21 @@ final class JXLLoader: SourceLoader {
     var hdrGainMetadata: GainMapMetadata? { gain.enabled && deep?.isHDR == true ? deep?.gainMetadata : nil }
 
     func start(scaleEighths: Int, maxBatchRows: Int) throws -> DecodeStart {
-        let image = try decoder.decode()
+        let (image, damage) = try decoder.decode(lenient: !options.strict)
+        // Lenient: a file cut short shows what libjxl's flush made of it (its groups are not rows: no row count).
+        if let damage { warnings.append("\(damage.code): shown as far as it decoded (\(damage.reason))") }
         channels = decoder.hasAlpha ? 4 : 3
         if let h = decoder.hdr {
             deep = DeepToEight(bits: 16, nclx: h)
             deepWhole = image
         } else {
-            whole = image
+            whole = WholeRows(image)
         }
         return DecodeStart(size: header.storedSize, channels: channels, scaleEighths: 8)
     }
 
     func read(into buffer: UnsafeMutablePointer<UInt8>, stride: Int, maxRows: Int) throws -> Int {
-        if let whole { return WholeRows.read(whole, from: &row, into: buffer, stride: stride, maxRows: maxRows) }
+        if whole != nil { return try whole!.read(into: buffer, stride: stride, maxRows: maxRows) }
         guard let deepWhole, let deep else { return 0 }
         let width = header.storedSize.width
         let n = max(0, min(maxRows, deepWhole.height - row))
@@ -76,7 +81,7 @@ final class JXLLoader: SourceLoader {
 
     var decodePath: DecodePath { .jxl }
 
-    var orientationFrom: String? { "codestream" }
+    var orientationFrom: String? { header.orientation != .up ? "codestream" : nil }
 
     var coding: String? {
         var parts = [decoder.isAnimated ? "animated" : "still", decoder.isLossy ? "lossy (VarDCT)" : "lossless or modular",

@@ -8,8 +8,11 @@ final class PNGLoader: SourceLoader {
     let pngHeader: PNGHeader
     private(set) var header: SourceHeader
     private(set) var metadata: SourceMetadata
-    private var whole: PixelBuffer?
+    private var whole: WholeRows?
     private var row = 0
+    /// Lenient: why the rows stopped (thrown at the next read, once the rows before are given).
+    private var damage: ImagingError?
+    private(set) var warnings: [String] = []
 
     static let formats: Set<ImageFormat> = [.png]
 
@@ -20,7 +23,7 @@ final class PNGLoader: SourceLoader {
 
     init(bytes: UnsafeRawBufferPointer, format: ImageFormat, options: RenderOptions) throws {
         self.options = options
-        decoder = try PNGDecoder(bytes: bytes, limits: options.limits)
+        decoder = try PNGDecoder(bytes: bytes, limits: options.limits, lenient: !options.strict)
         let h = decoder.header
         pngHeader = h
         let exif = h.exif.flatMap(Exif.read)
@@ -40,18 +43,34 @@ final class PNGLoader: SourceLoader {
         if wholeImage {
             let layout: PixelLayout = channels == 1 ? .gray : channels == 3 ? .rgb : .rgba
             let buffer = try PixelBuffer.make(width: size.width, height: size.height, layout: layout)
-            try decoder.readImage(into: buffer.base, stride: buffer.stride)
-            whole = buffer
+            if options.strict {
+                try decoder.readImage(into: buffer.base, stride: buffer.stride)
+            } else {
+                // Lenient: the passes that decoded, over gray where none reached.
+                buffer.base.initialize(repeating: 128, count: buffer.byteCount)
+                do {
+                    try decoder.readImage(into: buffer.base, stride: buffer.stride)
+                } catch let e as ImagingError where e.code == .truncated || e.code == .corrupt {
+                    warnings.append("\(e.code): the interlaced image decoded in part (\(e.reason))")
+                }
+            }
+            whole = WholeRows(buffer)
         }
         return DecodeStart(size: size, channels: channels, scaleEighths: 8)
     }
 
     func read(into buffer: UnsafeMutablePointer<UInt8>, stride: Int, maxRows: Int) throws -> Int {
-        if let whole { return WholeRows.read(whole, from: &row, into: buffer, stride: stride, maxRows: maxRows) }
+        if whole != nil { return try whole!.read(into: buffer, stride: stride, maxRows: maxRows) }
+        if let damage { throw damage }
         let n = max(0, min(maxRows, header.storedSize.height - row))
-        try decoder.read(into: buffer, stride: stride, rows: n)
-        row += n
-        return n
+        let (got, error) = decoder.readSome(into: buffer, stride: stride, rows: n)
+        row += got
+        if let error {
+            // The rows before the damage are given first; the next read says why no more come.
+            guard got > 0 else { throw error }
+            damage = error
+        }
+        return got
     }
 
     func finish() throws { try decoder.finish() }
@@ -89,6 +108,7 @@ extension PNGLoader {
                              iccBytes: nil, hasExif: h.exif != nil, hasGPS: false, exifThumbnailBytes: nil,
                              copyright: nil, camera: nil, hasXMP: false, hasIPTC: false, comments: 0,
                              trailingBytes: 0, structure: chunks.map(\.type))
+        info.scan = h.interlaced ? "interlaced (Adam7)" : "not interlaced"
         if let e = h.exif.flatMap(Exif.read) { ImageInfo.apply(e, to: &info) }
         if let icc = h.iccProfile { ImageInfo.describeICC(icc, into: &info) }
         for c in chunks where c.type == "iTXt" || c.type == "tEXt" || c.type == "zTXt" {
@@ -96,5 +116,15 @@ extension PNGLoader {
             if keyword == "XML:com.adobe.xmp" { info.hasXMP = true } else { info.comments += 1 }
         }
         return info
+    }
+
+    static func wholeDecodeAdvice(_ info: TileSourceInfo) -> String {
+        "an interlaced PNG is decoded whole (\(info.wholeImageBytes >> 20) MB); save it non-interlaced or raise tiles.memoryBudgetMB"
+    }
+
+    static let name = "PNG"
+    static let stripsLosslessly = true
+    static func stripLosslessly(_ input: [UInt8], options: StripOptions) throws -> StripResult {
+        try LosslessStrip.stripPNG(input, options)
     }
 }

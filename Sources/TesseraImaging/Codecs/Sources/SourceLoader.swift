@@ -17,6 +17,9 @@ struct SourceHeader {
     var hasAlpha: Bool
     /// Progressive (JPEG), interlaced (PNG, GIF) or otherwise coded coarse to fine.
     var progressive = false
+    /// The scan order where the format has a choice, for `inspect`: `progressive`,
+    /// `sequential`, `interlaced (Adam7)`, `not interlaced`; nil where it has none.
+    var scan: String?
     /// Pages (TIFF); `pagesAtLeast`: counted up to a bound, there may be more.
     var pages = 1
     var pagesAtLeast = false
@@ -130,6 +133,8 @@ protocol SourceLoader: AnyObject {
     var hdrGainMetadata: GainMapMetadata? { get }
     /// An HDR gain map the file carries beside its image (Ultra HDR, Apple's), found without decoding it.
     func gainMap(bytes: UnsafeRawBufferPointer, limits: Limits) -> UltraHDR.Found?
+    /// An auxiliary image the gain map names (a HEIF's), decoded whole as stored.
+    func decodeAuxiliary(id: UInt32, limits: Limits) throws -> PixelBuffer
     /// Its frames one by one, for animated outputs (nil: a still).
     func animation(options: RenderOptions) throws -> AnimationSource?
     /// Rows of a pyramid level for tiles from `startRow`, when this format streams them itself
@@ -141,6 +146,14 @@ protocol SourceLoader: AnyObject {
     func tileInfo(bytes: UnsafeRawBufferPointer, limits: Limits) throws -> TileSourceInfo
     /// What decoding whole holds beside the image, for a pyramid's budget.
     var wholeDecodeCopyBytes: Int { get }
+    /// Why a pyramid part of this source needs `info.wholeImageBytes` whatever its band, and what to do.
+    static func wholeDecodeAdvice(_ info: TileSourceInfo) -> String
+    /// Whether `stripLosslessly` works for this format (else `strip` says to render it).
+    static var stripsLosslessly: Bool { get }
+    /// The file with its metadata removed and its image data copied byte for byte.
+    static func stripLosslessly(_ input: [UInt8], options: StripOptions) throws -> StripResult
+    /// Its name in messages: "JPEG".
+    static var name: String { get }
 }
 
 extension SourceLoader {
@@ -165,9 +178,20 @@ extension SourceLoader {
     var gainBatch: UnsafeMutablePointer<UInt8>? { nil }
     var hdrGainMetadata: GainMapMetadata? { nil }
     func gainMap(bytes: UnsafeRawBufferPointer, limits: Limits) -> UltraHDR.Found? { nil }
+    func decodeAuxiliary(id: UInt32, limits: Limits) throws -> PixelBuffer {
+        throw ImagingError(.unsupportedFeature, "\(header.format.rawValue.uppercased()) has no auxiliary images")
+    }
     func animation(options: RenderOptions) throws -> AnimationSource? { nil }
     static func rowSource(bytes: UnsafeRawBufferPointer, scaleEighths: Int, startRow: Int, limits: Limits, strict: Bool) throws -> RowSource? { nil }
     static func tileDecodePlan(shrink k: Int) -> (eighths: Int, boxShift: Int) { (8, k) }
+    static var stripsLosslessly: Bool { false }
+    static func stripLosslessly(_ input: [UInt8], options: StripOptions) throws -> StripResult {
+        throw ImagingError(.unsupportedFeature, "\(name) is not stripped losslessly")
+    }
+    static var name: String { formats.map { $0.rawValue.uppercased() }.sorted().joined(separator: "/") }
+    static func wholeDecodeAdvice(_ info: TileSourceInfo) -> String {
+        "a \(info.format.rawValue.uppercased()) image is decoded whole (\(info.wholeImageBytes >> 20) MB); convert it to JPEG or raise tiles.memoryBudgetMB"
+    }
 
     /// A source with no streaming decoder: decoded whole (once per part), within the budget.
     func tileInfo(bytes: UnsafeRawBufferPointer, limits: Limits) throws -> TileSourceInfo {
@@ -186,6 +210,30 @@ extension SourceLoader {
     }
 }
 
+/// Rows served from an image decoded whole. A lenient decode that stopped short serves the
+/// rows that decoded (`valid`), then throws why (`damage`): `SourceDecoder` fills the rest
+/// and says so, the same for every format.
+struct WholeRows {
+    let image: PixelBuffer
+    private(set) var row = 0
+    let valid: Int
+    let damage: ImagingError?
+
+    init(_ image: PixelBuffer, valid: Int? = nil, damage: ImagingError? = nil) {
+        self.image = image
+        self.valid = min(image.height, valid ?? image.height)
+        self.damage = damage
+    }
+
+    mutating func read(into buffer: UnsafeMutablePointer<UInt8>, stride: Int, maxRows: Int) throws -> Int {
+        let n = max(0, min(maxRows, valid - row))
+        if n == 0, row < image.height, let damage { throw damage }
+        for r in 0..<n { (buffer + r * stride).update(from: image.row(row + r), count: image.stride) }
+        row += n
+        return n
+    }
+}
+
 /// Every format Tessera reads, in the order they are sniffed: the one list of formats.
 /// Adding a format is a loader and a line here.
 enum SourceLoaders {
@@ -193,6 +241,12 @@ enum SourceLoaders {
         JPEGLoader.self, PNGLoader.self, WebPLoader.self, JXLLoader.self, GIFLoader.self, TIFFLoader.self,
         VideoLoader.self, HEIFLoader.self,
     ]
+
+    /// The formats `strip` handles without re-encoding, for messages: "JPEG, PNG and WebP".
+    static var strippable: String {
+        let names = all.filter { $0.stripsLosslessly }.map { $0.name }
+        return names.count < 2 ? names.joined() : names.dropLast().joined(separator: ", ") + " and " + names.last!
+    }
 
     /// The loader of `format`.
     static func loader(for format: ImageFormat) -> any SourceLoader.Type {
@@ -210,5 +264,5 @@ enum SourceLoaders {
 
 extension ImageFormat {
     /// The format of `bytes` by their content, as the loaders recognise it.
-    static func sniff(_ bytes: UnsafeRawBufferPointer) -> ImageFormat? { SourceLoaders.sniff(bytes)?.format }
+    public static func sniff(_ bytes: UnsafeRawBufferPointer) -> ImageFormat? { SourceLoaders.sniff(bytes)?.format }
 }

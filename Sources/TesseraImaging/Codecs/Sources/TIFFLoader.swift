@@ -54,7 +54,7 @@ final class TIFFLoader: SourceLoader {
     var decodePath: DecodePath { decoder.level != nil ? .tiffLevel : .tiff }
     var decodeLevel: Int? { decoder.level }
 
-    var orientationFrom: String? { "TIFF tag" }
+    var orientationFrom: String? { header.orientation != .up ? "TIFF tag" : nil }
 
     var coding: String? { decoder.description }
 

@@ -8,8 +8,7 @@ final class VideoLoader: SourceLoader {
     private let decoder: VideoDecoder
     private(set) var header: SourceHeader
     private(set) var metadata: SourceMetadata
-    private var whole: PixelBuffer?
-    private var row = 0
+    private var whole: WholeRows?
     private var poster: VideoDecoder.Poster?
 
     /// ftyp brands of movies (ISO/IEC 14496-12 and -14, QuickTime, Apple M4V, Sony XAVC, DASH, Flash).
@@ -71,20 +70,22 @@ final class VideoLoader: SourceLoader {
         let target = Size(width: max(1, (stored.width * requested + 7) / 8), height: max(1, (stored.height * requested + 7) / 8))
         let p = try decoder.poster(at: options.posterTime, target: target)
         poster = p
-        whole = p.image
+        whole = WholeRows(p.image)
         return DecodeStart(size: target, channels: 3, scaleEighths: requested)
     }
 
     func read(into buffer: UnsafeMutablePointer<UInt8>, stride: Int, maxRows: Int) throws -> Int {
-        guard let whole else { return 0 }
-        return WholeRows.read(whole, from: &row, into: buffer, stride: stride, maxRows: maxRows)
+        try whole?.read(into: buffer, stride: stride, maxRows: maxRows) ?? 0
     }
 
     var decodePath: DecodePath { poster?.keyframesOnly == true ? .videoKeyframe : .videoFrame }
     var frameTime: Double? { poster?.time }
-    var warnings: [String] { poster?.note.map { [$0] } ?? [] }
+    var warnings: [String] {
+        (decoder.endsEarly ? ["truncated: the video ends early (its container declares more data than the file holds)"] : [])
+            + (poster?.note.map { [$0] } ?? [])
+    }
 
-    var orientationFrom: String? { "display matrix" }
+    var orientationFrom: String? { header.orientation != .up ? "display matrix" : nil }
 
     var coding: String? {
         let video = decoder
@@ -106,12 +107,13 @@ final class VideoLoader: SourceLoader {
         let video = decoder
         let count = options.previewFrames
         let delay = max(20, Int((1000 / options.previewFPS).rounded()))
-        var animation = AnimationSource(format: .video, size: video.size, frameCount: count, loop: 0, path: .videoFrames) { eighths, body in
+        var animation = AnimationSource(format: .video, kind: "video preview", size: video.size, frameCount: count, loop: 0, path: .videoFrames) { eighths, body in
             let target = Size(width: max(1, (video.size.width * eighths + 7) / 8), height: max(1, (video.size.height * eighths + 7) / 8))
             try video.samples(count: count, target: target) { frame, _ in try body(frame, delay) }
         }
         animation.orientation = video.orientation
         animation.scalable = true
+        animation.framesHeld = 6
         return animation
     }
 

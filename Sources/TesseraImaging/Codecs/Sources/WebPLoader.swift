@@ -9,8 +9,8 @@ final class WebPLoader: SourceLoader {
     private let decoder: WebPDecoder
     private(set) var header: SourceHeader
     private(set) var metadata: SourceMetadata
-    private var whole: PixelBuffer?
-    private var row = 0
+    private var whole: WholeRows?
+    private(set) var warnings: [String] = []
 
     static let formats: Set<ImageFormat> = [.webp]
 
@@ -40,15 +40,15 @@ final class WebPLoader: SourceLoader {
     func start(scaleEighths requested: Int, maxBatchRows: Int) throws -> DecodeStart {
         let stored = header.storedSize
         let target = Size(width: max(1, (stored.width * requested + 7) / 8), height: max(1, (stored.height * requested + 7) / 8))
-        let image = try decoder.decode(to: decoder.isAnimated ? stored : target)
-        whole = image
+        let (image, rows, damage) = try decoder.decode(to: decoder.isAnimated ? stored : target, lenient: !options.strict)
+        whole = WholeRows(image, valid: rows, damage: damage)
+        if let damage, rows >= image.height { warnings.append("\(damage.code): every row decoded (\(damage.reason))") }
         return DecodeStart(size: Size(width: image.width, height: image.height), channels: image.channels,
                            scaleEighths: decoder.isAnimated ? 8 : requested)
     }
 
     func read(into buffer: UnsafeMutablePointer<UInt8>, stride: Int, maxRows: Int) throws -> Int {
-        guard let whole else { return 0 }
-        return WholeRows.read(whole, from: &row, into: buffer, stride: stride, maxRows: maxRows)
+        try whole?.read(into: buffer, stride: stride, maxRows: maxRows) ?? 0
     }
 
     var decodePath: DecodePath { .webp }
@@ -72,7 +72,7 @@ final class WebPLoader: SourceLoader {
         guard decoder.isAnimated else { return nil }
         let d = try AnimatedWebPDecoder(bytes: bytes, limits: options.limits)
         guard d.frameCount > 1 else { return nil }
-        return AnimationSource(format: .webp, size: d.size, frameCount: d.frameCount, loop: d.loopCount, path: .webpFrames) { _, body in
+        return AnimationSource(format: .webp, kind: "animated WebP", size: d.size, frameCount: d.frameCount, loop: d.loopCount, path: .webpFrames) { _, body in
             var shown = 0
             while let (image, end) = try d.next() {
                 try body(image, max(0, end - shown))
@@ -87,5 +87,11 @@ extension UnsafeRawBufferPointer {
     func ascii(_ s: String, at offset: Int) -> Bool {
         let u = Array(s.utf8)
         return count >= offset + u.count && (0..<u.count).allSatisfy { self[offset + $0] == u[$0] }
+    }
+
+    static let name = "WebP"
+    static let stripsLosslessly = true
+    static func stripLosslessly(_ input: [UInt8], options: StripOptions) throws -> StripResult {
+        try WebPChunks.strip(input, keepICC: options.keepICC, keepCopyright: options.keepCopyright)
     }
 }
