@@ -344,7 +344,7 @@ extension PyramidGeometry {
     /// interlaced PNG), plus libjpeg's and the encoder's working rows.
     public func memoryEstimate(_ part: PyramidPart, info: TileSourceInfo, settings: TileSettings) -> Int {
         let k = part.shrink
-        let decodeWidth = info.format == .jpeg ? levelSize(min(k, 3)).width : width
+        let decodeWidth = info.scalesOnDecode ? levelSize(min(k, 3)).width : width
         let working = decodeWidth * 4 * 64 + (4 << 20) + 2 * info.headerBytes
         switch part {
         case .band:
@@ -381,9 +381,8 @@ extension PyramidGeometry {
         let full = Double(width * height)
         let target: Double = info.restartSeekable ? 12e6 : info.progressive ? 48e6 : 32e6
         let maxStripes = info.restartSeekable ? Int.max : 8
-        // Relative cost of reading past a pixel (entropy decoding or inflating) vs making one
-        // (measured on a 108 MP q90 JPEG: skipping a row costs 0.45 of decoding it).
-        let passCost = info.format == .jpeg ? 0.45 : 0.3
+        // Relative cost of reading past a pixel (entropy decoding or inflating) vs making one.
+        let passCost = info.skipCost
         // Stripes of whole tile rows of the deepest stacked level (shrink kt - 1).
         let units = rows(kt - 1), unitRows = tileSize << (kt - 1)
         let n = max(1, min(units, maxStripes, Int((full / target).rounded(.up))))
@@ -395,7 +394,7 @@ extension PyramidGeometry {
             let passed = full * Double(bottom - (info.restartSeekable ? top : 0)) / Double(height)
             parts.append((.stack(levels: kt, rows: r), made + passCost * passed))
         }
-        if info.format == .jpeg, memoryEstimate(parts[0].0, info: info, settings: settings) > settings.memoryBudgetMB << 20 {
+        if info.scalesOnDecode, memoryEstimate(parts[0].0, info: info, settings: settings) > settings.memoryBudgetMB << 20 {
             parts = []
             for k in 0..<kt {
                 let s = levelSize(k)

@@ -35,6 +35,12 @@ public struct TileSourceInfo: Sendable, Equatable {
     public var channels: Int
     /// Bytes before the image data (metadata included): a restarted band copies them.
     public var headerBytes: Int = 0
+    /// The decoder reduces while decoding (a JPEG's DCT scales): a band of a small level is
+    /// decoded small, and bands are worth cutting when stacks do not fit the budget.
+    public var scalesOnDecode = false
+    /// What reading past a pixel costs (entropy-decoding a JPEG row, inflating a PNG's),
+    /// relative to making one: how planning weighs a stripe that starts low in the file.
+    public var skipCost = 0.3
 
     public init(format: ImageFormat, width: Int, height: Int, progressive: Bool, restartSeekable: Bool,
                 wholeImageBytes: Int, channels: Int) {

@@ -167,6 +167,9 @@ int ts_png_dec_read_rows(ts_png_dec *d, uint8_t *buf, size_t stride, int rows) {
 }
 
 void ts_png_dec_set_lenient(ts_png_dec *d) {
+    // Image data read 512 bytes at a time (not 8 KB): a file cut short gives every row its
+    // data completes, less at most 512 bytes' worth.
+    png_set_compression_buffer_size(d->png, 512);
     // What a browser does: chunks with bad CRCs and image data with a bad Adler-32 used as they are.
     png_set_crc_action(d->png, PNG_CRC_QUIET_USE, PNG_CRC_QUIET_USE);
 #ifdef PNG_IGNORE_ADLER32

@@ -355,7 +355,12 @@ ts_video *ts_video_open(const uint8_t *data, size_t size, int container, double 
                      s == AVERROR_DECODER_NOT_FOUND ? "no decoder for the video codec" : "no video stream", 0);
         return v;
     }
-    if (par->width <= 0 || par->height <= 0) { *code = fail(v, TS_VIDEO_CORRUPT, "the video stream declares no frame size", 0); return v; }
+    if (par->width <= 0 || par->height <= 0) {
+        // Not a file cut short: a size missing, or one FFmpeg refused (over 2^28 pixels).
+        v->hit_end = 0;
+        *code = fail(v, TS_VIDEO_CORRUPT, "the video stream declares no usable frame size (none, or over FFmpeg's 2^28 pixels)", 0);
+        return v;
+    }
     v->stream = s;
     v->codec = codec;
     // Only the chosen stream's packets are read.

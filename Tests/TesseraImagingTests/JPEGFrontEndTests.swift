@@ -129,7 +129,7 @@ final class JPEGFrontEndTests: XCTestCase {
 }
 
 /// Mean SSIM over the three channels, 11×11 Gaussian window (sigma 1.5), as Benchmarks/quality.py.
-private func ssim(_ a: PixelBuffer, _ b: PixelBuffer) -> Double {
+func ssim(_ a: PixelBuffer, _ b: PixelBuffer) -> Double {
     precondition(a.width == b.width && a.height == b.height && a.channels == 3 && b.channels == 3)
     let w = a.width, h = a.height
     let kernel = (-5...5).map { exp(-Double($0 * $0) / (2 * 1.5 * 1.5)) }

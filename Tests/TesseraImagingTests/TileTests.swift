@@ -117,8 +117,10 @@ final class TileTests: XCTestCase {
                                          (30000, 700, .webp, false), (300, 200, .tiff, true),
                                          (8000, 6000, .jpeg, false), (8000, 6000, .jpeg, true), (30000, 700, .jpeg, false),
                                          (300, 200, .jpeg, false), (20000, 20000, .jpeg, false)] {
-            let info = TileSourceInfo(format: format, width: w, height: h, progressive: format == .webp,
+            var info = TileSourceInfo(format: format, width: w, height: h, progressive: format == .webp,
                                       restartSeekable: seekable, wholeImageBytes: 0, channels: 3)
+            // What the JPEG loader says of its files: DCT scales, dearer rows to read past.
+            if format == .jpeg { info.scalesOnDecode = true; info.skipCost = 0.45 }
             let s = TileSettings()
             let g = PyramidGeometry(width: w, height: h, settings: s)
             let parts = g.plan(info: info, settings: s)
@@ -140,8 +142,10 @@ final class TileTests: XCTestCase {
         // A JPEG whose stacks would not fit a small budget (a window per level): bands of one
         // level each, at its DCT scale, every tile row once, each within the budget.
         for seekable in [false, true] {
-            let info = TileSourceInfo(format: .jpeg, width: 40000, height: 3000, progressive: false, restartSeekable: seekable,
+            var info = TileSourceInfo(format: .jpeg, width: 40000, height: 3000, progressive: false, restartSeekable: seekable,
                                       wholeImageBytes: 0, channels: 3)
+            info.scalesOnDecode = true
+            info.skipCost = 0.45
             var s = TileSettings()
             s.memoryBudgetMB = 64
             let g = PyramidGeometry(width: 40000, height: 3000, settings: s)

@@ -67,8 +67,8 @@ final class GIFDecoder {
         guard scan.unreadable_after != 0 else { return nil }
         let after = frameCount == 0 ? "in its first frame" : "after \(frameCount) frame\(frameCount == 1 ? "" : "s")"
         return scan.ends_early != 0
-            ? ImagingError(.truncated, "truncated GIF (the data ends \(after), before its trailer)")
-            : ImagingError(.corrupt, "corrupt GIF (unreadable \(after))")
+            ? ImagingError(.truncated, "GIF data ends \(after), before its trailer")
+            : ImagingError(.corrupt, "GIF data unreadable \(after)")
     }
 
     /// The last frame decoded was cut short (lenient): the first canvas row not wholly its, and why.

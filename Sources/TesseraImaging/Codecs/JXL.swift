@@ -304,6 +304,8 @@ enum JXLEncoder {
         var lossless: Bool = false
         /// libjxl's effort, 1 (fastest) ... 9 (slowest, smallest).
         var effort: Int
+        /// The codestream's orientation (EXIF values 1...8): outputs are upright (1); fixtures turn.
+        var orientation = 1
     }
 
     /// cjxl's quality → distance: 100 is lossless (0), 90 is 1.0 (visually lossless),
@@ -328,6 +330,7 @@ enum JXLEncoder {
         info.bits_per_sample = 8
         info.num_color_channels = channels == 1 ? 1 : 3
         info.uses_original_profile = lossless ? 1 : 0
+        info.orientation = JxlOrientation(rawValue: UInt32(max(1, min(8, s.orientation))))
         if channels == 4 {
             info.num_extra_channels = 1
             info.alpha_bits = 8
@@ -448,7 +451,15 @@ public enum LosslessJXL {
             throw ImagingError(.unsupportedFeature, "its chroma subsampling (\(header.subsampling), sampling factors \(factors)) cannot be "
                                + "recompressed losslessly to JPEG XL, which keeps 4:4:4, 4:2:2, 4:2:0 and 4:4:0; no output written")
         }
-        let jxl = try LibraryOutput.capturing("libjxl") { try JXLEncoder.recompress(jpeg: jpeg, effort: effort) }
+        let jxl: [UInt8]
+        do {
+            jxl = try LibraryOutput.capturing("libjxl") { try JXLEncoder.recompress(jpeg: jpeg, effort: effort) }
+        } catch let refusal as ImagingError where refusal.code == .unsupportedFeature {
+            // libjxl refuses damaged JPEGs and sound ones it cannot hold alike: libjpeg tells
+            // which (the whole entropy-coded data read, at 1/8 for speed).
+            try checkWhole(jpeg, limits: limits)
+            throw refusal
+        }
         let back: [UInt8]?
         do {
             back = try LibraryOutput.capturing("libjxl") { try jxl.withUnsafeBytes { try JXLDecoder.reconstructJPEG($0) } }
@@ -464,6 +475,18 @@ public enum LosslessJXL {
                                + "without loss; no output written")
         }
         return jxl
+    }
+
+    /// Fails typed (`truncated`, `corrupt`) when libjpeg, strict, cannot read all of `jpeg`.
+    static func checkWhole(_ jpeg: UnsafeRawBufferPointer, limits: Limits) throws {
+        let d = try JPEGDecoder(bytes: jpeg, limits: limits, strict: true)
+        let layout: JPEGDecoder.OutputLayout = d.header.components == 1 ? .gray : d.header.components == 4 ? .cmyk : .rgb
+        let size = try d.start(scaleEighths: 1, layout: layout)
+        let rows = 16, stride = size.width * layout.channels
+        let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: stride * rows)
+        defer { buffer.deallocate() }
+        while try d.read(into: buffer, stride: stride, maxRows: rows) > 0 {}
+        try d.finish()
     }
 
     /// The JPEG a recompressed JPEG XL holds, byte for byte (nil: it holds none).

@@ -185,7 +185,7 @@ final class SourceDecoder {
         do {
             try loader.finish()
         } catch let e as ImagingError where !options.strict && (e.code == .truncated || e.code == .corrupt) {
-            policyWarnings.append("\(e.code): after the image (\(e.reason))")
+            policyWarnings.append("\(e.code): every row decoded; \(e.reason)")
         }
     }
 

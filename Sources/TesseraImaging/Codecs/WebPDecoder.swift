@@ -17,10 +17,17 @@ final class WebPDecoder {
     let xmp: [UInt8]?
     /// Frames of an animation (1 for a still).
     private(set) var frameCount = 1
+    /// Seconds an animation lasts (nil: a still).
+    private(set) var duration: Double?
     private let bytes: UnsafeRawBufferPointer
 
     init(bytes: UnsafeRawBufferPointer, limits: Limits) throws {
         self.bytes = bytes
+        // An extended file's canvas is checked against the limits before libwebp reads further.
+        if bytes.count >= 30, bytes.ascii("VP8X", at: 12) {
+            func u24(_ at: Int) -> Int { Int(bytes[at]) | Int(bytes[at + 1]) << 8 | Int(bytes[at + 2]) << 16 }
+            try limits.checkDimensions(Size(width: u24(24) + 1, height: u24(27) + 1))
+        }
         var features = WebPBitstreamFeatures()
         let status = WebPGetFeaturesInternal(bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count,
                                              &features, WEBP_DECODER_ABI_VERSION)
@@ -53,6 +60,16 @@ final class WebPDecoder {
                 throw ImagingError(.corrupt, "corrupt WebP: canvas \(canvas) but image \(size)")
             }
             frameCount = max(1, Int(WebPDemuxGetI(demux, WEBP_FF_FRAME_COUNT)))
+            if frameCount > 1 {
+                // The animation's length: its frames' durations.
+                var total = 0
+                var it = WebPIterator()
+                if WebPDemuxGetFrame(demux, 1, &it) != 0 {
+                    repeat { total += Int(it.duration) } while WebPDemuxNextFrame(&it) != 0
+                    WebPDemuxReleaseIterator(&it)
+                }
+                duration = Double(total) / 1000
+            }
         }
         iccProfile = icc
         // Some writers store EXIF with the JPEG APP1 "Exif\0\0" prefix, most without.

@@ -157,6 +157,9 @@ final class JPEGLoader: SourceLoader {
                                   restartSeekable: seekable, wholeImageBytes: coefficients,
                                   channels: h.components == 1 ? 1 : 3)  // CMYK converts to RGB
         info.headerBytes = decoder.entropyOffset ?? 0
+        info.scalesOnDecode = true
+        // Measured on a 108 MP q90 JPEG: skipping a row costs 0.45 of decoding it.
+        info.skipCost = 0.45
         return info
     }
 }

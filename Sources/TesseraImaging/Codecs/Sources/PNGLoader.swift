@@ -73,7 +73,13 @@ final class PNGLoader: SourceLoader {
         return got
     }
 
-    func finish() throws { try decoder.finish() }
+    func finish() throws {
+        do {
+            try decoder.finish()
+        } catch let e as ImagingError where e.code == .truncated {
+            throw ImagingError(.truncated, "truncated PNG (the file ends after its image data, without IEND)")
+        }
+    }
 
     var decodePath: DecodePath { .png }
 

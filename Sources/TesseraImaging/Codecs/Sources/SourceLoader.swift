@@ -266,3 +266,11 @@ extension ImageFormat {
     /// The format of `bytes` by their content, as the loaders recognise it.
     public static func sniff(_ bytes: UnsafeRawBufferPointer) -> ImageFormat? { SourceLoaders.sniff(bytes)?.format }
 }
+
+extension UnsafeRawBufferPointer {
+    /// Whether the ASCII text `s` is at `offset`.
+    func ascii(_ s: String, at offset: Int) -> Bool {
+        let u = Array(s.utf8)
+        return count >= offset + u.count && (0..<u.count).allSatisfy { self[offset + $0] == u[$0] }
+    }
+}

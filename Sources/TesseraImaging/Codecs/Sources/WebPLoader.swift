@@ -29,6 +29,7 @@ final class WebPLoader: SourceLoader {
                               bitDepth: 8, hasAlpha: decoder.hasAlpha)
         header.alternatives.scalesOnDecode = !decoder.isAnimated
         header.frames = max(1, decoder.frameCount)
+        header.duration = decoder.duration
     }
 
     /// libwebp decodes the whole image at the size asked for.
@@ -79,14 +80,6 @@ final class WebPLoader: SourceLoader {
                 shown = end
             }
         }
-    }
-}
-
-extension UnsafeRawBufferPointer {
-    /// Whether the ASCII text `s` is at `offset`.
-    func ascii(_ s: String, at offset: Int) -> Bool {
-        let u = Array(s.utf8)
-        return count >= offset + u.count && (0..<u.count).allSatisfy { self[offset + $0] == u[$0] }
     }
 
     static let name = "WebP"
