@@ -17,7 +17,7 @@ Writes Benchmarks/results/<date>-<host>.{md,json,png}.
 
 usage: Benchmarks/bench.py [--photos DIR] [--targets 64,256,1280x720] [--repeats 3]
                            [--install-peers | --fresh] [--tools a,b,...] [--no-quality]
-                           [--no-ssimulacra2] [--modern]
+                           [--no-ssimulacra2] [--modern] [--baseline OLDER_TESSERA]
 --fresh (a new machine): installs the peers (Debian: libvips-tools, imagemagick, graphicsmagick,
 libheif-examples for --modern's HEIC set, libjxl-tools) and the Python packages (pyvips,
 pyvips-binary, ssimulacra2, pyjpegli, pillow, scipy, numpy, matplotlib), then runs.
@@ -113,7 +113,7 @@ class Tool:
         self.self_timed = self_timed
 
 
-def tools(tessera, bareloop, work):
+def tools(tessera, bareloop, work, baseline=None):
     def recipe(w, h):
         path = f"{work}/recipe-{w}x{h}.json"
         with open(path, "w") as f:
@@ -134,6 +134,8 @@ def tools(tessera, bareloop, work):
     return [
         Tool("tessera render", lambda w, h, src, files, out: [[tessera, "render", src, "--recipe", recipe(w, h), "-o", out,
                                                                "-t", "1", "--quiet"]]),
+        *([Tool("tessera render (baseline)", lambda w, h, src, files, out: [[baseline, "render", src, "--recipe", recipe(w, h),
+                                                                         "-o", out, "-t", "1", "--quiet"]])] if baseline else []),
         Tool("tessera render (2 threads)", lambda w, h, src, files, out: [[tessera, "render", src, "--recipe", recipe(w, h),
                                                                            "-o", out, "-t", "2", "--quiet"]], processes=2),
         Tool("tessera render --fast", lambda w, h, src, files, out: [[tessera, "render", src, "--recipe", recipe(w, h),
@@ -200,6 +202,7 @@ def main():
     ap.add_argument("--subset", choices=["all", "exif-thumbnail"], default="all",
                     help="exif-thumbnail: only photos that embed an EXIF thumbnail (for fast mode)")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--baseline", help="an older tessera binary, timed beside this build (before/after in one run)")
     ap.add_argument("--modern", action="store_true",
                     help="then run the HEIC/WebP/AVIF sets of Benchmarks/modern.py with the same photos and repeats")
     args = ap.parse_args()
@@ -227,7 +230,7 @@ def main():
     files = [os.path.join(src, n) for n in sorted(os.listdir(src))]
     from PIL import Image
     megapixels = sum(Image.open(f).size[0] * Image.open(f).size[1] for f in files) / 1e6
-    all_tools, single = tools(tessera, bareloop, work)
+    all_tools, single = tools(tessera, bareloop, work, os.path.abspath(args.baseline) if args.baseline else None)
     if args.tools:
         wanted = [t.strip().lower() for t in args.tools.split(",")]
         all_tools = [t for t in all_tools if t.name == "tessera render" or any(w in t.name.lower() for w in wanted)]

@@ -12,6 +12,8 @@
 #   markers) by tiling 4000x3000 crops of nine corpus photos with vips, and a copy with a
 #   restart marker every MCU row (both kinds are measured).
 # Outputs go under $TMPDIR (default /tmp): TMPDIR=/dev/shm takes the disk out of the comparison.
+# TESSERA_BASELINE=/path/to/an/older/tessera adds it (1 and 2 workers), interleaved with this
+# build, for a before/after in one run.
 # Needs libvips-tools (vips, vipsheader), GNU time; pip installs numpy, scipy and pillow
 # into .build-bench-venv/ for the SSIM check.
 set -euo pipefail
@@ -65,12 +67,18 @@ options: {incremental: false}
 YAML
     declare -A secs=() rss=() wrss=()
     for _ in $(seq "$repeats"); do
-        for w in 1 2; do
+        for w in 1 2 b1 b2; do
+            bin=$tessera; n=$w
+            if [ "${w#b}" != "$w" ]; then
+                [ -n "${TESSERA_BASELINE:-}" ] || continue
+                bin=$TESSERA_BASELINE; n=${w#b}
+            fi
             settle "$work/tess"
-            /usr/bin/time -o "$work/time" -f '%e %M' "$tessera" run "$work/job.yaml" -w "$w" --journal "$work/j$w.sqlite" --json >"$work/out.json"
+            /usr/bin/time -o "$work/time" -f '%e %M' "$bin" run "$work/job.yaml" -w "$n" --journal "$work/j$w.sqlite" --json >"$work/out.json"
             read -r s m <"$work/time"
-            secs[w$w]+="$s "; rss[w$w]+="$m "
-            wrss[w$w]=$(python3 -c 'import json,sys
+            key=w$w; [ "${w#b}" != "$w" ] && key=$w
+            secs[$key]+="$s "; rss[$key]+="$m "
+            wrss[$key]=$(python3 -c 'import json,sys
 s=[json.loads(l) for l in open(sys.argv[1]) if "workerPeakRSSBytes" in l][-1]
 print(" ".join("%.1f" % (v/1e6) for v in sorted(s["workerPeakRSSBytes"].values())))' "$work/out.json")
             rm -f "$work/j$w.sqlite"*
@@ -90,12 +98,12 @@ print("%.2f" % (time.perf_counter() - t), file=open(sys.argv[3], "w"))' "$src" "
             secs[v18]+="$(cat "$work/v18.secs") "; rss[v18]+="$m "
         fi
     done
-    for t in w1 w2 vips v18; do
+    for t in w1 w2 b1 b2 vips v18; do
         [ -n "${secs[$t]:-}" ] || continue
         s=$(echo "${secs[$t]}" | tr ' ' '\n' | grep -v '^$' | median)
         m=$(echo "${rss[$t]}" | tr ' ' '\n' | grep -v '^$' | sort -n | tail -1)
-        label=$t; [ "$t" = w1 ] && label="tessera, 1 worker"; [ "$t" = w2 ] && label="tessera, 2 workers"; [ "$t" = vips ] && label="vips dzsave"; [ "$t" = v18 ] && label="vips 8.18 dzsave (2 thr)"
-        extra=""; [ "$t" = w1 ] || [ "$t" = w2 ] && extra="; worker peak RSS (MB): ${wrss[$t]}"
+        label=$t; [ "$t" = w1 ] && label="tessera, 1 worker"; [ "$t" = w2 ] && label="tessera, 2 workers"; [ "$t" = b1 ] && label="baseline, 1 worker"; [ "$t" = b2 ] && label="baseline, 2 workers"; [ "$t" = vips ] && label="vips dzsave"; [ "$t" = v18 ] && label="vips 8.18 dzsave (2 thr)"
+        extra=""; [ -n "${wrss[$t]:-}" ] && extra="; worker peak RSS (MB): ${wrss[$t]}"
         printf '%-20s %6.2f s (runs: %s) peak RSS of the command %6.1f MB%s\n' "$label" "$s" "${secs[$t]}" "$(echo "$m / 1024" | bc -l)" "$extra"
     done
     grep -h '"pyramids"' "$work/out.json" | python3 -c 'import json,sys; p=json.loads(sys.stdin.read())["pyramids"]; print("tessera:", p["tiles"], "tiles,", p["tasks"], "tasks, scales", p["scales"], "band starts", p["seeks"])' || true

@@ -156,6 +156,11 @@ public struct JobView: Codable, Sendable {
                 s.peak = max(s.peak, r.peakMemory?.bytes ?? 0)
                 workers[w] = s
             }
+            // The time stages took counts failed tasks too (a file that decoded, then failed,
+            // spent its decode), as the terminal summary counts it; the rest is successes'.
+            if r.status == .failed {
+                for stage in Stage.allCases where stage != .total { stageSums[stage, default: 0] += r.timings[stage] }
+            }
             guard r.status == .succeeded else { return }
             bytesIn += r.bytesIn
             bytesOut += r.bytesOut

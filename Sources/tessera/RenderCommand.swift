@@ -138,7 +138,7 @@ struct Render: ParsableCommand {
     @Flag(help: "Print only failures and the summary.")
     var quiet = false
 
-    @Flag(help: "Render damaged files as far as they decode instead of failing them.")
+    @Flag(help: "Render damaged files (cut short, corrupt) as far as they decode instead of failing them, whatever their format: the rows that decoded, the rest gray, and the record's warnings say so (truncated: 212 of 480 rows).")
     var lenient = false
 
     @Flag(help: "Count files in input folders that are not images Tessera reads (.tif, .gif, .txt…) as failures (default: listed in the summary as skipped).")
