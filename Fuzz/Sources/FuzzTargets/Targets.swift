@@ -299,7 +299,7 @@ enum WireSeeds {
             "tasks": TaskAssignment.envelope([
                 TaskAssignment(ref: refs[0], job: "j-1", input: InputFile(path: "/in/a.jpg", root: "/in"), leaseSeconds: 30),
                 TaskAssignment(ref: refs[1], job: "j-1", input: InputFile(path: "s3://b/k.jpg", root: "s3://b/", etag: "e"),
-                               expectedHash: 7, expectedOutputs: ["s3://b/out/k.jpg"], inlineInput: [0xFF, 0xD8, 0xFF, 0xD9],
+                               expectedHash: 7, expectedOutputs: [ExpectedOutput(path: "s3://b/out/k.jpg", size: 1234, hash: 99)], inlineInput: [0xFF, 0xD8, 0xFF, 0xD9],
                                leaseSeconds: 30),
             ]),
             "report": TaskReport.envelope([
