@@ -1,3 +1,4 @@
+import Foundation
 import TesseraModel
 
 /// One source opened for decoding, through its format's loader (`SourceLoaders`), with
@@ -14,9 +15,16 @@ final class SourceDecoder {
     private(set) var channels = 0
     private(set) var scaleEighths = 8
     private var rowsRead = 0
-    /// When decoding started: a decode longer than `options.decodeSeconds` (the task's
-    /// timeout) fails `timed-out` between batches, for every format.
-    private var clock = Stopwatch()
+    /// The processor time decoding has used (this thread's, so that a worker stopped or
+    /// starved does not count): over `options.decodeSeconds` (the task's timeout) it fails
+    /// `timed-out` between batches, for every format.
+    private var decodeStart = SourceDecoder.threadSeconds()
+
+    static func threadSeconds() -> Double {
+        var t = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
+        return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9
+    }
     /// Rows the decoder could not give (lenient): filled, and said in `warnings`.
     private var filledFrom: Int?
     private var policyWarnings: [String] = []
@@ -117,7 +125,7 @@ final class SourceDecoder {
 
     /// Starts decoding at `scaleEighths`/8 (loaders that cannot scale decode whole).
     func start(scaleEighths requested: Int, maxBatchRows: Int) throws {
-        clock = Stopwatch()
+        decodeStart = Self.threadSeconds()
         let started = try loader.start(scaleEighths: requested, maxBatchRows: maxBatchRows)
         decodedSize = started.size
         channels = started.channels
@@ -159,9 +167,9 @@ final class SourceDecoder {
             return fill(buffer, stride: stride, rows: want)
         }
         rowsRead += n
-        if let limit = options.decodeSeconds, clock.seconds > limit {
+        if let limit = options.decodeSeconds, Self.threadSeconds() - decodeStart > limit {
             throw ImagingError(.timedOut, "decoding took longer than the task may (\(rowsRead) of \(decodedSize.height) rows in "
-                               + "\(String(format: "%.1f", clock.seconds)) s, timeout \(limit) s)")
+                               + "\(String(format: "%.1f", Self.threadSeconds() - decodeStart)) s of processor time, timeout \(limit) s)")
         }
         return n
     }
