@@ -55,6 +55,8 @@ let cTargets: [Target] = [
     // only (in the default include path): the shim opens the libraries at the first video
     // (docs/decisions/026-lazy-ffmpeg.md), and pkg-config's flags would link them into
     // every process.
+    // Camera raw: LibRaw's header only, like FFmpeg: the shim opens libraw_r at the first raw file.
+    .systemLibrary(name: "CRaw", providers: [.apt(["libraw-dev"])]),
     .systemLibrary(name: "CFFmpeg",
                    providers: [.apt(["libavformat-dev", "libavcodec-dev", "libswscale-dev", "libavutil-dev"])]),
     // HTTP(S) and S3 (AWS Signature V4) transfers: docs/decisions/013-object-storage.md.
@@ -66,7 +68,7 @@ let cTargets: [Target] = [
     // function-like macros (AVERROR) and custom I/O callbacks.
     // zlib (libpng's own dependency, zlib1g-dev): Deflate tiles of pyramidal TIFFs.
     .target(name: "TesseraShim", dependencies: ["CJPEG", "CPNG", "CCurl", "CLCMS2", "CTIFF", "CGIF", "CFFmpeg", "CAOM",
-                                                "CHeif", "CJXL"],
+                                                "CHeif", "CJXL", "CRaw"],
             // FFmpeg, libcurl, libheif and libjxl are not linked: the shim opens them at the
             // first video (video_shim.c), transfer (curl_shim.c), HEIF or JPEG XL (lazy_codecs.c).
             linkerSettings: [.linkedLibrary("z"), .linkedLibrary("aom")]),

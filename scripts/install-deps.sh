@@ -3,7 +3,7 @@
 # libjpeg-turbo8-dev). Installs nothing that is already there.
 set -euo pipefail
 
-packages=(pkg-config libturbojpeg0-dev libpng-dev libexif-dev liblcms2-dev libzmq3-dev libheif-dev libwebp-dev libcurl4-openssl-dev libtiff-dev libgif-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libaom-dev libjxl-dev)
+packages=(pkg-config libturbojpeg0-dev libpng-dev libexif-dev liblcms2-dev libzmq3-dev libheif-dev libwebp-dev libcurl4-openssl-dev libtiff-dev libgif-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libaom-dev libjxl-dev libraw-dev)
 if apt-cache show libjpeg62-turbo-dev >/dev/null 2>&1; then
     packages+=(libjpeg62-turbo-dev)
 else

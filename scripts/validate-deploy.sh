@@ -748,7 +748,7 @@ def dockerfile():
                   "libwebp-dev": "libwebp7 libwebpdemux2 libwebpmux3",
                   "libcurl4-openssl-dev": "libcurl4", "libtiff-dev": "libtiff6", "libgif-dev": "libgif7",
                   "libavformat-dev": "libavformat59", "libavcodec-dev": "libavcodec59", "libswscale-dev": "libswscale6",
-                  "libavutil-dev": "libavutil57", "libaom-dev": "libaom3", "libjxl-dev": "libjxl0.7"}
+                  "libavutil-dev": "libavutil57", "libaom-dev": "libaom3", "libjxl-dev": "libjxl0.7", "libraw-dev": "libraw20"}
     unknown = dev - runtime_of.keys()
     assert not unknown, f"no runtime library known for {sorted(unknown)}: add it here and to the Dockerfile"
     runtime = {l.strip() for l in open("deploy/docker/runtime-packages") if l.strip() and not l.lstrip().startswith("#")}

@@ -57,6 +57,9 @@ public struct ImageInfo: Sendable, Codable {
     /// The scan order where the format has a choice (`progressive`, `sequential`,
     /// `interlaced (Adam7)`, `not interlaced`); nil where it has none.
     public var scan: String? = nil
+    /// How the picture was taken, where the format's loader reads it (camera raw files):
+    /// make, model, lens, date, exposure, GPS.
+    public var capture: CaptureFacts? = nil
 
     /// Reads what it can from the headers (no pixel is decoded): what every format has from
     /// its loader's header value, what only some have (segments, chunks) from their loader.
@@ -92,6 +95,7 @@ public struct ImageInfo: Sendable, Codable {
         if let e = source.exif { apply(e, to: &info, orientation: false) }
         info.orientationFrom = source.loader.orientationFrom
         info.scan = h.scan
+        info.capture = source.loader.capture
         info.setLength(h)
         if let icc = source.iccProfile { describeICC(icc, into: &info) }
         switch source.loader.gainMap(bytes: raw, limits: Limits()) {
@@ -112,7 +116,9 @@ public struct ImageInfo: Sendable, Codable {
         durationSeconds = h.duration
         alternatives = []
         if h.alternatives.exactEighths { alternatives.append("DCT scales 1/8-8/8") }
+        else if h.alternatives.carriesPreviews { alternatives.append("half size (a pixel per 2x2 block, no demosaic)") }
         else if h.alternatives.scalesOnDecode { alternatives.append("scaled while decoding") }
+        if let p = h.alternatives.preview { alternatives.append("preview \(p)") }
         alternatives += h.alternatives.thumbnails.map { "thumbnail \($0.size)" }
         alternatives += h.alternatives.levels.map { "level \($0)" }
         if let t = h.alternatives.exifThumbnailBytes { alternatives.append("EXIF thumbnail \(t) bytes") }

@@ -260,6 +260,19 @@ public enum Renderer {
                 ?? smallestCovering(levels, main: source.storedSize, plans: plans, headroom: 1)
             if let pick, let n = levels.firstIndex(of: pick) { source.use(.level(n + 1)) }
         }
+        // An embedded preview (a raw file's JPEG) that covers every output stands in for the
+        // image, decoded at its own DCT scale; forced (`--raw preview`), it is used whatever
+        // its size (a warning says when it is smaller than an output).
+        let forcedPreview = options.raw == .preview
+        if let previewSize = source.header.alternatives.preview, !plans.contains(where: \.needsAnalysis),
+           forcedPreview || (options.raw == .auto && RawPlan.previewCovers(previewSize, main: source.storedSize, plans: plans)) {
+            if let stage = try previewStage(source, bytes: bytes, recipes: recipes, plans: plans, options: options, clock: clock,
+                                            gainMap: gainMap, forced: forcedPreview) {
+                return stage
+            }
+        } else if forcedPreview, source.header.alternatives.carriesPreviews {
+            throw ImagingError(.unsupportedFeature, "--raw preview: this raw file has no embedded JPEG preview to use")
+        }
         // Fast mode: the embedded thumbnail, when it can stand in for the image. Anything
         // wrong with the thumbnail falls back to the image itself.
         if options.fastMode, source.header.alternatives.exifThumbnailBytes != nil, let thumb = source.exif?.thumbnail,
@@ -287,6 +300,46 @@ public enum Renderer {
         }
         return try decodeAndFinish(source: source, plans: plans, recipes: recipes, options: options, clock: clock,
                                    reopen: { try SourceDecoder(bytes: bytes, options: options) }, gainMap: gainMap, mapBytes: bytes)
+    }
+
+    /// The outputs rendered from the embedded preview of `main` (nil: it has none usable;
+    /// forced, that fails typed). Its JPEG is decoded at its own DCT scale.
+    static func previewStage(_ main: SourceDecoder, bytes: UnsafeRawBufferPointer, recipes: [Recipe], plans: [OutputPlan],
+                             options: RenderOptions, clock: Stopwatch, gainMap: UltraHDR.Found?, forced: Bool) throws -> Stage? {
+        let preview: [UInt8]?
+        do {
+            preview = try main.loader.embeddedPreview()
+        } catch let e as ImagingError where !forced {
+            _ = e
+            return nil  // a damaged preview: the image itself is decoded
+        }
+        guard let preview else {
+            if forced { throw ImagingError(.unsupportedFeature, "--raw preview: the embedded preview is not a JPEG Tessera can use") }
+            return nil
+        }
+        do {
+            return try preview.withUnsafeBytes { raw -> Stage in
+                var o = options
+                o.fastMode = false
+                let t = try SourceDecoder(bytes: raw, options: o)
+                t.inherit(from: main, orientation: SourceDecoder.previewOrientation(t, of: main), keepProfile: true)
+                let previewPlans = try recipes.map {
+                    try OutputPlan(recipe: $0, storedSize: t.storedSize, exifOrientation: t.orientation, policy: o.scalePolicy)
+                }
+                var stage = try decodeAndFinish(source: t, plans: previewPlans, recipes: recipes, options: o, clock: clock,
+                                                reopen: nil, gainMap: nil, mapBytes: nil)
+                stage.decodePath = .rawPreview
+                stage.summary = stage.summary.replacingStoredSize(main.storedSize)
+                // Forced, a preview smaller than a raw decode would make an output is said, never silent.
+                for (p, full) in zip(previewPlans, plans) where p.outputSize.width < full.outputSize.width || p.outputSize.height < full.outputSize.height {
+                    stage.warnings.append("the embedded preview gives \(p.outputSize) where the raw image gives \(full.outputSize) (--raw preview)")
+                    break
+                }
+                return stage
+            }
+        } catch let e as ImagingError where !forced && e.code != .outOfMemory && e.code != .limitExceeded {
+            return nil  // a preview that does not decode: the image itself is
+        }
     }
 
     /// The smallest HEIF thumbnail with the image's aspect that has at least as many pixels
@@ -444,6 +497,24 @@ public enum Renderer {
             let t0 = clock.milliseconds
             for r in resamplers { r.consume(whole.base, stride: whole.stride, count: whole.height) }
             timings.resize += clock.milliseconds - t0
+        } else if source.linearRows && mapResamplers.isEmpty {
+            // 16-bit linear rows (a raw file's) go into the resamplers as they are.
+            let stride = decoded.width * source.channels
+            let batch = UnsafeMutablePointer<UInt16>.allocate(capacity: stride * batchRows)
+            defer { batch.deallocate() }
+            var lap = clock.milliseconds
+            while true {
+                let n = try source.readLinear(into: batch, stride: stride, maxRows: batchRows)
+                let t1 = clock.milliseconds
+                timings.decode += t1 - lap
+                if n == 0 { break }
+                for r in resamplers { r.consumeLinear(batch, stride: stride, count: n) }
+                lap = clock.milliseconds
+                timings.resize += lap - t1
+            }
+            let t2 = clock.milliseconds
+            try source.finish()
+            timings.decode += clock.milliseconds - t2
         } else {
             let stride = decoded.width * source.channels
             let batch = UnsafeMutablePointer<UInt8>.allocate(capacity: stride * batchRows)

@@ -415,6 +415,11 @@ public enum JobFile {
                 guard let mode = HDRMode(rawValue: s) else { throw error(v, "options.hdr", "expected tone-map or keep, got \"\(s)\"") }
                 o.hdr = mode
             }
+            if let v = m["raw"] {
+                let s = try string(v, "options.raw")
+                guard let mode = RawDecode(rawValue: s) else { throw error(v, "options.raw", "expected auto, preview, half or full, got \"\(s)\"") }
+                o.raw = mode
+            }
             if let v = m["overwrite"] { o.overwrite = try bool(v, "options.overwrite") }
             if let v = m["verify"] { o.verify = try bool(v, "options.verify") }
             if let p = o.problem() {

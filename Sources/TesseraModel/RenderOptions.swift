@@ -30,6 +30,8 @@ public struct RenderOptions: Sendable, Equatable {
     public var page = 0
     /// The frame of an animated GIF to show (from 0), composited as a browser shows it.
     public var frame = 0
+    /// Which decode a camera raw file gets: the cheapest that serves (`auto`), or one forced.
+    public var raw = RawDecode.auto
     /// A video's poster frame: when it is taken. nil: the first frame past the first second
     /// (the start of a shorter video) that is neither near-black nor flat.
     public var posterTime: VideoTime?
@@ -55,6 +57,19 @@ public struct RenderOptions: Sendable, Equatable {
 }
 
 /// How a source's pixels were obtained.
+/// A camera raw file's decode (`--raw`, job option `raw`).
+public enum RawDecode: String, Sendable, Codable, CaseIterable {
+    /// The embedded preview when it covers every output, else half size when that leaves the
+    /// resampler its margin, else a full demosaic.
+    case auto
+    /// The embedded JPEG preview (fails typed when there is none; a warning when it is smaller than an output).
+    case preview
+    /// LibRaw's half size: a pixel per 2×2 CFA block, no demosaic.
+    case half
+    /// A full demosaic (AHD).
+    case full
+}
+
 public enum DecodePath: String, Sendable, Codable {
     /// libjpeg, scaled DCT decoding.
     case jpeg
@@ -81,6 +96,11 @@ public enum DecodePath: String, Sendable, Codable {
     case gifFrames = "gif-frames"
     /// libjxl, the first frame at full size.
     case jxl
+    /// LibRaw: a raw file's embedded JPEG preview (at its DCT scale), its half-size decode
+    /// (a pixel per 2×2 CFA block), or a full AHD demosaic.
+    case rawPreview = "raw-preview"
+    case rawHalf = "raw-half"
+    case rawFull = "raw-full"
     /// libwebp's animation decoder, every frame (an animated output; `webp-frames-N`).
     case webpFrames = "webp-frames"
     /// FFmpeg, a poster frame: keyframes only (`video-keyframe`), or every frame decoded up to

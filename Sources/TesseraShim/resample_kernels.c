@@ -12,6 +12,25 @@
 #define TS_X86 1
 #endif
 
+void ts_linearise_row16(const uint16_t *src, int width, int channels, float *dst) {
+    const float k = 1.0f / 65535.0f;
+    if (channels == 1) {
+        for (int x = 0; x < width; x++) {
+            dst[4 * x] = src[x] * k;
+            dst[4 * x + 1] = 0;
+            dst[4 * x + 2] = 0;
+            dst[4 * x + 3] = 1;
+        }
+        return;
+    }
+    for (int x = 0; x < width; x++, src += 3) {
+        dst[4 * x] = src[0] * k;
+        dst[4 * x + 1] = src[1] * k;
+        dst[4 * x + 2] = src[2] * k;
+        dst[4 * x + 3] = 1;
+    }
+}
+
 void ts_linearise_row(const uint8_t *src, int width, int channels, const float *lut, float *dst) {
     switch (channels) {
     case 1:

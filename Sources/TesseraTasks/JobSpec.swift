@@ -206,6 +206,8 @@ public struct JobOptions: Codable, Sendable, Equatable {
     public var maxDuration = 0.0
     /// HDR sources (PQ or HLG AVIF and HEIF): tone-mapped to SDR, or kept HDR.
     public var hdr = HDRMode.toneMap
+    /// Camera raw files: the cheapest decode that serves (auto), or preview, half or full.
+    public var raw = RawDecode.auto
     /// A job confined to roots (submitted through the API or by a client key) may replace an
     /// existing file it did not write only when this says so (docs/API.md, "Security").
     public var overwrite = false
@@ -217,7 +219,7 @@ public struct JobOptions: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case maxMegapixels, maxInputMB, strict, maxAttempts, timeout, inline, incremental, fast, heifThumbnails, page, frame
-        case at, frames, fps, maxFrames, maxDuration, hdr, overwrite, verify
+        case at, frames, fps, maxFrames, maxDuration, hdr, overwrite, verify, raw
     }
 
     public init(from decoder: Decoder) throws {
@@ -241,6 +243,7 @@ public struct JobOptions: Codable, Sendable, Equatable {
         maxFrames = try c.decodeIfPresent(Int.self, forKey: .maxFrames) ?? d.maxFrames
         maxDuration = try c.decodeIfPresent(Double.self, forKey: .maxDuration) ?? d.maxDuration
         hdr = try c.decodeIfPresent(HDRMode.self, forKey: .hdr) ?? d.hdr
+        raw = try c.decodeIfPresent(RawDecode.self, forKey: .raw) ?? d.raw
         overwrite = try c.decodeIfPresent(Bool.self, forKey: .overwrite) ?? d.overwrite
         verify = try c.decodeIfPresent(Bool.self, forKey: .verify) ?? d.verify
     }
@@ -273,6 +276,7 @@ public struct JobOptions: Codable, Sendable, Equatable {
         o.maxFrames = maxFrames
         o.maxDuration = maxDuration
         o.hdr = hdr
+        o.raw = raw
         o.decodeSeconds = timeout
         return o
     }
@@ -521,11 +525,14 @@ public struct ExecutableJob: Codable, Sendable, Equatable {
             var strict: Bool
             var fast: Bool
             var hdr: HDRMode
+            /// Absent when `auto` (the hashes of jobs before it stay as they were).
+            var raw: RawDecode?
         }
         let e = JSONEncoder()
         e.outputFormatting = [.sortedKeys]
         let data = (try? e.encode(Key(kind: kind, root: outputRoot, outputs: outputs, strip: strip, tiles: tiles,
-                                      strict: options.strict, fast: options.fast, hdr: options.hdr))) ?? Data()
+                                      strict: options.strict, fast: options.fast, hdr: options.hdr,
+                                      raw: options.raw == .auto ? nil : options.raw))) ?? Data()
         return XXH64.hash(Array(data))
     }
 }

@@ -69,6 +69,22 @@ struct Inspect: ParsableCommand {
             lines.append(("frames", "\(i.frames)" + (i.durationSeconds.map { String(format: ", %.2f s", $0) } ?? "")))
         }
         if !i.alternatives.isEmpty { lines.append(("cheaper", i.alternatives.joined(separator: "; "))) }
+        if let c = i.capture {
+            if !c.lens.isEmpty { lines.append(("lens", c.lens)) }
+            if let t = c.takenUnixSeconds {
+                let f = DateFormatter()
+                f.dateFormat = "yyyy-MM-dd HH:mm:ss"
+                f.timeZone = TimeZone(identifier: "UTC")
+                lines.append(("taken", f.string(from: Date(timeIntervalSince1970: t)) + " (camera clock)"))
+            }
+            var exposure: [String] = []
+            if let s = c.shutterSeconds { exposure.append(s >= 1 ? String(format: "%.1f s", s) : "1/\(Int((1 / s).rounded())) s") }
+            if let a = c.aperture { exposure.append(String(format: "f/%.1f", a)) }
+            if let iso = c.iso { exposure.append("ISO \(Int(iso))") }
+            if let f = c.focalLength { exposure.append(String(format: "%.0f mm", f)) }
+            if !exposure.isEmpty { lines.append(("exposure", exposure.joined(separator: " "))) }
+            if let g = c.gps, g.count >= 2 { lines.append(("position", String(format: "%.5f, %.5f", g[0], g[1]))) }
+        }
         lines += [
             ("icc", i.iccProfile.map { "\($0) [\(i.iccColorSpace ?? "?")], \(i.iccBytes ?? 0) bytes" } ?? "none"),
             ("exif", i.hasExif ? "yes" + (i.camera.map { " (\($0))" } ?? "") : "no"),

@@ -64,6 +64,9 @@ struct Render: ParsableCommand {
     @Option(help: "An HDR source (PQ or HLG AVIF or HEIF): tone-map (to SDR) or keep (JPEG outputs become Ultra HDR JPEGs, AVIF outputs the HDR image in PQ).")
     var hdr: HDRMode = .toneMap
 
+    @Option(help: "Camera raw files: auto (the embedded preview when it covers the output, else half size when that leaves the resampler its margin, else a full AHD demosaic), preview, half or full.")
+    var raw: RawDecode = .auto
+
     @Option(parsing: .unconditional, help: "Video: when the poster frame is taken, in seconds (1.5, 1.5s), seconds before the end (-2), or a percentage of its length (0% to 100%); a time past the end takes the last frame, with a warning. Default: the first frame past the first second that is neither near-black nor flat.")
     var at: String?
 
@@ -369,6 +372,7 @@ struct Render: ParsableCommand {
         var jobOptions = JobOptions()
         jobOptions.strict = !lenient
         jobOptions.incremental = false
+        jobOptions.raw = raw
         let job = ExecutableJob(kind: .thumbnail,
                                 outputs: outputs.map { OutputSpec(name: $0.name, recipe: $0.recipe, path: pathTemplate) },
                                 outputRoot: toStdout ? "." : output, options: jobOptions)
@@ -391,6 +395,7 @@ struct Render: ParsableCommand {
         options.frame = frame
         options.gainMap = gainMap
         options.hdr = hdr
+        options.raw = raw
         if let at {
             switch VideoTime.parse(at) {
             case .success(let t): options.posterTime = t
@@ -501,3 +506,4 @@ extension RunSummary {
 
 extension GainMapMode: ExpressibleByArgument {}
 extension HDRMode: ExpressibleByArgument {}
+extension RawDecode: ExpressibleByArgument {}

@@ -29,7 +29,8 @@ final class ConformanceTests: XCTestCase {
         var hugeSide = 60000
         /// Whether a file cut past its first tenth has rows before the cut to show (lenient).
         /// HEIF's image item decodes whole or not at all; a video's first keyframe holds most
-        /// of a short clip, and a frame cut short is not shown.
+        /// of a short clip, and a frame cut short is not shown; a raw file's sensor data is
+        /// demosaiced whole (LibRaw would fill what is missing with zeros).
         var partial = true
     }
 
@@ -149,6 +150,13 @@ final class ConformanceTests: XCTestCase {
                       partial: false)
     }
 
+    static func raw() throws -> Sample {
+        let bytes = try Codec.encodeDNG(picture, pattern: "GRBG", bits: 12)
+        return Sample(name: "raw", bytes: bytes, size: Size(width: 320, height: 240), colour: "CFA", bits: 12,
+                      oriented: try Codec.encodeDNG(quadrants, orientation: 6), huge: tiffDeclaring(bytes, side: 60000),
+                      partial: false)
+    }
+
     /// The sample of each registered loader's format (nil: none could be made on this machine).
     static func sample(for loader: any SourceLoader.Type) throws -> Sample? {
         switch loader {
@@ -160,6 +168,7 @@ final class ConformanceTests: XCTestCase {
         case is GIFLoader.Type: return try gif()
         case is TIFFLoader.Type: return try tiff()
         case is VideoLoader.Type: return try video()
+        case is RawLoader.Type: return try raw()
         default: return nil
         }
     }

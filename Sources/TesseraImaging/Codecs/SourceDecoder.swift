@@ -37,11 +37,23 @@ final class SourceDecoder {
     var xmp: [UInt8]? { (metadataOverride ?? loader.metadata).xmp }
     var density: PixelDensity? { (metadataOverride ?? loader.metadata).density }
 
-    /// Stands in for `main` (an EXIF thumbnail): its orientation, ICC profile and EXIF apply.
-    func inherit(from main: SourceDecoder) {
-        orientationOverride = main.orientation
-        metadataOverride = SourceMetadata(exif: main.exif, iccProfile: main.iccProfile, xmp: loader.metadata.xmp,
-                                          density: loader.metadata.density)
+    /// Stands in for `main` (an EXIF thumbnail, a raw file's preview): its orientation (or
+    /// `orientation`), ICC profile and EXIF apply.
+    func inherit(from main: SourceDecoder, orientation: Orientation? = nil, keepProfile: Bool = false) {
+        orientationOverride = orientation ?? main.orientation
+        metadataOverride = SourceMetadata(exif: main.exif, iccProfile: keepProfile ? loader.metadata.iccProfile : main.iccProfile,
+                                          xmp: loader.metadata.xmp, density: loader.metadata.density)
+    }
+
+    /// The orientation an embedded preview is shown with: its own EXIF orientation when it
+    /// says one; none when it is stored upright already (turned against the image's stored
+    /// shape, the way the image is shown); else the image's (`main`).
+    static func previewOrientation(_ preview: SourceDecoder, of main: SourceDecoder) -> Orientation {
+        if let own = preview.loader.metadata.exif?.orientation, (1...8).contains(own) { return Orientation(exif: own) }
+        let p = preview.storedSize, stored = main.storedSize, shown = main.orientation.apply(to: stored)
+        let landscape = { (s: Size) in s.width >= s.height }
+        if landscape(stored) != landscape(shown), landscape(p) == landscape(shown) { return .up }
+        return main.orientation
     }
 
     init(bytes: UnsafeRawBufferPointer, options: RenderOptions) throws {
@@ -170,6 +182,21 @@ final class SourceDecoder {
         if let limit = options.decodeSeconds, Self.threadSeconds() - decodeStart > limit {
             throw ImagingError(.timedOut, "decoding took longer than the task may (\(rowsRead) of \(decodedSize.height) rows in "
                                + "\(String(format: "%.1f", Self.threadSeconds() - decodeStart)) s of processor time, timeout \(limit) s)")
+        }
+        return n
+    }
+
+    /// Whether `readLinear` gives 16-bit linear rows (a raw file's).
+    var linearRows: Bool { loader.linearRows }
+
+    /// Up to `maxRows` rows of 16-bit linear samples (`channels` a pixel); 0 at the end.
+    func readLinear(into buffer: UnsafeMutablePointer<UInt16>, stride: Int, maxRows: Int) throws -> Int {
+        let remaining = decodedSize.height - rowsRead
+        guard remaining > 0 else { return 0 }
+        let n = try loader.readLinear(into: buffer, stride: stride, maxRows: min(maxRows, remaining))
+        rowsRead += n
+        if let limit = options.decodeSeconds, Self.threadSeconds() - decodeStart > limit {
+            throw ImagingError(.timedOut, "decoding took longer than the task may (\(rowsRead) of \(decodedSize.height) rows, timeout \(limit) s)")
         }
         return n
     }

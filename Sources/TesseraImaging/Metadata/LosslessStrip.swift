@@ -23,6 +23,7 @@ public enum LosslessStrip {
             throw ImagingError(.unsupportedFormat, input.withUnsafeBytes { FormatDetection.unsupportedMessage($0) })
         }
         if loader.stripsLosslessly { return try loader.stripLosslessly(input, options: options) }
+        if let refusal = loader.stripRefusal { throw ImagingError(.unsupportedFeature, refusal) }
         // What a render keeping the format would write: the same format where Tessera
         // writes it, else a JPEG — at full size, re-encoded (not lossless).
         let name = format.rawValue.uppercased()

@@ -244,6 +244,30 @@ final class Resampler {
         }
     }
 
+    /// Feeds `count` rows of 16-bit linear samples (a raw file's): filtered in linear light
+    /// straight from them, never through 8 bits.
+    func consumeLinear(_ rows: UnsafePointer<UInt16>, stride: Int, count: Int) {
+        for i in 0..<count {
+            let y = nextInputRow
+            nextInputRow += 1
+            if y < firstNeededRow || y > lastNeededRow { continue }
+            let src = rows + i * stride
+            if passthrough {
+                // The samples are the linear codes `fromLinear` is indexed by.
+                let oy = y - passY
+                let dst = output.row(oy), from = src + passX * inputChannels
+                for k in 0..<output.width * inputChannels { dst[k] = fromLinear[Int(from[k])] }
+                nextOutputRow = oy + 1
+                continue
+            }
+            let rowFloats = output.width * 4
+            ts_linearise_row16(src, Int32(inputWidth), Int32(inputChannels), linearRow)
+            ts_filter_h(linearRow, ring + (y % ringRows) * rowFloats, Int32(h.count), Int32(h.maxTaps),
+                        h.starts, h.lengths, h.expanded)
+            emitReady(upTo: y)
+        }
+    }
+
     /// Emits every output row whose input rows have all arrived by row `y`.
     @inline(__always)
     private func emitReady(upTo y: Int) {

@@ -156,6 +156,66 @@ int ts_png_encode(const uint8_t *pixels, int width, int height, size_t stride, i
 
 // MARK: - GIF (giflib, low-level API: no frame raster kept by the library)
 
+// MARK: - Camera raw (raw_shim.c: LibRaw, opened at the first raw file)
+
+enum {
+    TS_RAW_UNAVAILABLE = 1,  ///< LibRaw is not installed
+    TS_RAW_UNSUPPORTED = 2,  ///< not a raw file LibRaw reads
+    TS_RAW_CORRUPT = 3,
+    TS_RAW_TRUNCATED = 4,    ///< a data error: bytes past the end, a stream that ends early
+    TS_RAW_NOMEM = 5,
+    TS_RAW_TOO_BIG = 6,
+    TS_RAW_TIMEOUT = 7,
+    TS_RAW_NO_PREVIEW = 8,
+};
+
+typedef struct ts_raw ts_raw;
+
+typedef struct {
+    int width, height;           ///< the image LibRaw makes (its crop, before `flip`)
+    int raw_width, raw_height;   ///< the sensor's
+    int flip;                    ///< LibRaw's orientation: 0, 3 (180), 5 (90 ccw), 6 (90 cw)
+    int colors;
+    unsigned filters;            ///< the CFA pattern (0: none, already RGB)
+    int is_dng;
+    int maximum;                 ///< the white level
+    char make[64], model[64], lens[128], cdesc[8], decoder[64];
+    float iso, shutter, aperture, focal;
+    long long timestamp;
+    int has_gps;
+    double latitude, longitude, altitude;
+    float baseline_exposure;     ///< DNG BaselineExposure, stops
+    int thumb_format;            ///< 1 JPEG, 2 8-bit bitmap, 0 none (LibRaw's tformat)
+    int thumb_width, thumb_height;
+    unsigned thumb_length;
+} ts_raw_info;
+
+typedef struct {
+    void *handle;
+    const uint16_t *pixels;      ///< `colors` 16-bit linear samples a pixel, rows packed
+    int width, height, colors;
+} ts_raw_image;
+
+/// Whether LibRaw could be opened (once, at the first call); why not.
+int ts_raw_available(void);
+const char *ts_raw_unavailable_reason(void);
+/// Opens `data` (kept, not copied): NULL only when memory runs out; `*code` 0 or a TS_RAW_ code
+/// (the reason in `ts_raw_message`; close it either way).
+ts_raw *ts_raw_open(const uint8_t *data, size_t size, int *code);
+const char *ts_raw_message(const ts_raw *r);
+void ts_raw_close(ts_raw *r);
+void ts_raw_info_get(ts_raw *r, ts_raw_info *info);
+/// The embedded preview LibRaw chose (its bytes stay the handle's): 0 or a TS_RAW_ code.
+int ts_raw_preview(ts_raw *r, const uint8_t **bytes, size_t *length, int *format, int *width, int *height);
+/// Unpacks and processes to 16-bit linear sRGB (`half`: one pixel per 2x2 block, no
+/// demosaic; `quality`: LibRaw's demosaic, 3 AHD) within `cpu_seconds` of this thread's
+/// processor time (0: no bound). Free the image with `ts_raw_image_free`.
+int ts_raw_decode(ts_raw *r, int half, int quality, double cpu_seconds, ts_raw_image *out);
+void ts_raw_image_free(ts_raw_image *image);
+const char *ts_raw_version(void);
+int ts_raw_camera_count(void);
+const char *ts_raw_camera(int i);
+
 // MARK: - Library output (libout_shim.c)
 
 /// The process's own stderr, whatever fd 2 points to: where Tessera writes its lines.
@@ -240,6 +300,8 @@ extern "C" {
 /// 8-bit gray/RGB/RGBA (straight alpha) -> 4 floats per pixel in linear light through
 /// `lut` (256 entries); RGBA is premultiplied, gray goes to lane 0, alpha lane is 1 without alpha.
 void ts_linearise_row(const uint8_t *src, int width, int channels, const float *lut, float *dst);
+/// 16-bit linear samples (1 or 3 a pixel) as 4 floats a pixel in 0...1, alpha 1.
+void ts_linearise_row16(const uint16_t *src, int width, int channels, float *dst);
 
 /// Full-range 8-bit Y'CbCr to interleaved RGB: one row, chroma co-sited and shared by
 /// 2^chroma_shift_x luma samples (0 or 1). `coefficients` are Cr→R, Cb→G, Cr→G, Cb→B in

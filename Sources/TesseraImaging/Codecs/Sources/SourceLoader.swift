@@ -50,6 +50,11 @@ struct SourceAlternatives {
     var thumbnails: [(id: UInt32, size: Size)] = []
     /// An EXIF thumbnail (bytes), a JPEG that may stand in for small outputs in fast mode.
     var exifThumbnailBytes: Int?
+    /// An embedded JPEG preview (a raw file's), its size as stored: it stands in for every
+    /// output it covers (`embeddedPreview` gives its bytes).
+    var preview: Size?
+    /// The format carries such previews (a raw file): `--raw preview` without one fails typed.
+    var carriesPreviews = false
 }
 
 /// What a file says besides its pixels, read with the header.
@@ -102,6 +107,14 @@ protocol SourceLoader: AnyObject {
     func start(scaleEighths: Int, maxBatchRows: Int) throws -> DecodeStart
     /// Up to `maxRows` rows of `channels` bytes a pixel; 0 at the end.
     func read(into buffer: UnsafeMutablePointer<UInt8>, stride: Int, maxRows: Int) throws -> Int
+    /// Whether `readLinear` gives the rows as 16-bit linear light (a raw file's): they go into
+    /// the resamplers without an 8-bit round trip. `read` still gives 8-bit sRGB.
+    var linearRows: Bool { get }
+    func readLinear(into buffer: UnsafeMutablePointer<UInt16>, stride: Int, maxRows: Int) throws -> Int
+    /// The embedded preview's bytes (a JPEG), read when the plan chose it.
+    func embeddedPreview() throws -> [UInt8]?
+    /// How the picture was taken (camera, lens, exposure, date, GPS), for `inspect`.
+    var capture: CaptureFacts? { get }
     /// Whether `skip` saves work (rows never produced: JPEG's IDCT, TIFF's strips).
     var skipsRows: Bool { get }
     func skip(rows: Int) throws -> Int
@@ -154,11 +167,18 @@ protocol SourceLoader: AnyObject {
     static func stripLosslessly(_ input: [UInt8], options: StripOptions) throws -> StripResult
     /// Its name in messages: "JPEG".
     static var name: String { get }
+    /// What `strip` says of this format when it does not strip it (nil: the general advice).
+    static var stripRefusal: String? { get }
 }
 
 extension SourceLoader {
     func decodeBytes(scaleEighths: Int) -> Int { 0 }
     func use(_ choice: SourceChoice) -> Bool { false }
+    var linearRows: Bool { false }
+    func readLinear(into buffer: UnsafeMutablePointer<UInt16>, stride: Int, maxRows: Int) throws -> Int { 0 }
+    func embeddedPreview() throws -> [UInt8]? { nil }
+    var capture: CaptureFacts? { nil }
+    static var stripRefusal: String? { nil }
     var skipsRows: Bool { false }
     func skip(rows: Int) throws -> Int { 0 }
     func limitColumns(_ columns: ClosedRange<Int>) {}
@@ -238,7 +258,7 @@ struct WholeRows {
 /// Adding a format is a loader and a line here.
 enum SourceLoaders {
     static let all: [any SourceLoader.Type] = [
-        JPEGLoader.self, PNGLoader.self, WebPLoader.self, JXLLoader.self, GIFLoader.self, TIFFLoader.self,
+        JPEGLoader.self, PNGLoader.self, WebPLoader.self, JXLLoader.self, GIFLoader.self, RawLoader.self, TIFFLoader.self,
         VideoLoader.self, HEIFLoader.self,
     ]
 
