@@ -34,22 +34,23 @@ final class ConformanceTests: XCTestCase {
         var partial = true
     }
 
-    static let picture: PixelBuffer = {
-        // A smooth picture with edges and a little grain (what a photo has).
-        let w = 320, h = 240
+    static let picture = makePicture(width: 320, height: 240)
+
+    /// A smooth picture with edges and a little grain (what a photo has).
+    static func makePicture(width w: Int, height h: Int) -> PixelBuffer {
         let image = PixelBuffer(width: w, height: h, layout: .rgb)
         var state: UInt64 = 0x9E37_79B9_7F4A_7C15
         for y in 0..<h {
             for x in 0..<w {
                 state ^= state << 13; state ^= state >> 7; state ^= state << 17
                 let grain = Int(state % 9) - 4
-                let disc = (x - 160) * (x - 160) + (y - 120) * (y - 120) < 4000
+                let disc = (x - w / 2) * (x - w / 2) + (y - h / 2) * (y - h / 2) < w * h / 19
                 image.setPixel(x: x, y: y, [UInt8(clamping: x * 255 / (w - 1) + grain), UInt8(clamping: y * 255 / (h - 1) + grain),
                                             UInt8(clamping: (disc ? 40 : 200) + grain)])
             }
         }
         return image
-    }()
+    }
 
     static let quadrants = Fixtures.quadrants(width: 160, height: 120)
 
