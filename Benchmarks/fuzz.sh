@@ -13,7 +13,7 @@
 # Fuzz/.findings/TARGET; once fixed, each becomes Fuzz/regressions/TARGET/NAME (committed).
 set -euo pipefail
 cd "$(dirname "$0")/../Fuzz"
-targets=(render inspect exif progressive png strip wire job tiff gif video jxl entropy)
+targets=(render inspect exif progressive png strip wire job tiff gif video jxl entropy raw)
 mode=${1:-render}
 # shellcheck disable=SC2054 # the commas separate sanitizers, not array elements
 # The main package is a path dependency: without --disable-build-manifest-caching SwiftPM may
@@ -23,12 +23,13 @@ flags=(-c release --disable-build-manifest-caching -Xswiftc -enable-testing -Xsw
 swift build "${flags[@]}" --product FuzzTargets >&2
 bin="$(swift build "${flags[@]}" --show-bin-path)/FuzzTargets"
 [ -d corpus/wire ] || FUZZ_WRITE_SEEDS=corpus/wire "$bin"  # committed once; the record has a timestamp
+[ -d corpus/raw ] || FUZZ_WRITE_RAW_SEEDS=corpus/raw "$bin"  # small DNGs; the corpus's raw stubs are added below
 
 dictionary() {  # the dictionary file of target $1 (concatenated into Fuzz/.dict/)
     local parts
     case "$1" in
         render) parts="jpeg png modern" ;; inspect|strip) parts="jpeg png" ;;
-        exif|progressive|entropy) parts="jpeg" ;; png) parts="png" ;; wire) parts="wire" ;; job) parts="job" ;; tiff) parts="tiff" ;; gif) parts="gif" ;; video) parts="video" ;; jxl) parts="jxl jpeg" ;;
+        exif|progressive|entropy) parts="jpeg" ;; png) parts="png" ;; wire) parts="wire" ;; job) parts="job" ;; tiff) parts="tiff" ;; gif) parts="gif" ;; video) parts="video" ;; jxl) parts="jxl jpeg" ;; raw) parts="tiff raw" ;;
     esac
     mkdir -p .dict
     for p in $parts; do cat "dict/$p.dict"; done > ".dict/$1.dict"
@@ -69,6 +70,9 @@ case "$target" in
         find ../../shared/corpus -type f -size -60k -iname '*.gif' -exec cp {} "$extra/" \; 2>/dev/null || true ;;
     jxl)
         find ../../shared/corpus -type f -size -60k -iname '*.jxl' -exec cp {} "$extra/" \; 2>/dev/null || true ;;
+    raw)
+        find ../../shared/corpus/raw -type f -size -64k ! -name '*.tsv' ! -name '*.md' ! -name '*.py' \
+            -exec cp {} "$extra/" \; 2>/dev/null || true ;;
 esac
 dirs=("$work" "corpus/$target" "$extra")
 [ -d "regressions/$target" ] && dirs+=("regressions/$target")

@@ -192,4 +192,60 @@ final class SourceContractTests: XCTestCase {
         let line = human.split(separator: "\n").first { $0.contains("failed in") } ?? ""
         XCTAssertNil(line.range(of: "decode 0 ms, resize 0 ms, encode 0 ms"), String(line))
     }
+
+    /// Camera raw beside JPEG and HEIF in one job (issue 53): every file rendered, every raw
+    /// upright, the decode each took in its record; content decides (a DNG named .jpg is raw,
+    /// a JPEG named .nef a JPEG).
+    func testAFolderOfJPEGHEIFAndRawRendersInOneJob() throws {
+        let input = dir + "/in"
+        try FileManager.default.createDirectory(atPath: input, withIntermediateDirectories: true)
+        // Quadrants: red, green / blue, white (as stored).
+        let red: [UInt8] = [230, 20, 20], green: [UInt8] = [20, 200, 20], blue: [UInt8] = [20, 20, 230], white: [UInt8] = [240, 240, 240]
+        func quadrants(_ w: Int, _ h: Int) -> PixelBuffer {
+            let image = PixelBuffer(width: w, height: h, layout: .rgb)
+            for y in 0..<h { for x in 0..<w { image.setPixel(x: x, y: y, y < h / 2 ? (x < w / 2 ? red : green) : (x < w / 2 ? blue : white)) } }
+            return image
+        }
+        let stored = quadrants(480, 320)
+        let preview = try Codec.encodeJPEG(quadrants(240, 160), quality: 90)
+        let files: [(String, [UInt8])] = [
+            ("a.jpg", try Codec.encodeJPEG(stored, quality: 90)),
+            ("b.avif", try Codec.encodeHEIF(stored, quality: 90, orientation: 6)),
+            ("c.dng", try Codec.encodeDNG(stored, orientation: 6)),
+            ("d.nef.dng", try Codec.encodeDNG(stored, pattern: "BGGR", orientation: 8, preview: preview)),
+            ("raw-named.jpg", try Codec.encodeDNG(stored, pattern: "GRBG", bits: 14, orientation: 3)),
+            ("jpeg-named.nef", try Codec.encodeJPEG(stored, quality: 90, exif: Exif.build(orientation: 6))),
+        ]
+        for (name, bytes) in files { try Data(bytes).write(to: URL(fileURLWithPath: input + "/" + name)) }
+        let job = dir + "/mixed.yaml"
+        try """
+            name: mixed
+            inputs: [\(input)]
+            output: \(dir)/out
+            outputs: [{name: small, recipe: {operations: [{op: resize, width: 96, height: 96, mode: fit}], output: {format: png}}, path: "{stem}.{srcext}.{ext}"}]
+            """.write(toFile: job, atomically: true, encoding: .utf8)
+        let r = try tessera(["run", job, "-w", "2", "--journal", dir + "/j.sqlite", "--report", dir + "/report.jsonl"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let records = try String(contentsOfFile: dir + "/report.jsonl", encoding: .utf8).split(separator: "\n")
+            .compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            .filter { $0["type"] as? String == "record" }
+        XCTAssertEqual(records.count, files.count)
+        var paths: [String: String] = [:]
+        for rec in records {
+            XCTAssertEqual(rec["status"] as? String, "succeeded", "\(rec)")
+            paths[((rec["input"] as? String) ?? "").components(separatedBy: "/").last ?? ""] = rec["decodePath"] as? String
+        }
+        XCTAssertEqual(paths["c.dng"], "raw-half")
+        XCTAssertEqual(paths["d.nef.dng"], "raw-preview", "a 240x160 preview covers 96 px")
+        XCTAssertEqual(paths["raw-named.jpg"], "raw-half", "content, not the name")
+        XCTAssertEqual(paths["jpeg-named.nef"]?.hasPrefix("jpeg") ?? false, true, "\(paths)")
+        // Upright: every portrait source shows portrait, its stored bottom-left (blue) at the top left.
+        for (name, portrait, topLeft) in [("a.jpg", false, red), ("b.avif", true, blue), ("c.dng", true, blue),
+                                          ("d.nef.dng", true, green), ("raw-named.jpg", false, white), ("jpeg-named.nef", true, blue)] {
+            let out = try Renderer.decode([UInt8](try Data(contentsOf: URL(fileURLWithPath: "\(dir)/out/\(name).png"))))
+            XCTAssertEqual(out.height > out.width, portrait, "\(name): \(out.width)x\(out.height)")
+            let px = out.pixel(x: 6, y: 6)
+            XCTAssertTrue(zip(px, topLeft).allSatisfy { abs(Int($0) - Int($1)) <= 40 }, "\(name): top left \(px), expected \(topLeft)")
+        }
+    }
 }

@@ -13,7 +13,7 @@ enum Targets {
     static let all: [String: (UnsafeRawBufferPointer) -> Void] = [
         "render": render, "inspect": inspect, "exif": exif, "progressive": progressive,
         "png": png, "strip": strip, "wire": wire, "job": job, "tiff": tiff, "gif": gif,
-        "video": video, "jxl": jxl, "entropy": entropy,
+        "video": video, "jxl": jxl, "entropy": entropy, "raw": raw,
     ]
 
     /// Tight limits: a fuzz input may declare any size.
@@ -41,6 +41,37 @@ enum Targets {
             guard case .usable? = out.bytes.withUnsafeBytes({ UltraHDR.locate($0, limits: Limits()) }) else {
                 preconditionFailure("a kept gain map does not read back")
             }
+        }
+    }
+
+    /// Camera raw through LibRaw and our container checks: `inspect`, a render at each decode
+    /// (the cheapest that serves, half size, a full demosaic, the preview), and `strip`'s refusal.
+    static func raw(_ data: UnsafeRawBufferPointer) {
+        guard data.withUnsafeBytes({ ImageFormat.sniff($0) }) == .raw else { return }
+        _ = try? ImageInfo.inspect(Array(data))
+        for mode in RawDecode.allCases {
+            var options = RenderOptions()
+            options.limits = limits
+            options.raw = mode
+            options.decodeSeconds = 0.5
+            let recipe = Recipe(name: "fuzz", operations: [.resize(Resize(width: 48, height: 48, mode: .fit))],
+                                output: OutputSettings(format: .png))
+            _ = try? Renderer.render(bytes: data, recipes: [recipe], options: options)
+        }
+        _ = try? LosslessStrip.strip(Array(data))
+    }
+
+    /// Small DNGs for the raw target's seeds: each CFA pattern, depths, orientations, a preview.
+    static func writeRawSeeds(to directory: String) throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let image = PixelBuffer(width: 48, height: 32, layout: .rgb)
+        for y in 0..<32 { for x in 0..<48 { image.setPixel(x: x, y: y, [UInt8(x * 5), UInt8(y * 7), UInt8((x + y) * 3)]) } }
+        let preview = try Codec.encodeJPEG(image, quality: 60)
+        for (i, (pattern, bits, orientation, withPreview)) in [("RGGB", 12, 1, false), ("BGGR", 16, 6, true), ("GRBG", 10, 3, false),
+                                                                ("GBRG", 8, 8, true)].enumerated() {
+            let dng = try Codec.encodeDNG(image, pattern: pattern, bits: bits, orientation: orientation,
+                                          preview: withPreview ? preview : nil)
+            try Data(dng).write(to: URL(fileURLWithPath: "\(directory)/dng-\(i)-\(pattern.lowercased())-\(bits)bit.dng"))
         }
     }
 
@@ -339,6 +370,13 @@ func LLVMFuzzerRunDriver(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutab
 /// to libFuzzer's driver.
 @_cdecl("FuzzTargets_main")
 public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    if let directory = ProcessInfo.processInfo.environment["FUZZ_WRITE_RAW_SEEDS"] {
+        do { try Targets.writeRawSeeds(to: directory) } catch {
+            FileHandle.standardError.write(Data("cannot write the raw seeds: \(error)\n".utf8))
+            return 1
+        }
+        return 0
+    }
     if let directory = ProcessInfo.processInfo.environment["FUZZ_WRITE_SEEDS"] {
         do { try WireSeeds.write(to: directory) } catch {
             FileHandle.standardError.write(Data("cannot write the wire seeds: \(error)\n".utf8))
