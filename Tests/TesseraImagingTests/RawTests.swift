@@ -191,4 +191,25 @@ final class RawTests: XCTestCase {
         XCTAssertEqual(info.capture?.make, "Tessera")
         XCTAssertTrue(info.alternatives.contains { $0.hasPrefix("half size") }, "\(info.alternatives)")
     }
+
+    /// Makes `examples/raw/` (run once, with TESSERA_MAKE_RAW_EXAMPLES=1): two DNGs of the
+    /// bundled sample images — the Kodak photo turned (orientation 6) with a JPEG preview, and
+    /// the Canon photo at 960 px without one.
+    func testMakeTheRawExamples() throws {
+        guard ProcessInfo.processInfo.environment["TESSERA_MAKE_RAW_EXAMPLES"] != nil else { throw XCTSkip("makes examples/raw") }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let images = root.appendingPathComponent("examples/images"), out = root.appendingPathComponent("examples/raw")
+        try FileManager.default.createDirectory(at: out, withIntermediateDirectories: true)
+        let kodak = try Renderer.decode(try bytes(of: images.appendingPathComponent("kodak_kodim01.png")))
+        // Stored turned back, so that orientation 6 shows the photo upright.
+        let stored = try Orientation(exif: 8).apply(to: kodak)
+        let preview = try Codec.encodeJPEG(try Renderer.decode(try Renderer.render(try Codec.encodePNG(stored),
+            recipes: [recipe([fit(384, 384)], format: .png)]).outputs[0].bytes), quality: 85)
+        try Data(try Codec.encodeDNG(stored, pattern: "RGGB", bits: 12, orientation: 6, preview: preview))
+            .write(to: out.appendingPathComponent("kodim01_rggb_preview.dng"))
+        let canon = try Renderer.render(try bytes(of: images.appendingPathComponent("mei_Canon_EOS_1000D.jpg")),
+                                        recipes: [recipe([fit(960, 960)], format: .png)]).outputs[0].bytes
+        try Data(try Codec.encodeDNG(try Renderer.decode(canon), pattern: "GBRG", bits: 14))
+            .write(to: out.appendingPathComponent("canon_1000d_gbrg.dng"))
+    }
 }
