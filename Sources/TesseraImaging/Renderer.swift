@@ -31,8 +31,10 @@ public struct SourceSummary: Sendable {
 }
 
 extension SourceSummary {
-    func replacingStoredSize(_ size: Size) -> SourceSummary {
-        SourceSummary(format: format, storedSize: size, orientation: orientation, iccName: iccName,
+    /// The summary of an image that stood in for a larger one (a thumbnail, a raw file's
+    /// preview): the larger one's size and format.
+    func replacingStoredSize(_ size: Size, format: ImageFormat? = nil) -> SourceSummary {
+        SourceSummary(format: format ?? self.format, storedSize: size, orientation: orientation, iccName: iccName,
                       convertedToSRGB: convertedToSRGB, hadGPS: hadGPS)
     }
 }
@@ -329,7 +331,7 @@ public enum Renderer {
                 var stage = try decodeAndFinish(source: t, plans: previewPlans, recipes: recipes, options: o, clock: clock,
                                                 reopen: nil, gainMap: nil, mapBytes: nil)
                 stage.decodePath = .rawPreview
-                stage.summary = stage.summary.replacingStoredSize(main.storedSize)
+                stage.summary = stage.summary.replacingStoredSize(main.storedSize, format: main.format)
                 // Forced, a preview smaller than a raw decode would make an output is said, never silent.
                 for (p, full) in zip(previewPlans, plans) where p.outputSize.width < full.outputSize.width || p.outputSize.height < full.outputSize.height {
                     stage.warnings.append("the embedded preview gives \(p.outputSize) where the raw image gives \(full.outputSize) (--raw preview)")

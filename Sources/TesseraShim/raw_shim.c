@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 static struct {
     __typeof__(&libraw_init) init;
@@ -32,6 +34,7 @@ static struct {
     __typeof__(&libraw_cameraCount) camera_count;
     __typeof__(&libraw_cameraList) camera_list;
     __typeof__(&libraw_unpack_function_name) unpack_function_name;
+    __typeof__(&libraw_COLOR) color;
 } lr;
 
 static pthread_once_t ts_raw_once = PTHREAD_ONCE_INIT;
@@ -57,6 +60,7 @@ static void ts_raw_load(void) {
         {"libraw_cameraCount", (void **)&lr.camera_count},
         {"libraw_cameraList", (void **)&lr.camera_list},
         {"libraw_unpack_function_name", (void **)&lr.unpack_function_name},
+        {"libraw_COLOR", (void **)&lr.color},
     };
     ts_lazy_failure f;
     if (ts_lazy_open(sonames, 1, symbols, sizeof symbols / sizeof symbols[0], &f) != 0) {
@@ -85,6 +89,12 @@ struct ts_raw {
     int memory_errors;
     double cpu_deadline;  ///< thread processor seconds after which a decode is cancelled (0: none)
     int cancelled;
+    int unpacked;
+    int release_input;  ///< the input maps a file: its pages go back to the kernel as LibRaw reads them
+    // Half size straight from the mosaic (ts_raw_half_*): per CFA colour its black level and
+    // scale to 16 bits with the white balance, the camera-to-sRGB matrix, the 2x2 pattern.
+    float black[4], scale[4], matrix[3][3];
+    int pattern[2][2];
     char msg[256];
 };
 
@@ -124,6 +134,8 @@ static int ts_raw_code(ts_raw *r, int err) {
         snprintf(r->msg, sizeof r->msg, "decoding took longer than the task may");
         return TS_RAW_TIMEOUT;
     }
+    if (err == LIBRAW_IO_ERROR && !r->msg[0])
+        snprintf(r->msg, sizeof r->msg, "the file ends before what its header points to");
     if (!r->msg[0] || err == LIBRAW_FILE_UNSUPPORTED) snprintf(r->msg, sizeof r->msg, "%s", lr.strerror(err));
     switch (err) {
     case LIBRAW_FILE_UNSUPPORTED: return TS_RAW_UNSUPPORTED;
@@ -224,6 +236,134 @@ int ts_raw_preview(ts_raw *r, const uint8_t **bytes, size_t *length, int *format
     return 0;
 }
 
+void ts_raw_release_input(ts_raw *r, int release) { r->release_input = release; }
+
+// While LibRaw copies the sensor data out of a file mapping, a second thread hands the
+// mapping's pages back every few milliseconds: a page LibRaw still reads faults in again
+// from the page cache (the mapping is never written), so at most what LibRaw reads between
+// two passes stays resident besides its own copy, not the whole file (decision 030).
+struct ts_raw_releaser {
+    void *start;
+    size_t length;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    int done;
+};
+
+static void *ts_raw_release_loop(void *context) {
+    struct ts_raw_releaser *x = context;
+    pthread_mutex_lock(&x->lock);
+    while (!x->done) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += 4 * 1000 * 1000;
+        if (t.tv_nsec >= 1000000000L) { t.tv_sec++; t.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&x->wake, &x->lock, &t);
+        if (!x->done) madvise(x->start, x->length, MADV_DONTNEED);
+    }
+    pthread_mutex_unlock(&x->lock);
+    return NULL;
+}
+
+int ts_raw_unpack(ts_raw *r, double cpu_seconds) {
+    if (r->unpacked) return 0;
+    r->data_errors = 0;
+    r->cancelled = 0;
+    r->msg[0] = 0;
+    r->cpu_deadline = cpu_seconds > 0 ? ts_thread_seconds() + cpu_seconds : 0;
+    struct ts_raw_releaser x = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+    pthread_t releaser;
+    int releasing = 0;
+    long page = sysconf(_SC_PAGESIZE);
+    if (r->release_input && page > 0 && r->size >= (size_t)8 << 20) {
+        uintptr_t a = ((uintptr_t)r->data + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
+        uintptr_t b = ((uintptr_t)r->data + r->size) / (uintptr_t)page * (uintptr_t)page;
+        x.start = (void *)a;
+        x.length = b > a ? b - a : 0;
+        releasing = x.length > 0 && pthread_create(&releaser, NULL, ts_raw_release_loop, &x) == 0;
+    }
+    int code = ts_raw_code(r, lr.unpack(r->d));
+    if (releasing) {
+        pthread_mutex_lock(&x.lock);
+        x.done = 1;
+        pthread_cond_signal(&x.wake);
+        pthread_mutex_unlock(&x.lock);
+        pthread_join(releaser, NULL);
+        madvise(x.start, x.length, MADV_DONTNEED);
+    }
+    if (!code) r->unpacked = 1;
+    return code;
+}
+
+int ts_raw_half_begin(ts_raw *r, double cpu_seconds, int *width, int *height) {
+    int code = ts_raw_unpack(r, cpu_seconds);
+    if (code) return code;
+    libraw_data_t *d = r->d;
+    // A 2x2 Bayer mosaic of three colours with the sensor data as 16-bit values; anything
+    // else (X-Trans, four colours, linear DNGs, a black-level pattern) goes through LibRaw.
+    unsigned f = d->idata.filters;
+    if (!d->rawdata.raw_image || d->idata.colors != 3 || f < 1000 || d->color.cblack[4] * d->color.cblack[5] > 0) return -1;
+    if (d->sizes.width < 2 || d->sizes.height < 2) return -1;
+    for (int y = 0; y < 2; y++)
+        for (int x = 0; x < 2; x++) r->pattern[y][x] = lr.color(d, y, x);
+    int seen[4] = {0};
+    for (int y = 0; y < 2; y++) for (int x = 0; x < 2; x++) if (r->pattern[y][x] >= 0 && r->pattern[y][x] < 4) seen[r->pattern[y][x]]++;
+    if (seen[0] != 1 || seen[2] != 1 || seen[1] + seen[3] != 2) return -1;
+    // White balance as shot (else the camera's daylight), normalised as LibRaw does with
+    // highlights clipped: the smallest multiplier 1, the white level to 65535.
+    float mul[4];
+    int camera = d->color.cam_mul[0] > 0 && d->color.cam_mul[1] > 0 && d->color.cam_mul[2] > 0;
+    for (int c = 0; c < 4; c++) mul[c] = camera ? d->color.cam_mul[c] : d->color.pre_mul[c];
+    if (mul[1] <= 0) mul[1] = 1;
+    if (mul[3] <= 0) mul[3] = mul[1];
+    float least = mul[0];
+    for (int c = 1; c < 4; c++) if (mul[c] < least) least = mul[c];
+    if (!(least > 0)) return -1;
+    for (int c = 0; c < 4; c++) {
+        r->black[c] = (float)(d->color.black + d->color.cblack[c]);
+        float range = (float)d->color.maximum - r->black[c];
+        if (!(range > 0)) return -1;
+        r->scale[c] = mul[c] / least * 65535.0f / range;
+    }
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) r->matrix[i][j] = d->color.rgb_cam[i][j];
+    *width = d->sizes.width / 2;
+    *height = d->sizes.height / 2;
+    return 0;
+}
+
+static inline float ts_clip16(float v) { return v < 0 ? 0 : v > 65535 ? 65535 : v; }
+
+int ts_raw_half_rows(ts_raw *r, int first, int count, uint16_t *out, size_t stride) {
+    libraw_data_t *d = r->d;
+    if (r->cpu_deadline > 0 && ts_thread_seconds() > r->cpu_deadline) {
+        snprintf(r->msg, sizeof r->msg, "decoding took longer than the task may");
+        return TS_RAW_TIMEOUT;
+    }
+    const int w = d->sizes.width / 2, top = d->sizes.top_margin, left = d->sizes.left_margin;
+    const size_t pitch = d->sizes.raw_pitch / 2;
+    for (int k = 0; k < count; k++) {
+        int y = (first + k) * 2;
+        const uint16_t *rows[2] = {d->rawdata.raw_image + (size_t)(top + y) * pitch + left,
+                                   d->rawdata.raw_image + (size_t)(top + y + 1) * pitch + left};
+        uint16_t *o = out + (size_t)k * stride;
+        for (int x = 0; x < w; x++) {
+            float rgb[3] = {0, 0, 0};
+            for (int dy = 0; dy < 2; dy++)
+                for (int dx = 0; dx < 2; dx++) {
+                    int c = r->pattern[dy][dx];
+                    float v = ts_clip16(((float)rows[dy][2 * x + dx] - r->black[c]) * r->scale[c]);
+                    rgb[c == 3 ? 1 : c] += c == 1 || c == 3 ? v * 0.5f : v;
+                }
+            for (int i = 0; i < 3; i++) {
+                float v = r->matrix[i][0] * rgb[0] + r->matrix[i][1] * rgb[1] + r->matrix[i][2] * rgb[2];
+                o[3 * x + i] = (uint16_t)(ts_clip16(v) + 0.5f);
+            }
+        }
+    }
+    return 0;
+}
+
 int ts_raw_decode(ts_raw *r, int half, int quality, double cpu_seconds, ts_raw_image *out) {
     memset(out, 0, sizeof *out);
     libraw_data_t *d = r->d;
@@ -244,10 +384,10 @@ int ts_raw_decode(ts_raw *r, int half, int quality, double cpu_seconds, ts_raw_i
     d->params.no_auto_bright = 1;
     d->params.highlight = 0;
     d->params.user_flip = 0;  // orientation is the pipeline's
-    int err = lr.unpack(d);
-    int code = ts_raw_code(r, err);
+    int code = ts_raw_unpack(r, cpu_seconds);
     if (code) return code;
-    err = lr.dcraw_process(d);
+    r->cpu_deadline = cpu_seconds > 0 ? ts_thread_seconds() + cpu_seconds : 0;
+    int err = lr.dcraw_process(d);
     code = ts_raw_code(r, err);
     if (code) return code;
     int e = 0;

@@ -12,12 +12,30 @@ struct Inspect: ParsableCommand {
         abstract: "Show format, dimensions, subsampling, orientation, ICC and metadata of images.")
 
     @Argument(help: "Image files.", completion: .file())
-    var files: [String]
+    var files: [String] = []
 
     @Flag(help: "One JSON object per file.")
     var json = false
 
+    @Flag(help: "List the camera models the installed LibRaw reads raw files of, and its version.")
+    var rawCameras = false
+
+    func validate() throws {
+        if files.isEmpty && !rawCameras { throw ValidationError("give one or more image files (or --raw-cameras)") }
+    }
+
     func run() throws {
+        if rawCameras {
+            let version = try RawSupport.version(), cameras = try RawSupport.cameras()
+            if json {
+                struct Line: Encodable { var libraw: String; var cameras: [String] }
+                printJSONLine(Line(libraw: version, cameras: cameras), type: "raw-cameras")
+            } else {
+                print("LibRaw \(version): \(cameras.count) camera models")
+                for c in cameras { print(c) }
+            }
+            if files.isEmpty { return }
+        }
         var failed = false
         for file in files {
             do {

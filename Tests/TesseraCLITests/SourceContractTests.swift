@@ -107,6 +107,21 @@ final class SourceContractTests: XCTestCase {
         XCTAssertEqual(try render(clip, ["--max-duration", "6", "--max-frames", "150"]).status, 0)
     }
 
+    /// `inspect --raw-cameras`: LibRaw's own list, with its version; no file needed.
+    func testInspectListsTheCamerasLibRawReads() throws {
+        let r = try tessera(["inspect", "--raw-cameras"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let lines = r.stdout.split(separator: "\n").map(String.init)
+        let head = try XCTUnwrap(lines.first)
+        XCTAssertTrue(head.hasPrefix("LibRaw 0."), head)
+        XCTAssertTrue(head.hasSuffix("\(lines.count - 1) camera models"), head)
+        XCTAssertGreaterThan(lines.count, 500)
+        for model in ["Canon EOS 5D Mark III", "Nikon D3100", "Sony DSC-RX100"] {
+            XCTAssertTrue(lines.contains(model), "\(model) not in LibRaw's list")
+        }
+        XCTAssertEqual(try tessera(["inspect"]).status, 2, "no files and no --raw-cameras is a usage error")
+    }
+
     func testInspectSaysWhatEachFormatHas() throws {
         // A 1-bit min-is-black TIFF, 64×32, its directory first.
         var tiff: [UInt8] = [0x49, 0x49, 42, 0, 8, 0, 0, 0]
@@ -233,7 +248,12 @@ final class SourceContractTests: XCTestCase {
         var paths: [String: String] = [:]
         for rec in records {
             XCTAssertEqual(rec["status"] as? String, "succeeded", "\(rec)")
-            paths[((rec["input"] as? String) ?? "").components(separatedBy: "/").last ?? ""] = rec["decodePath"] as? String
+            let name = ((rec["input"] as? String) ?? "").components(separatedBy: "/").last ?? ""
+            paths[name] = rec["decodePath"] as? String
+            // A raw file rendered from its preview is still a raw source, of the raw image's size.
+            if (rec["decodePath"] as? String)?.hasPrefix("raw") == true {
+                XCTAssertEqual(rec["sourceFormat"] as? String, "raw", "\(name)")
+            }
         }
         XCTAssertEqual(paths["c.dng"], "raw-half")
         XCTAssertEqual(paths["d.nef.dng"], "raw-preview", "a 240x160 preview covers 96 px")

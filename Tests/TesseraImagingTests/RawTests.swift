@@ -143,6 +143,40 @@ final class RawTests: XCTestCase {
         XCTAssertGreaterThan(linearLevels.count, eightBitLevels.count, "the rows carry more than 8 bits of sRGB")
     }
 
+    /// Half size straight from the mosaic gives LibRaw's own half size (within 1 %), for each
+    /// CFA pattern and depth: its black levels, white balance and matrix are LibRaw's.
+    func testStreamedHalfSizeIsLibRawsHalfSize() throws {
+        var files: [(String, [UInt8])] = []
+        for (pattern, bits) in [("RGGB", 12), ("BGGR", 16), ("GRBG", 10), ("GBRG", 14)] {
+            files.append(("\(pattern) \(bits)", try Codec.encodeDNG(ConformanceTests.picture, pattern: pattern, bits: bits)))
+        }
+        if let dir = Fixtures.corpus("raw") {
+            for name in ["synth_sony_rggb_16bit.dng", "synth_kodim01_gbrg_12bit_rot270.dng"] {
+                files.append((name, try bytes(of: dir.appendingPathComponent(name))))
+            }
+        }
+        for (name, file) in files {
+            try file.withUnsafeBytes { raw in
+                let theirs = try RawDecoder(bytes: raw, limits: Limits()).decode(half: true, cpuSeconds: nil, release: false)
+                let d = try RawDecoder(bytes: raw, limits: Limits())
+                let size = try XCTUnwrap(try d.beginHalf(cpuSeconds: nil, release: false), name)
+                XCTAssertEqual(size, Size(width: theirs.width, height: theirs.height), name)
+                let count = size.width * 3
+                let rows = UnsafeMutablePointer<UInt16>.allocate(capacity: count * size.height)
+                defer { rows.deallocate() }
+                try d.halfRows(0, size.height, into: rows, stride: count)
+                var sum = 0.0, worst = 0
+                for k in 0..<count * size.height {
+                    let diff = abs(Int(rows[k]) - Int(theirs.pixels[k]))
+                    sum += Double(diff)
+                    worst = max(worst, diff)
+                }
+                let mean = sum / Double(count * size.height)
+                XCTAssertLessThan(mean, 655, "\(name): mean difference \(mean) of 65535 (worst \(worst))")
+            }
+        }
+    }
+
     /// What a file does not hold is not decoded: a cut, a sensor data map that points past the
     /// end or claims too few bytes, a header over the limits, a timeout; `strip` refuses raw.
     func testHostileRawFilesFailTyped() throws {
@@ -174,6 +208,15 @@ final class RawTests: XCTestCase {
             XCTAssertEqual(e.code, .unsupportedFeature)
             XCTAssertTrue(e.reason.hasPrefix("raw files are not rewritten"), e.reason)
         }
+        // A directory of 1023 SubIFD tags of 65535 pointers each (the fuzzer's find: the walk
+        // queued 67 million IFDs and took them off the front one by one): bounded work, a TIFF
+        // that is not raw, told apart at once.
+        var many: [UInt8] = [0x49, 0x49, 42, 0, 8, 0, 0, 0, 0xFF, 0x03]
+        for _ in 0..<1023 { many += [0x4A, 0x01, 4, 0, 0xFF, 0xFF, 0, 0, 0x10, 0, 0, 0] }
+        many += [UInt8](repeating: 0, count: 4 + 65535 * 4)
+        let sniffed = many.withUnsafeBytes { RawContainer.sniff($0) }
+        XCTAssertFalse(sniffed, "a TIFF of empty directories is not a raw file")
+        XCTAssertEqual(many.withUnsafeBytes { RawContainer.TIFFWalk($0)?.images.count }, 1)
         // A TIFF is not raw, a JPEG named .nef is a JPEG: content decides.
         XCTAssertEqual(try Codec.encodePNG(ConformanceTests.picture).withUnsafeBytes { ImageFormat.sniff($0) }, .png)
         let tiff = TestTIFF(pages: [TestTIFF.Page(width: 8, height: 8)]).bytes()

@@ -74,9 +74,39 @@ final class RawDecoder {
         return (Array(UnsafeBufferPointer(start: p, count: length)), format == 1, Size(width: Int(w), height: Int(h)))
     }
 
+    /// Starts half size straight from the mosaic, row by row (nil: not a 2×2 Bayer mosaic of
+    /// 16-bit values; `decode` then goes through LibRaw). `release`: the input's pages are
+    /// handed back once LibRaw holds the sensor data (a mapped file: read again if needed).
+    func beginHalf(cpuSeconds: Double?, release: Bool) throws -> Size? {
+        var w: Int32 = 0, h: Int32 = 0
+        ts_raw_release_input(handle, release ? 1 : 0)
+        let code = ts_raw_half_begin(handle, cpuSeconds ?? 0, &w, &h)
+        if code > 0 { throw Self.error(code, handle, stage: "reading the sensor data") }
+        if release { releaseInput() }
+        return code == 0 ? Size(width: Int(w), height: Int(h)) : nil
+    }
+
+    /// Half-size rows `first..<first+count`, 3 16-bit linear sRGB samples a pixel.
+    func halfRows(_ first: Int, _ count: Int, into buffer: UnsafeMutablePointer<UInt16>, stride: Int) throws {
+        let code = ts_raw_half_rows(handle, Int32(first), Int32(count), buffer, stride)
+        if code != 0 { throw Self.error(code, handle, stage: "decoding at half size") }
+    }
+
+    /// Hands the input's pages back to the kernel (a private file mapping: they are read
+    /// again from the file if touched), once LibRaw has copied the sensor data.
+    private func releaseInput() {
+        guard let base = bytes.baseAddress else { return }
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let start = (Int(bitPattern: base) + page - 1) / page * page
+        let end = (Int(bitPattern: base) + bytes.count) / page * page
+        guard end > start, let p = UnsafeMutableRawPointer(bitPattern: start) else { return }
+        _ = madvise(p, end - start, MADV_DONTNEED)
+    }
+
     /// Decodes to 16-bit linear sRGB: `half` (a pixel per 2×2 block) or a full demosaic.
-    func decode(half: Bool, cpuSeconds: Double?) throws -> RawImage {
+    func decode(half: Bool, cpuSeconds: Double?, release: Bool) throws -> RawImage {
         var image = ts_raw_image()
+        ts_raw_release_input(handle, release ? 1 : 0)
         // LibRaw's quality 3: AHD, its default and rawpy's (decision 030).
         let code = ts_raw_decode(handle, half ? 1 : 0, 3, cpuSeconds ?? 0, &image)
         if code != 0 { throw Self.error(code, handle, stage: half ? "decoding at half size" : "demosaicing") }
@@ -184,36 +214,54 @@ enum RawContainer {
                 guard let lo = u16(little ? at : at + 2), let hi = u16(little ? at + 2 : at) else { return nil }
                 return lo | hi << 16
             }
+            // Bounded work whatever the file says: at most 64 IFDs, 1024 entries each, 32 SubIFD
+            // pointers each, 2^18 values read in all (a file that asks for more is not walked
+            // further: what was read stands).
             var queue: [Int] = [u32(4) ?? 0]
+            var head = 0
             var seen = Set<Int>()
-            while let ifd = queue.first, seen.count < 64 {
-                queue.removeFirst()
-                guard ifd > 0, !seen.contains(ifd), let n = u16(ifd), n > 0, n < 1024 else { continue }
+            var budget = 1 << 18
+            func width(_ type: Int) -> Int {
+                switch type {
+                case 3, 8: return 2
+                case 4, 9, 11, 13: return 4
+                case 5, 10, 12: return 8
+                default: return 1
+                }
+            }
+            walk: while head < queue.count, seen.count < 64 {
+                let ifd = queue[head]
+                head += 1
+                guard ifd >= 8, ifd < b.count, !seen.contains(ifd), let n = u16(ifd), n > 0, n < 1024 else { continue }
                 seen.insert(ifd)
                 var image = Image()
                 var offsets: [Int] = [], counts: [Int] = []
                 for e in 0..<n {
                     let at = ifd + 2 + e * 12
                     guard let tag = u16(at), let type = u16(at + 2), let count = u32(at + 4), count < 1 << 20 else { continue }
-                    let size = [1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 1, 8: 2, 9: 4, 10: 8, 11: 4, 12: 8, 13: 4][type] ?? 1
+                    let size = width(type)
                     let valueAt = count * size <= 4 ? at + 8 : (u32(at + 8) ?? -1)
-                    func values() -> [Int] {
-                        (0..<min(count, 65536)).compactMap { k in size == 2 ? u16(valueAt + 2 * k) : u32(valueAt + 4 * k) }
+                    func values(_ most: Int = 65536) -> [Int] {
+                        guard valueAt >= 0, valueAt < b.count else { return [] }
+                        let n = min(count, most, budget, (b.count - valueAt) / size)  // what the file holds
+                        budget -= max(n, 1)
+                        return (0..<n).compactMap { k in size == 2 ? u16(valueAt + 2 * k) : u32(valueAt + 4 * k) }
                     }
                     switch tag {
-                    case 254: image.subfile = values().first ?? 0
-                    case 256: image.width = values().first ?? 0
-                    case 257: image.height = values().first ?? 0
-                    case 258: image.bits = values().first ?? 8
-                    case 259: image.compression = values().first ?? 1
-                    case 277: image.samples = values().first ?? 1
-                    case 262: image.photometric = values().first ?? 0
+                    case 254: image.subfile = values(1).first ?? 0
+                    case 256: image.width = values(1).first ?? 0
+                    case 257: image.height = values(1).first ?? 0
+                    case 258: image.bits = values(1).first ?? 8
+                    case 259: image.compression = values(1).first ?? 1
+                    case 277: image.samples = values(1).first ?? 1
+                    case 262: image.photometric = values(1).first ?? 0
                     case 273, 324: offsets = values()
                     case 279, 325: counts = values()
-                    case 330: queue += values()  // SubIFDs
+                    case 330: queue += values(32).filter { $0 >= 8 && $0 < b.count }  // SubIFDs
                     case 50706: dngVersion = true
                     default: break
                     }
+                    if budget <= 0 { break walk }
                 }
                 image.chunks = Array(zip(offsets, counts))
                 images.append(image)
@@ -228,5 +276,21 @@ enum RawContainer {
         var rawImage: Image? {
             images.filter { $0.photometric == 32803 || $0.photometric == 34892 }.max { $0.width * $0.height < $1.width * $1.height }
         }
+    }
+}
+
+/// What the installed LibRaw reads: its version and its own list of camera models
+/// (`tessera inspect --raw-cameras`). Opens LibRaw if it is not open yet.
+public enum RawSupport {
+    /// LibRaw's version ("0.20.2"); throws `unsupported-feature` (saying why) when it cannot be opened.
+    public static func version() throws -> String {
+        guard ts_raw_available() != 0 else { throw ImagingError(.unsupportedFeature, String(cString: ts_raw_unavailable_reason())) }
+        return String(cString: ts_raw_version())
+    }
+
+    /// "Make Model" for every camera LibRaw lists, in its order.
+    public static func cameras() throws -> [String] {
+        _ = try version()
+        return (0..<Int(ts_raw_camera_count())).compactMap { ts_raw_camera(Int32($0)).map { String(cString: $0) } }
     }
 }

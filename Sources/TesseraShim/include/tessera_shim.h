@@ -212,6 +212,19 @@ int ts_raw_preview(ts_raw *r, const uint8_t **bytes, size_t *length, int *format
 /// processor time (0: no bound). Free the image with `ts_raw_image_free`.
 int ts_raw_decode(ts_raw *r, int half, int quality, double cpu_seconds, ts_raw_image *out);
 void ts_raw_image_free(ts_raw_image *image);
+/// Reads the sensor data (once): 0 or a TS_RAW_ code.
+int ts_raw_unpack(ts_raw *r, double cpu_seconds);
+/// `release`: the input bytes map a file, whose pages may be handed back to the kernel while
+/// and after LibRaw reads them (they are read again from the file if touched).
+void ts_raw_release_input(ts_raw *r, int release);
+/// Half size straight from a 2x2 Bayer mosaic, row by row (no image buffer): the mosaic's
+/// blocks, black level subtracted, white balance as shot, through the camera-to-sRGB matrix,
+/// as 16-bit linear sRGB — LibRaw's half size without its passes over a 4-channel copy.
+/// 0 and the half size, -1 when the file is not such a mosaic (decode it with
+/// `ts_raw_decode`), or a TS_RAW_ code.
+int ts_raw_half_begin(ts_raw *r, double cpu_seconds, int *width, int *height);
+/// `count` half-size rows from `first`, 3 samples a pixel, `stride` samples a row.
+int ts_raw_half_rows(ts_raw *r, int first, int count, uint16_t *out, size_t stride);
 const char *ts_raw_version(void);
 int ts_raw_camera_count(void);
 const char *ts_raw_camera(int i);

@@ -17,6 +17,10 @@ final class RawLoader: SourceLoader {
     private var image: RawImage?
     private var row = 0
     private var half = false
+    /// Half size streamed from the mosaic (`RawDecoder.beginHalf`): its size.
+    private var streamed: Size?
+    private var scratch: UnsafeMutablePointer<UInt16>?
+    private var scratchRows = 0
     /// 2^BaselineExposure, applied to the linear samples.
     private let gain: Float
 
@@ -55,9 +59,13 @@ final class RawLoader: SourceLoader {
     func decodeBytes(scaleEighths: Int) -> Int {
         let i = decoder.info
         let sensor = Int(i.raw_width) * Int(i.raw_height) * 2
+        // Half size of a Bayer mosaic streams from the sensor data: nothing more.
+        if useHalf(scaleEighths), i.colors == 3, i.filters >= 1000 { return sensor }
         let pixels = header.storedSize.width * header.storedSize.height / (useHalf(scaleEighths) ? 4 : 1)
         return sensor + pixels * (8 + 6)
     }
+
+    deinit { scratch?.deallocate() }
 
     private func useHalf(_ scaleEighths: Int) -> Bool {
         switch options.raw {
@@ -73,7 +81,13 @@ final class RawLoader: SourceLoader {
             throw ImagingError(.truncated, "truncated raw file: \(missing)")
         }
         half = useHalf(scaleEighths)
-        let decoded = try LibraryOutput.capturing("LibRaw") { try decoder.decode(half: half, cpuSeconds: options.decodeSeconds) }
+        if half, let size = try LibraryOutput.capturing("LibRaw", {
+            try decoder.beginHalf(cpuSeconds: options.decodeSeconds, release: options.inputIsFileMap)
+        }) {
+            streamed = size
+            return DecodeStart(size: size, channels: 3, scaleEighths: 4)
+        }
+        let decoded = try LibraryOutput.capturing("LibRaw") { try decoder.decode(half: half, cpuSeconds: options.decodeSeconds, release: options.inputIsFileMap) }
         guard decoded.channels == 3 || decoded.channels == 1, decoded.width > 0, decoded.height > 0 else {
             throw ImagingError(.corrupt, "corrupt raw file: LibRaw gave a \(decoded.width)x\(decoded.height) image of \(decoded.channels) colours")
         }
@@ -85,6 +99,13 @@ final class RawLoader: SourceLoader {
     var linearRows: Bool { true }
 
     func readLinear(into buffer: UnsafeMutablePointer<UInt16>, stride: Int, maxRows: Int) throws -> Int {
+        if let streamed {
+            let n = max(0, min(maxRows, streamed.height - row))
+            if n > 0 { try decoder.halfRows(row, n, into: buffer, stride: stride) }
+            if gain != 1 { applyGain(buffer, stride: stride, rows: n, count: streamed.width * 3) }
+            row += n
+            return n
+        }
         guard let image else { return 0 }
         let n = max(0, min(maxRows, image.height - row))
         let count = image.width * image.channels
@@ -100,7 +121,30 @@ final class RawLoader: SourceLoader {
         return n
     }
 
+    private func applyGain(_ buffer: UnsafeMutablePointer<UInt16>, stride: Int, rows: Int, count: Int) {
+        for r in 0..<rows {
+            let p = buffer + r * stride
+            for k in 0..<count { p[k] = UInt16(min(65535, Float(p[k]) * gain + 0.5)) }
+        }
+    }
+
     func read(into buffer: UnsafeMutablePointer<UInt8>, stride: Int, maxRows: Int) throws -> Int {
+        if let streamed {
+            // 8-bit sRGB rows (a reader that wants them): the linear rows through the table.
+            let width = streamed.width * 3
+            if scratchRows < maxRows {
+                scratch?.deallocate()
+                scratch = .allocate(capacity: width * maxRows)
+                scratchRows = maxRows
+            }
+            let n = try readLinear(into: scratch!, stride: width, maxRows: maxRows)
+            let table = SRGB.fromLinear
+            for r in 0..<n {
+                let src = scratch! + r * width, dst = buffer + r * stride
+                for k in 0..<width { dst[k] = table[Int(src[k])] }
+            }
+            return n
+        }
         guard let image else { return 0 }
         let n = max(0, min(maxRows, image.height - row))
         let count = image.width * image.channels
