@@ -3,7 +3,7 @@
 # -sanitize=fuzzer, with AddressSanitizer; the C shim built with
 # -fsanitize=fuzzer-no-link,address). One binary holds every target (Fuzz/Sources/FuzzTargets).
 #
-#   Benchmarks/fuzz.sh TARGET SECONDS   fuzz one target (render inspect exif progressive png strip wire job tiff gif video jxl entropy)
+#   Benchmarks/fuzz.sh TARGET SECONDS   fuzz one target (render inspect exif progressive png strip wire job tiff gif video jxl entropy raw)
 #   Benchmarks/fuzz.sh replay           run every committed seed and regression input once (CI)
 #   FUZZ_KEEP_GOING=1 Benchmarks/fuzz.sh TARGET SECONDS   record findings and go on (long unattended runs)
 #

@@ -390,6 +390,19 @@ int ts_raw_decode(ts_raw *r, int half, int quality, double cpu_seconds, ts_raw_i
     int err = lr.dcraw_process(d);
     code = ts_raw_code(r, err);
     if (code) return code;
+    // A three-colour (or one-colour) image unturned is read where LibRaw made it, 4 samples a
+    // pixel: with no automatic brightening and gamma 1 its output curve is the identity, so
+    // `dcraw_make_mem_image` would only copy it (150 MB for 24 MP).
+    if (d->image && (d->idata.colors == 3 || d->idata.colors == 1) && d->sizes.flip == 0 &&
+        d->sizes.iwidth > 0 && d->sizes.iheight > 0) {
+        out->handle = NULL;
+        out->pixels = (const uint16_t *)d->image;
+        out->width = d->sizes.iwidth;
+        out->height = d->sizes.iheight;
+        out->colors = d->idata.colors;
+        out->step = 4;
+        return 0;
+    }
     int e = 0;
     libraw_processed_image_t *img = lr.make_mem_image(d, &e);
     if (!img) return ts_raw_code(r, e ? e : LIBRAW_UNSUFFICIENT_MEMORY);
@@ -403,6 +416,7 @@ int ts_raw_decode(ts_raw *r, int half, int quality, double cpu_seconds, ts_raw_i
     out->width = img->width;
     out->height = img->height;
     out->colors = img->colors;
+    out->step = img->colors;
     return 0;
 }
 

@@ -128,12 +128,14 @@ final class RawDecoder {
     }
 }
 
-/// A decoded raw image: 16-bit linear sRGB samples, owned by LibRaw until freed.
+/// A decoded raw image: 16-bit linear sRGB samples, `step` apart (4 where it is LibRaw's own
+/// working image, which lives as long as the `RawDecoder`), owned by LibRaw until freed.
 final class RawImage {
     private var image: ts_raw_image
     let width: Int
     let height: Int
     let channels: Int
+    let step: Int
     var pixels: UnsafePointer<UInt16> { image.pixels }
 
     init(_ image: ts_raw_image) {
@@ -141,6 +143,21 @@ final class RawImage {
         width = Int(image.width)
         height = Int(image.height)
         channels = Int(image.colors)
+        step = max(Int(image.step), Int(image.colors))
+    }
+
+    /// Row `y`'s samples, `channels` a pixel packed, times `gain`, into `dst`.
+    func copyRow(_ y: Int, to dst: UnsafeMutablePointer<UInt16>, gain: Float) {
+        let src = pixels + y * width * step
+        if step == channels && gain == 1 {
+            dst.update(from: src, count: width * channels)
+        } else if gain == 1 {
+            for x in 0..<width { for c in 0..<channels { dst[x * channels + c] = src[x * step + c] } }
+        } else {
+            for x in 0..<width {
+                for c in 0..<channels { dst[x * channels + c] = UInt16(min(65535, Float(src[x * step + c]) * gain + 0.5)) }
+            }
+        }
     }
 
     deinit { ts_raw_image_free(&image) }

@@ -191,9 +191,9 @@ typedef struct {
 } ts_raw_info;
 
 typedef struct {
-    void *handle;
-    const uint16_t *pixels;      ///< `colors` 16-bit linear samples a pixel, rows packed
-    int width, height, colors;
+    void *handle;                ///< LibRaw's output copy, or NULL: `pixels` is the handle's own image
+    const uint16_t *pixels;      ///< `colors` 16-bit linear samples a pixel, `step` apart, rows packed
+    int width, height, colors, step;
 } ts_raw_image;
 
 /// Whether LibRaw could be opened (once, at the first call); why not.

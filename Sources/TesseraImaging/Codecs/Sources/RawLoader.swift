@@ -53,16 +53,15 @@ final class RawLoader: SourceLoader {
         gain = be.isFinite && abs(be) <= 8 ? Float(pow(2.0, Double(be))) : 1
     }
 
-    /// What each decode holds: LibRaw's copy of the sensor data (2 bytes a photosite), its
-    /// working image (4 × 2 bytes a pixel, a quarter of them at half size) and the 16-bit
-    /// RGB it hands over.
+    /// What each decode holds: LibRaw's copy of the sensor data (2 bytes a photosite) and its
+    /// working image (4 × 2 bytes a pixel, a quarter of them at half size), read in place.
     func decodeBytes(scaleEighths: Int) -> Int {
         let i = decoder.info
         let sensor = Int(i.raw_width) * Int(i.raw_height) * 2
         // Half size of a Bayer mosaic streams from the sensor data: nothing more.
         if useHalf(scaleEighths), i.colors == 3, i.filters >= 1000 { return sensor }
         let pixels = header.storedSize.width * header.storedSize.height / (useHalf(scaleEighths) ? 4 : 1)
-        return sensor + pixels * (8 + 6)
+        return sensor + pixels * 8
     }
 
     deinit { scratch?.deallocate() }
@@ -108,15 +107,7 @@ final class RawLoader: SourceLoader {
         }
         guard let image else { return 0 }
         let n = max(0, min(maxRows, image.height - row))
-        let count = image.width * image.channels
-        for r in 0..<n {
-            let src = image.pixels + (row + r) * count, dst = buffer + r * stride
-            if gain == 1 {
-                dst.update(from: src, count: count)
-            } else {
-                for k in 0..<count { dst[k] = UInt16(min(65535, Float(src[k]) * gain + 0.5)) }
-            }
-        }
+        for r in 0..<n { image.copyRow(row + r, to: buffer + r * stride, gain: gain) }
         row += n
         return n
     }
@@ -148,14 +139,16 @@ final class RawLoader: SourceLoader {
         guard let image else { return 0 }
         let n = max(0, min(maxRows, image.height - row))
         let count = image.width * image.channels
+        if scratchRows < 1 {
+            scratch?.deallocate()
+            scratch = .allocate(capacity: count)
+            scratchRows = 1
+        }
         let table = SRGB.fromLinear  // 65,536 linear codes -> sRGB
         for r in 0..<n {
-            let src = image.pixels + (row + r) * count, dst = buffer + r * stride
-            if gain == 1 {
-                for k in 0..<count { dst[k] = table[Int(src[k])] }
-            } else {
-                for k in 0..<count { dst[k] = table[Int(min(65535, Float(src[k]) * gain + 0.5))] }
-            }
+            image.copyRow(row + r, to: scratch!, gain: gain)
+            let dst = buffer + r * stride
+            for k in 0..<count { dst[k] = table[Int(scratch![k])] }
         }
         row += n
         return n
