@@ -262,8 +262,10 @@ public enum TaskExecutor {
             record.scaleEighths = result.scaleEighths
             record.decodePath = result.recordedDecodePath
             record.gainMap = result.gainMap
+            record.placeholders = result.placeholders
+            record.fingerprints = result.fingerprints
             if !result.warnings.isEmpty { record.warnings = (record.warnings ?? []) + result.warnings }
-            for stage in [Stage.decode, .resize, .finish, .encode] { record.timings[stage] = result.timings[stage] }
+            for stage in [Stage.decode, .resize, .finish, .describe, .encode] { record.timings[stage] = result.timings[stage] }
             for out in result.outputs {
                 let spec = job.outputs[out.recipeIndex]
                 let rel = try job.naming(spec).relativePath(for: input, preset: spec.name, format: out.format)

@@ -62,6 +62,9 @@ public struct RenderResult: Sendable {
     public var warnings: [String] = []
     /// The source's gain map (Ultra HDR), if it had one; each output's record says what became of it.
     public var gainMap: GainMapInfo? = nil
+    /// What the `describe` stage made (`RenderOptions.placeholders`, `fingerprints`).
+    public var placeholders: Placeholders? = nil
+    public var fingerprints: Fingerprints? = nil
 }
 
 /// The pipeline: bytes in, bytes out.
@@ -184,11 +187,23 @@ public enum Renderer {
             t.encode += max(0, clock.milliseconds - t.staged)
             throw e.timed(t)
         }
+        // Placeholders and fingerprints: from the smallest output's pixels (upright, resized), never a second decode.
+        var described: (Placeholders?, Fingerprints?) = (nil, nil)
+        if options.placeholders || options.fingerprints, let smallest = stage.images.min(by: { $0.width * $0.height < $1.width * $1.height }) {
+            let start = clock.milliseconds
+            let small = Describe.reduced(smallest)
+            if options.placeholders { described.0 = Describe.placeholders(width: small.width, height: small.height, rgba: small.rgba) }
+            if options.fingerprints { described.1 = Describe.fingerprints(width: small.width, height: small.height, rgba: small.rgba) }
+            timings.describe += clock.milliseconds - start
+        }
         // Metadata, flattening and the steps between the timed ones are the finishing's.
         timings.close(at: clock.milliseconds, remainderTo: .finish)
-        return RenderResult(source: stage.summary, outputs: outputs, decodePath: stage.decodePath, level: stage.level,
-                            scaleEighths: stage.scaleEighths, decodedSize: stage.decodedSize, timings: timings,
-                            frameTime: stage.frameTime, warnings: stage.warnings, gainMap: stage.gainMapInfo)
+        var result = RenderResult(source: stage.summary, outputs: outputs, decodePath: stage.decodePath, level: stage.level,
+                                  scaleEighths: stage.scaleEighths, decodedSize: stage.decodedSize, timings: timings,
+                                  frameTime: stage.frameTime, warnings: stage.warnings, gainMap: stage.gainMapInfo)
+        result.placeholders = described.0
+        result.fingerprints = described.1
+        return result
     }
 
     /// The pixels of one recipe's output, before encoding: oriented, resized,

@@ -420,6 +420,8 @@ public enum JobFile {
                 guard let mode = RawDecode(rawValue: s) else { throw error(v, "options.raw", "expected auto, preview, half or full, got \"\(s)\"") }
                 o.raw = mode
             }
+            if let v = m["placeholders"] { o.placeholders = try bool(v, "options.placeholders") }
+            if let v = m["fingerprints"] { o.fingerprints = try bool(v, "options.fingerprints") }
             if let v = m["overwrite"] { o.overwrite = try bool(v, "options.overwrite") }
             if let v = m["verify"] { o.verify = try bool(v, "options.verify") }
             if let p = o.problem() {

@@ -48,6 +48,10 @@ public struct RenderOptions: Sendable, Equatable {
     public var gainMap = GainMapMode.keep
     /// An HDR source (PQ or HLG AVIF or HEIF): tone-mapped to SDR, or kept HDR.
     public var hdr = HDRMode.toneMap
+    /// What the `describe` stage makes from the pixels already decoded: ThumbHash and
+    /// BlurHash (`placeholders`), pHash, dHash and colours (`fingerprints`).
+    public var placeholders = false
+    public var fingerprints = false
 
     public init() {}
 

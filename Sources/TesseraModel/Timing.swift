@@ -14,6 +14,8 @@ public enum Stage: String, CaseIterable, Sendable, Codable, CodingKey {
     case resize
     /// Orientation, flattening, colour conversion.
     case finish
+    /// Placeholders and fingerprints from the pixels already decoded (when asked for).
+    case describe
     case encode
     /// Writing the outputs to the output root's disk (staged, then published).
     case write
@@ -35,6 +37,7 @@ public struct StageTimings: Sendable, Equatable, Codable {
     public var decode: Double = 0
     public var resize: Double = 0
     public var finish: Double = 0
+    public var describe: Double = 0
     public var encode: Double = 0
     public var write: Double = 0
     public var store: Double = 0
@@ -87,6 +90,7 @@ public struct StageTimings: Sendable, Equatable, Codable {
             case .decode: return decode
             case .resize: return resize
             case .finish: return finish
+            case .describe: return describe
             case .encode: return encode
             case .write: return write
             case .store: return store
@@ -101,6 +105,7 @@ public struct StageTimings: Sendable, Equatable, Codable {
             case .decode: decode = newValue
             case .resize: resize = newValue
             case .finish: finish = newValue
+            case .describe: describe = newValue
             case .encode: encode = newValue
             case .write: write = newValue
             case .store: store = newValue

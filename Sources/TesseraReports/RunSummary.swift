@@ -247,7 +247,8 @@ public enum RecordWriters {
     public static let csvColumns = [
         "input", "status", "error_code", "error", "worker", "source_format", "source_width", "source_height",
         "scale_eighths", "bytes_in", "bytes_out", "outputs",
-    ] + Stage.allCases.map { $0.snakeName + "_ms" } + ["peak_rss_bytes", "peak_rss_upper_bound"]
+    ] + Stage.allCases.map { $0.snakeName + "_ms" } + ["peak_rss_bytes", "peak_rss_upper_bound",
+        "thumbhash", "blurhash", "phash", "dhash", "average_color", "dominant_color"]
 
     public static func csv(_ records: [TaskRecord]) -> [UInt8] {
         func field(_ s: String) -> String {
@@ -266,6 +267,9 @@ public enum RecordWriters {
             let peak = r.peakMemory
             row.append(peak.map { String($0.bytes) } ?? "")
             row.append(peak.map { $0.isUpperBound ? "true" : "false" } ?? "")
+            row += [r.placeholders?.thumbhash ?? "", r.placeholders?.blurhash ?? ""]
+            row += [r.fingerprints?.phash ?? "", r.fingerprints?.dhash ?? "", r.fingerprints?.averageColor ?? "",
+                    r.fingerprints?.dominantColor ?? ""]
             lines.append(row.map(field).joined(separator: ","))
         }
         return Array((lines.joined(separator: "\n") + "\n").utf8)

@@ -10,7 +10,8 @@ public enum JobFields {
     public static let strip = ["keepICC", "keepCopyright", "orientation", "keepGainMap"]
     public static let tiles = ["layout", "tileSize", "overlap", "format", "quality", "background", "baseURI", "viewer", "memoryBudgetMB", "subifd"]
     public static let options = ["maxMegapixels", "maxInputMB", "strict", "maxAttempts", "heifThumbnails", "page", "frame",
-                                 "timeout", "inline", "incremental", "fast", "at", "frames", "fps", "maxFrames", "maxDuration", "hdr", "overwrite", "verify", "raw"]
+                                 "timeout", "inline", "incremental", "fast", "at", "frames", "fps", "maxFrames", "maxDuration", "hdr", "overwrite", "verify", "raw",
+                                 "placeholders", "fingerprints"]
     public static let storage = StorageSettings.fields
 
     /// `unknown field (did you mean "tileSize"?); expected one of …`

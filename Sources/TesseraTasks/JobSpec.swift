@@ -208,6 +208,10 @@ public struct JobOptions: Codable, Sendable, Equatable {
     public var hdr = HDRMode.toneMap
     /// Camera raw files: the cheapest decode that serves (auto), or preview, half or full.
     public var raw = RawDecode.auto
+    /// Each record carries ThumbHash and BlurHash / pHash, dHash and colours, from the pixels
+    /// the task decoded anyway (the `describe` stage).
+    public var placeholders = false
+    public var fingerprints = false
     /// A job confined to roots (submitted through the API or by a client key) may replace an
     /// existing file it did not write only when this says so (docs/API.md, "Security").
     public var overwrite = false
@@ -219,7 +223,7 @@ public struct JobOptions: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case maxMegapixels, maxInputMB, strict, maxAttempts, timeout, inline, incremental, fast, heifThumbnails, page, frame
-        case at, frames, fps, maxFrames, maxDuration, hdr, overwrite, verify, raw
+        case at, frames, fps, maxFrames, maxDuration, hdr, overwrite, verify, raw, placeholders, fingerprints
     }
 
     public init(from decoder: Decoder) throws {
@@ -244,6 +248,8 @@ public struct JobOptions: Codable, Sendable, Equatable {
         maxDuration = try c.decodeIfPresent(Double.self, forKey: .maxDuration) ?? d.maxDuration
         hdr = try c.decodeIfPresent(HDRMode.self, forKey: .hdr) ?? d.hdr
         raw = try c.decodeIfPresent(RawDecode.self, forKey: .raw) ?? d.raw
+        placeholders = try c.decodeIfPresent(Bool.self, forKey: .placeholders) ?? d.placeholders
+        fingerprints = try c.decodeIfPresent(Bool.self, forKey: .fingerprints) ?? d.fingerprints
         overwrite = try c.decodeIfPresent(Bool.self, forKey: .overwrite) ?? d.overwrite
         verify = try c.decodeIfPresent(Bool.self, forKey: .verify) ?? d.verify
     }
@@ -277,6 +283,8 @@ public struct JobOptions: Codable, Sendable, Equatable {
         o.maxDuration = maxDuration
         o.hdr = hdr
         o.raw = raw
+        o.placeholders = placeholders
+        o.fingerprints = fingerprints
         o.decodeSeconds = timeout
         return o
     }
@@ -527,12 +535,17 @@ public struct ExecutableJob: Codable, Sendable, Equatable {
             var hdr: HDRMode
             /// Absent when `auto` (the hashes of jobs before it stay as they were).
             var raw: RawDecode?
+            /// Absent when not asked for: a rerun that asks for them redoes the records.
+            var placeholders: Bool?
+            var fingerprints: Bool?
         }
         let e = JSONEncoder()
         e.outputFormatting = [.sortedKeys]
         let data = (try? e.encode(Key(kind: kind, root: outputRoot, outputs: outputs, strip: strip, tiles: tiles,
                                       strict: options.strict, fast: options.fast, hdr: options.hdr,
-                                      raw: options.raw == .auto ? nil : options.raw))) ?? Data()
+                                      raw: options.raw == .auto ? nil : options.raw,
+                                      placeholders: options.placeholders ? true : nil,
+                                      fingerprints: options.fingerprints ? true : nil))) ?? Data()
         return XXH64.hash(Array(data))
     }
 }

@@ -71,6 +71,10 @@ public struct TaskRecord: Sendable, Codable {
     public var decodePath: String?
     /// The source's gain map (Ultra HDR), when it had one; each output says what became of it.
     public var gainMap: GainMapInfo?
+    /// ThumbHash and BlurHash (job option `placeholders`), from the pixels already decoded.
+    public var placeholders: Placeholders?
+    /// pHash, dHash, average and dominant colour (job option `fingerprints`).
+    public var fingerprints: Fingerprints?
     public var outputs: [OutputRecord] = []
     public var timings = StageTimings()
     /// Peak resident memory while the task ran, when measured (pool workers).
@@ -95,7 +99,7 @@ public struct TaskRecord: Sendable, Codable {
     // `peakRSSShared: true`. Every field but input and status may be absent (older journals).
     enum CodingKeys: String, CodingKey {
         case type, version, input, status, error, bytesIn, bytesOut, sourceFormat, sourceWidth, sourceHeight, scaleEighths
-        case decodePath, gainMap, outputs, timings = "timingsMilliseconds", peakRSSBytes, peakRSSShared, worker, tiles, strip, transfer
+        case decodePath, gainMap, placeholders, fingerprints, outputs, timings = "timingsMilliseconds", peakRSSBytes, peakRSSShared, worker, tiles, strip, transfer
         case finishedAt = "finishedUnixSeconds", warnings
         case legacyTimings = "timings", legacyFinishedAt = "finishedAt"
     }
@@ -114,6 +118,8 @@ public struct TaskRecord: Sendable, Codable {
         scaleEighths = try c.decodeIfPresent(Int.self, forKey: .scaleEighths)
         decodePath = try c.decodeIfPresent(String.self, forKey: .decodePath)
         gainMap = try c.decodeIfPresent(GainMapInfo.self, forKey: .gainMap)
+        placeholders = try c.decodeIfPresent(Placeholders.self, forKey: .placeholders)
+        fingerprints = try c.decodeIfPresent(Fingerprints.self, forKey: .fingerprints)
         outputs = try c.decodeIfPresent([OutputRecord].self, forKey: .outputs) ?? []
         timings = try c.decodeIfPresent(StageTimings.self, forKey: .timings)
             ?? c.decodeIfPresent(StageTimings.self, forKey: .legacyTimings) ?? StageTimings()
@@ -144,6 +150,8 @@ public struct TaskRecord: Sendable, Codable {
         try c.encodeIfPresent(scaleEighths, forKey: .scaleEighths)
         try c.encodeIfPresent(decodePath, forKey: .decodePath)
         try c.encodeIfPresent(gainMap, forKey: .gainMap)
+        try c.encodeIfPresent(placeholders, forKey: .placeholders)
+        try c.encodeIfPresent(fingerprints, forKey: .fingerprints)
         try c.encode(outputs, forKey: .outputs)
         try c.encode(timings, forKey: .timings)
         try c.encodeIfPresent(peakMemory?.bytes, forKey: .peakRSSBytes)

@@ -9,7 +9,8 @@ public struct Envelope: Equatable, Sendable {
     public static let tag = Array("TSR1".utf8)
     /// 2: workers ask to `commit` before publishing outputs; roles for CURVE keys.
     /// 5: a job's `access` (roots, source policy), which workers enforce.
-    public static let version = 5
+    /// 6: the `describe` stage in reports' timings (placeholders, fingerprints).
+    public static let version = 6
 
     public var type: String
     public var body: [UInt8]

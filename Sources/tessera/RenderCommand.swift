@@ -67,6 +67,12 @@ struct Render: ParsableCommand {
     @Option(help: "Camera raw files: auto (the embedded preview when it covers the output, else half size when that leaves the resampler its margin, else a full AHD demosaic), preview, half or full.")
     var raw: RawDecode = .auto
 
+    @Flag(help: "Each record carries placeholders made from the pixels already decoded: ThumbHash (base64) and BlurHash.")
+    var placeholders = false
+
+    @Flag(help: "Each record carries fingerprints for finding near-duplicates: pHash and dHash (64 bits, hex) and the average and dominant colour.")
+    var fingerprints = false
+
     @Option(parsing: .unconditional, help: "Video: when the poster frame is taken, in seconds (1.5, 1.5s), seconds before the end (-2), or a percentage of its length (0% to 100%); a time past the end takes the last frame, with a warning. Default: the first frame past the first second that is neither near-black nor flat.")
     var at: String?
 
@@ -373,6 +379,8 @@ struct Render: ParsableCommand {
         jobOptions.strict = !lenient
         jobOptions.incremental = false
         jobOptions.raw = raw
+        jobOptions.placeholders = placeholders
+        jobOptions.fingerprints = fingerprints
         let job = ExecutableJob(kind: .thumbnail,
                                 outputs: outputs.map { OutputSpec(name: $0.name, recipe: $0.recipe, path: pathTemplate) },
                                 outputRoot: toStdout ? "." : output, options: jobOptions)
@@ -396,6 +404,8 @@ struct Render: ParsableCommand {
         options.gainMap = gainMap
         options.hdr = hdr
         options.raw = raw
+        options.placeholders = placeholders
+        options.fingerprints = fingerprints
         if let at {
             switch VideoTime.parse(at) {
             case .success(let t): options.posterTime = t

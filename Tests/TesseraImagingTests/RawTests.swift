@@ -222,6 +222,20 @@ final class RawTests: XCTestCase {
         let sniffed = many.withUnsafeBytes { RawContainer.sniff($0) }
         XCTAssertFalse(sniffed, "a TIFF of empty directories is not a raw file")
         XCTAssertEqual(many.withUnsafeBytes { RawContainer.TIFFWalk($0)?.images.count }, 1)
+        // The fuzzer's find in LibRaw 0.20 itself: a Hasselblad model string that overflows a
+        // buffer in its parser (glibc aborts the process). The header is read in a child
+        // first: this file fails typed and the process (a worker's other tasks) goes on.
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let hassy = try bytes(of: root.appendingPathComponent("Fuzz/regressions/raw/crash-libraw020-hasselblad-model-strcat"))
+        XCTAssertEqual(hassy.withUnsafeBytes { ImageFormat.sniff($0) }, .raw)
+        do {
+            _ = try render(hassy, [fit(64, 64)])
+            XCTFail("rendered a file LibRaw's parser dies on")
+        } catch let e as ImagingError {
+            XCTAssertEqual(e.code, .corrupt)
+            XCTAssertTrue(e.reason.contains("failed on this file's header (Aborted)"), e.reason)
+        }
+        XCTAssertThrowsError(try ImageInfo.inspect(hassy))
         // A TIFF is not raw, a JPEG named .nef is a JPEG: content decides.
         XCTAssertEqual(try Codec.encodePNG(ConformanceTests.picture).withUnsafeBytes { ImageFormat.sniff($0) }, .png)
         let tiff = TestTIFF(pages: [TestTIFF.Page(width: 8, height: 8)]).bytes()
