@@ -222,20 +222,23 @@ final class RawTests: XCTestCase {
         let sniffed = many.withUnsafeBytes { RawContainer.sniff($0) }
         XCTAssertFalse(sniffed, "a TIFF of empty directories is not a raw file")
         XCTAssertEqual(many.withUnsafeBytes { RawContainer.TIFFWalk($0)?.images.count }, 1)
-        // The fuzzer's find in LibRaw 0.20 itself: a Hasselblad model string that overflows a
-        // buffer in its parser (glibc aborts the process). The header is read in a child
-        // first: this file fails typed and the process (a worker's other tasks) goes on.
+        // The fuzzer's finds in LibRaw 0.20 itself: a Hasselblad model string that overflows a
+        // buffer in its parser (glibc aborts the process), an IFD that makes it read through a
+        // wild pointer. The header is read in a child first: each fails typed and the process
+        // (a worker's other tasks) goes on.
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let hassy = try bytes(of: root.appendingPathComponent("Fuzz/regressions/raw/crash-libraw020-hasselblad-model-strcat"))
-        XCTAssertEqual(hassy.withUnsafeBytes { ImageFormat.sniff($0) }, .raw)
-        do {
-            _ = try render(hassy, [fit(64, 64)])
-            XCTFail("rendered a file LibRaw's parser dies on")
-        } catch let e as ImagingError {
-            XCTAssertEqual(e.code, .corrupt)
-            XCTAssertTrue(e.reason.contains("failed on this file's header (Aborted)"), e.reason)
+        for (name, signal) in [("crash-libraw020-hasselblad-model-strcat", "Aborted"), ("crash-libraw020-parse-tiff-ifd-segv", "Segmentation fault")] {
+            let file = try bytes(of: root.appendingPathComponent("Fuzz/regressions/raw/" + name))
+            XCTAssertEqual(file.withUnsafeBytes { ImageFormat.sniff($0) }, .raw, name)
+            do {
+                _ = try render(file, [fit(64, 64)])
+                XCTFail("rendered a file LibRaw's parser dies on: \(name)")
+            } catch let e as ImagingError {
+                XCTAssertEqual(e.code, .corrupt, name)
+                XCTAssertTrue(e.reason.contains("failed on this file's header (\(signal))"), e.reason)
+            }
+            XCTAssertThrowsError(try ImageInfo.inspect(file), name)
         }
-        XCTAssertThrowsError(try ImageInfo.inspect(hassy))
         // A TIFF is not raw, a JPEG named .nef is a JPEG: content decides.
         XCTAssertEqual(try Codec.encodePNG(ConformanceTests.picture).withUnsafeBytes { ImageFormat.sniff($0) }, .png)
         let tiff = TestTIFF(pages: [TestTIFF.Page(width: 8, height: 8)]).bytes()
