@@ -163,6 +163,10 @@ static int ts_raw_probe(const uint8_t *data, size_t size, double cpu_seconds, in
     pid_t pid = fork();
     if (pid < 0) return 0;  // no process to spare: parsed in place, as before
     if (pid == 0) {
+        // A crash here ends this process by its signal: the parent's handlers (the Swift
+        // runtime's backtracer, a sanitizer's report) are not inherited into the parse.
+        static const int fatal[] = {SIGABRT, SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS};
+        for (size_t i = 0; i < sizeof fatal / sizeof *fatal; i++) signal(fatal[i], SIG_DFL);
         struct rlimit cpu = {.rlim_cur = (rlim_t)(cpu_seconds > 0 ? cpu_seconds + 1 : 10), .rlim_max = RLIM_INFINITY};
         cpu.rlim_max = cpu.rlim_cur + 1;
         setrlimit(RLIMIT_CPU, &cpu);
@@ -179,6 +183,12 @@ static int ts_raw_probe(const uint8_t *data, size_t size, double cpu_seconds, in
     }
     if (WIFSIGNALED(status)) {
         *signal_number = WTERMSIG(status);
+        return -1;
+    }
+    // The child ends with 0 when the parse returns; anything else (a sanitizer's exit code)
+    // is a parse that did not.
+    if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+        *signal_number = -WEXITSTATUS(status);
         return -1;
     }
     return 0;
@@ -199,6 +209,8 @@ ts_raw *ts_raw_open(const uint8_t *data, size_t size, int *code) {
     if (ts_raw_probe(data, size, 0, &sig) != 0) {
         if (sig == SIGXCPU)
             snprintf(r->msg, sizeof r->msg, "LibRaw %s read this file's header for 10 s of processor time without an end", lr.version());
+        else if (sig < 0)
+            snprintf(r->msg, sizeof r->msg, "LibRaw %s failed on this file's header (exit %d)", lr.version(), -sig);
         else
             snprintf(r->msg, sizeof r->msg, "LibRaw %s failed on this file's header (%s)", lr.version(), strsignal(sig));
         *code = sig == SIGXCPU ? TS_RAW_TIMEOUT : TS_RAW_CORRUPT;
