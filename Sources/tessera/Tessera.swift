@@ -17,7 +17,7 @@ struct Tessera: ParsableCommand {
             Shell completion: tessera --generate-completion-script bash|zsh|fish.
             """,
         version: TesseraVersion.string,
-        subcommands: [Render.self, Run.self, Tiles.self, Strip.self, Transcode.self, Inspect.self, Presets.self,
+        subcommands: [Render.self, Run.self, Tiles.self, Strip.self, Transcode.self, Inspect.self, Similar.self, Presets.self,
                       Submit.self, Status.self, Wait.self, Cancel.self, Results.self, Report.self,
                       CoordinatorCommand.self, WorkerCommand.self, Keygen.self, Token.self]
     )

@@ -1,4 +1,5 @@
 import Foundation
+import TesseraImaging
 import TesseraModel
 import TesseraTestSupport
 import XCTest
@@ -69,5 +70,57 @@ final class DescribeCommandTests: XCTestCase {
         XCTAssertFalse(plain.stdout.contains("placeholders") || plain.stdout.contains("fingerprints"))
         let asked = try tessera(["render", dir + "/in/kodak_kodim01.png", "-s", "64", "-o", dir + "/asked", "--json", "--placeholders"])
         XCTAssertTrue(asked.stdout.contains("\"placeholders\"") && !asked.stdout.contains("\"fingerprints\""), asked.stdout)
+    }
+
+    /// `tessera similar`: from a folder (each image decoded once) and from a job's records.
+    func testSimilarGroupsNearDuplicates() throws {
+        let dir = NSTemporaryDirectory() + "tessera-similar-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try FileManager.default.createDirectory(atPath: dir + "/in/sub", withIntermediateDirectories: true)
+        let images = Self.root + "/examples/images"
+        let a = [UInt8](try Data(contentsOf: URL(fileURLWithPath: images + "/mei_Canon_EOS_1000D.jpg")))
+        let b = [UInt8](try Data(contentsOf: URL(fileURLWithPath: images + "/mei_Nokia_Lumia_800.jpg")))
+        let c = [UInt8](try Data(contentsOf: URL(fileURLWithPath: images + "/kodak_kodim01.png")))
+        try Data(a).write(to: URL(fileURLWithPath: dir + "/in/a.jpg"))
+        try Data(try Codec.encodeJPEG(try Renderer.decode(a), quality: 40)).write(to: URL(fileURLWithPath: dir + "/in/sub/a-q40.jpg"))
+        try Data(b).write(to: URL(fileURLWithPath: dir + "/in/b.jpg"))
+        let half = try Renderer.render(b, recipes: [Recipe(name: "h", operations: [.resize(Resize(width: 400, height: 400, mode: .fit))],
+                                                             output: OutputSettings(format: .webp))]).outputs[0].bytes
+        try Data(half).write(to: URL(fileURLWithPath: dir + "/in/b-small.webp"))
+        try Data(c).write(to: URL(fileURLWithPath: dir + "/in/c.png"))
+        let r = try tessera(["similar", dir + "/in", "--json"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let groups = r.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String] }
+        XCTAssertEqual(groups.map { $0.map { ($0 as NSString).lastPathComponent }.sorted() }.sorted { $0[0] < $1[0] },
+                       [["a-q40.jpg", "a.jpg"], ["b-small.webp", "b.jpg"]], r.stdout)
+        // The bundled samples hold two such pairs (a HEIC and an AVIF made from two of the JPEGs).
+        let bundled = try tessera(["similar", images, "--json"])
+        XCTAssertEqual(bundled.status, 0, bundled.stderr)
+        let pairs = bundled.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String] }
+        XCTAssertEqual(Set(pairs.map { Set($0.map { ($0 as NSString).lastPathComponent }) }),
+                       [["canon_portrait.heic", "mei_Canon_EOS_1000D.jpg"], ["iphone5.avif", "mei_Apple_iPhone_5.jpg"]], bundled.stdout)
+        // From records: the job's fingerprints, no image read again.
+        let job = dir + "/job.yaml"
+        try """
+            name: prints
+            inputs: [\(dir)/in]
+            output: \(dir)/out
+            options: {fingerprints: true}
+            outputs: [{name: t, recipe: {operations: [{op: resize, width: 256, height: 256, mode: fit}], output: {format: jpeg}}, path: "{dir}/{stem}.{srcext}.{ext}"}]
+            """.write(toFile: job, atomically: true, encoding: .utf8)
+        let run = try tessera(["run", job, "-w", "1", "--journal", dir + "/j.sqlite", "--report", dir + "/report"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let fromRecords = try tessera(["similar", dir + "/report.jsonl"])
+        XCTAssertEqual(fromRecords.status, 0, fromRecords.stderr)
+        XCTAssertTrue(fromRecords.stdout.contains("group 1: 2 photos") && fromRecords.stdout.contains("group 2: 2 photos"), fromRecords.stdout)
+        XCTAssertFalse(fromRecords.stdout.contains("c.png"), fromRecords.stdout)
+        XCTAssertTrue(fromRecords.stderr.contains("5 photos, 2 groups"), fromRecords.stderr)
+        // Records without fingerprints are named, not guessed.
+        let bare = dir + "/bare.jsonl"
+        try "{\"type\":\"record\",\"version\":1,\"input\":\"x.jpg\",\"status\":\"succeeded\"}\n".write(toFile: bare, atomically: true, encoding: .utf8)
+        let none = try tessera(["similar", bare])
+        XCTAssertEqual(none.status, 0)
+        XCTAssertTrue(none.stderr.contains("1 record without fingerprints"), none.stderr)
+        XCTAssertEqual(try tessera(["similar", bare, "--threshold", "40"]).status, 2)
     }
 }
