@@ -75,17 +75,25 @@ struct Similar: ParsableCommand {
             }
         }
         if !images.isEmpty {
-            let found = Self.fingerprints(of: images, threads: threads)
+            // Ctrl-C: no new image is decoded, the command says how far it got and exits 130
+            // (a grouping of part of the photos would read as the answer).
+            let stop = FileByFileStop()
+            let found = Self.fingerprints(of: images, threads: threads, stop: { stop.signal != nil })
+            var done = 0
             for (path, result) in zip(images, found) {
                 switch result {
                 case .success(let h):
                     names.append(path)
                     hashes.append(h)
+                    done += 1
                 case .failure(let e):
+                    if stop.signal != nil, (e as? ImagingError)?.code.rawValue == "not-decoded" { continue }
+                    done += 1
                     failed += 1
                     warn("error: \(LogText.field(path)): \(e)")
                 }
             }
+            try stop.exitIfStopped(done: done, of: images.count, json: json)
         }
         let groups = NearDuplicates.groups(hashes, threshold: threshold)
         for (k, group) in groups.enumerated() {
@@ -106,48 +114,32 @@ struct Similar: ParsableCommand {
 
     /// Each image's pHash: decoded at the smallest scale that gives 256 px, as a render's
     /// `fingerprints` are (the same bits for the same file).
-    static func fingerprints(of paths: [String], threads: Int) -> [Result<UInt64, Error>] {
+    static func fingerprints(of paths: [String], threads: Int, stop: @escaping @Sendable () -> Bool) -> [Result<UInt64, Error>] {
         let results = Results(count: paths.count)
-        let next = Counter()
         let recipe = Recipe(name: "similar", operations: [.resize(Resize(width: 256, height: 256, mode: .fit))],
                             output: OutputSettings(format: .png))
-        DispatchQueue.concurrentPerform(iterations: max(1, min(threads, paths.count))) { _ in
-            while let i = next.take(below: paths.count) {
-                results.set(i, Result<UInt64, Error> {
-                    let bytes = try FileIO.read(paths[i], limit: Limits.default.maxInputBytes)
-                    let image = try Renderer.decode(bytes, recipe: recipe)
-                    let small = Describe.reduced(image)
-                    let f = Describe.fingerprints(width: small.width, height: small.height, rgba: small.rgba)
-                    guard let h = UInt64(f.phash, radix: 16) else { throw ImagingError(ImagingError.Code(rawValue: "internal"), "no pHash") }
-                    return h
-                })
-            }
+        parallelForEach(paths.count, threads: threads, stop: stop) { i in
+            results.set(i, Result<UInt64, Error> {
+                let bytes = try FileIO.read(paths[i], limit: Limits.default.maxInputBytes)
+                let image = try Renderer.decode(bytes, recipe: recipe)
+                let small = Describe.reduced(image)
+                let f = Describe.fingerprints(width: small.width, height: small.height, rgba: small.rgba)
+                guard let h = UInt64(f.phash, radix: 16) else { throw ImagingError(ImagingError.Code(rawValue: "internal"), "no pHash") }
+                return h
+            })
         }
         return results.values
     }
 
-    /// What the decoding threads found, by index.
+    /// What the decoding threads found, by index (`not-decoded` where a stop came first).
     final class Results: @unchecked Sendable {
         private let lock = NSLock()
         private(set) var values: [Result<UInt64, Error>]
-        init(count: Int) { values = Array(repeating: .failure(ImagingError(ImagingError.Code(rawValue: "internal"), "not decoded")), count: count) }
+        init(count: Int) { values = Array(repeating: .failure(ImagingError(ImagingError.Code(rawValue: "not-decoded"), "not decoded")), count: count) }
         func set(_ i: Int, _ r: Result<UInt64, Error>) {
             lock.lock()
             values[i] = r
             lock.unlock()
-        }
-    }
-
-    /// Hands out indices to the decoding threads.
-    final class Counter: @unchecked Sendable {
-        private let lock = NSLock()
-        private var value = 0
-        func take(below n: Int) -> Int? {
-            lock.lock()
-            defer { lock.unlock() }
-            guard value < n else { return nil }
-            value += 1
-            return value - 1
         }
     }
 }

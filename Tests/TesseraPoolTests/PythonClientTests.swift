@@ -34,7 +34,7 @@ final class PythonClientTests: XCTestCase {
         XCTAssertEqual(run.status, 1, "one input is broken: exit 1\n\(run.out)")
         XCTAssertTrue(run.out.contains("submitted j-"), run.out)
         XCTAssertTrue(run.out.contains("failed: 10 ok, 1 failed"), run.out)
-        XCTAssertTrue(run.out.contains("failed    \(c.dir)/in/broken.jpg: not a JPEG, PNG, WebP, HEIF, AVIF, TIFF, GIF, JPEG XL or video file"), run.out)
+        XCTAssertTrue(run.out.contains("failed    \(c.dir)/in/broken.jpg: not a JPEG, PNG, WebP, HEIF, AVIF, TIFF, GIF, JPEG XL, camera raw or video file"), run.out)
         XCTAssertEqual(run.out.components(separatedBy: "succeeded ").count - 1, inputs.count)
         XCTAssertTrue(FileManager.default.fileExists(atPath: c.dir + "/out/sub/img0000-w.jpg"))
         // Without a job file, a preset over a directory; an unknown preset is a clear error.

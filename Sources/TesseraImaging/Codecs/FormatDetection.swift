@@ -40,5 +40,5 @@ public enum FormatDetection {
     }
 
     /// The formats Tessera reads, for messages.
-    public static let readable = "JPEG, PNG, WebP, HEIF, AVIF, TIFF, GIF, JPEG XL or video"
+    public static let readable = "JPEG, PNG, WebP, HEIF, AVIF, TIFF, GIF, JPEG XL, camera raw or video"
 }
